@@ -1,0 +1,48 @@
+# agent-context — `make help` lists the targets.
+SHELL := /usr/bin/env bash
+GO    ?= go
+SETUP := deploy/local/setup.sh
+# One throwaway Postgres for the whole test run; every test clones its own database.
+PGRUN := $(GO) run ./adapters/postgres/pgtest/pgtestrun --
+TEST_FLAGS ?= -timeout 20m
+BENCH ?= .
+BIN := bin/agent-context
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: setup
+setup: ## install Postgres 15 and build pgvector when missing (idempotent)
+	@bash $(SETUP)
+
+.PHONY: build
+build: ## build bin/agent-context
+	$(GO) build -trimpath -o $(BIN) ./cmd/agent-context
+
+.PHONY: run
+run: setup build ## serve on 127.0.0.1:5120 with an embedded Postgres under ./.agent-context
+	./$(BIN) serve
+
+.PHONY: test
+test: setup ## run every test against a throwaway local Postgres
+	$(PGRUN) $(GO) test $(TEST_FLAGS) ./...
+
+.PHONY: test/race
+test/race: setup ## run every test with the race detector
+	$(PGRUN) $(GO) test -race $(TEST_FLAGS) ./...
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: bench
+bench: setup ## run the benchmarks (figures go in docs/benchmarks.md)
+	$(PGRUN) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout 60m ./...
+
+.PHONY: db/reset
+db/reset: ## delete the embedded Postgres data under AGENT_CONTEXT_DATA_DIR (default ./.agent-context)
+	rm -rf "$${AGENT_CONTEXT_DATA_DIR:-.agent-context}/pg"

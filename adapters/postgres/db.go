@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	pgxvec "github.com/pgvector/pgvector-go/pgx"
+
+	"github.com/agent-context/agent-context/migrations"
+)
+
+// DBTX is what both *pgxpool.Pool and pgx.Tx offer, so store code runs unchanged
+// inside or outside a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+var (
+	_ DBTX = (*pgxpool.Pool)(nil)
+	_ DBTX = (pgx.Tx)(nil)
+)
+
+// PoolOptions tune the connection pool.
+type PoolOptions struct {
+	// MaxConns bounds the pool; 0 keeps pgx's default (max(4, CPUs)).
+	MaxConns int32
+	// StatementTimeout bounds every statement on the server side, so one slow query
+	// cannot hold the database; 0 keeps the server's setting.
+	StatementTimeout time.Duration
+	// ApplicationName is reported in pg_stat_activity.
+	ApplicationName string
+}
+
+// NewPool connects to dsn. pgvector's types are registered on every new connection
+// once the extension exists (before the first migration it does not yet).
+func NewPool(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.StatementTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
+	}
+	name := opts.ApplicationName
+	if name == "" {
+		name = "agent-context"
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	cfg.AfterConnect = registerVectorTypes
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	return pool, nil
+}
+
+func registerVectorTypes(ctx context.Context, conn *pgx.Conn) error {
+	var installed bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_type WHERE typname = 'vector')").Scan(&installed); err != nil {
+		return err
+	}
+	if !installed {
+		return nil
+	}
+	return pgxvec.RegisterTypes(ctx, conn)
+}
+
+// DB is the Postgres side of the runtime's ports.
+type DB struct {
+	Pool *pgxpool.Pool
+}
+
+// NewDB wraps a pool.
+func NewDB(pool *pgxpool.Pool) *DB { return &DB{Pool: pool} }
+
+// InTx runs fn in a transaction: committed when fn returns nil, rolled back otherwise.
+// The rollback uses a context that outlives a canceled request, so a client hanging up
+// never leaves a transaction open on the connection.
+func (db *DB) InTx(ctx context.Context, fn func(ctx context.Context, tx DBTX) error) error {
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return translate(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	return translate(tx.Commit(ctx))
+}
+
+// Versions reports the applied schema version and the newest embedded one; /ready
+// calls it.
+func (db *DB) Versions(ctx context.Context) (current, latest int64, err error) {
+	err = db.Pool.QueryRow(ctx,
+		"SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied").Scan(&current)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		return 0, migrations.Latest(), nil
+	}
+	if err != nil {
+		return 0, 0, translate(err)
+	}
+	return current, migrations.Latest(), nil
+}

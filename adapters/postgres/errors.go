@@ -1,0 +1,62 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// SQLSTATE codes the adapter translates.
+const (
+	sqlstateUniqueViolation  = "23505"
+	sqlstateQueryCanceled    = "57014"
+	sqlstateAdminShutdown    = "57P01"
+	sqlstateCannotConnectNow = "57P03"
+	sqlstateTooManyConns     = "53300"
+)
+
+// translate maps a database error to the runtime's error type, once, at the adapter
+// edge. Errors already translated pass through; the cause is kept for the log only.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *runtime.Error
+	if errors.As(err, &re) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case sqlstateQueryCanceled:
+			return unavailable("statement_timeout", err)
+		case sqlstateAdminShutdown, sqlstateCannotConnectNow, sqlstateTooManyConns:
+			return unavailable("database", err)
+		case sqlstateUniqueViolation:
+			return &runtime.Error{Code: contract.CodeConflict, Message: "the record conflicts with an existing one", Err: err}
+		}
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.SafeToRetry(err) {
+		return unavailable("database", err)
+	}
+	return err
+}
+
+func unavailable(reason string, err error) error {
+	msg := "the database is unavailable"
+	if reason == "statement_timeout" {
+		msg = "the statement took too long and was canceled"
+	}
+	return (&runtime.Error{Code: contract.CodeServiceUnavailable, Message: msg, Err: err}).With("reason", reason)
+}

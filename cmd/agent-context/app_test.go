@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
+	"github.com/agent-context/agent-context/contract"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testApp is the real Main serving on a loopback port over a fresh database cloned
+// from the migrated template. End-to-end tests talk to it over HTTP, as clients do.
+type testApp struct {
+	main   *Main
+	base   string
+	client *http.Client
+	dsn    string
+}
+
+// startApp starts Main in open mode on its own database; opts may change the config
+// (auth mode, limits) before it starts.
+func startApp(t *testing.T, opts ...func(*Config)) *testApp {
+	t.Helper()
+	dsn := pgtest.NewDSN(t)
+	cfg, err := LoadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	cfg.Bind = "127.0.0.1:0"
+	cfg.DatabaseURL = dsn
+	cfg.AutoMigrate = false
+	cfg.LogLevel = 8 // above error: tests assert on responses, not log noise
+	cfg.DrainTimeout = 5 * time.Second
+	for _, o := range opts {
+		o(&cfg)
+	}
+	m := NewMain(cfg)
+	require.NoError(t, m.Run(context.Background()))
+	t.Cleanup(func() { require.NoError(t, m.Close()) })
+	return &testApp{main: m, base: "http://" + m.Addr(), client: &http.Client{Timeout: time.Minute}, dsn: dsn}
+}
+
+// testResponse is a response read whole.
+type testResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// do sends a request; body is JSON-encoded unless it is a string or []byte, which go
+// as they are. headers are name, value pairs.
+func (a *testApp) do(t *testing.T, method, path string, body any, headers ...string) *testResponse {
+	t.Helper()
+	var reader io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		reader = bytes.NewReader([]byte(b))
+	case []byte:
+		reader = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		require.NoError(t, err)
+		reader = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, a.base+path, reader)
+	require.NoError(t, err)
+	if reader != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := a.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &testResponse{Status: resp.StatusCode, Header: resp.Header, Body: out}
+}
+
+// post sends a JSON POST.
+func (a *testApp) post(t *testing.T, path string, body any, headers ...string) *testResponse {
+	t.Helper()
+	return a.do(t, http.MethodPost, path, body, headers...)
+}
+
+// requireOK asserts the status and decodes the body into v (when v is not nil).
+func (r *testResponse) requireOK(t *testing.T, status int, v any) {
+	t.Helper()
+	require.Equal(t, status, r.Status, "body: %s", r.Body)
+	if v != nil {
+		require.NoError(t, json.Unmarshal(r.Body, v), "body: %s", r.Body)
+	}
+}
+
+// requireError asserts the status and the envelope's code and returns the envelope.
+func (r *testResponse) requireError(t *testing.T, status int, code string) contract.ErrorBody {
+	t.Helper()
+	require.Equal(t, status, r.Status, "body: %s", r.Body)
+	var env contract.ErrorResponse
+	require.NoError(t, json.Unmarshal(r.Body, &env), "body: %s", r.Body)
+	require.Equal(t, code, env.Error.Code, "body: %s", r.Body)
+	require.Equal(t, status, env.Status)
+	require.Equal(t, r.Header.Get("X-Request-Id"), env.Error.RequestID)
+	require.NotNil(t, env.Error.Details)
+	return env.Error
+}

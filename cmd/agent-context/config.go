@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the service configuration, read from AGENT_CONTEXT_* variables.
+type Config struct {
+	Bind             string
+	DatabaseURL      string
+	DataDir          string
+	ServiceToken     string
+	AllowOpen        bool
+	AutoMigrate      bool
+	LogLevel         slog.Level
+	LogFormat        string
+	StatementTimeout time.Duration
+	DrainTimeout     time.Duration
+	MaxConns         int32
+}
+
+// LoadConfig reads the configuration from getenv. A bad value is an error naming the
+// variable, so the service never starts half configured.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	cfg := Config{
+		Bind:             "127.0.0.1:5120",
+		DataDir:          ".agent-context",
+		LogLevel:         slog.LevelInfo,
+		LogFormat:        "json",
+		StatementTimeout: 30 * time.Second,
+		DrainTimeout:     20 * time.Second,
+	}
+	var errs []string
+	str := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	boolean := func(name string, dst *bool) {
+		if v := getenv(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s must be true or false, got %q", name, v))
+				return
+			}
+			*dst = b
+		}
+	}
+	duration := func(name string, dst *time.Duration) {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				errs = append(errs, fmt.Sprintf("%s must be a positive Go duration such as 30s, got %q", name, v))
+				return
+			}
+			*dst = d
+		}
+	}
+	str("AGENT_CONTEXT_BIND", &cfg.Bind)
+	str("AGENT_CONTEXT_DATABASE_URL", &cfg.DatabaseURL)
+	str("AGENT_CONTEXT_DATA_DIR", &cfg.DataDir)
+	str("AGENT_CONTEXT_SERVICE_TOKEN", &cfg.ServiceToken)
+	boolean("AGENT_CONTEXT_ALLOW_OPEN", &cfg.AllowOpen)
+	cfg.AutoMigrate = cfg.DatabaseURL == ""
+	boolean("AGENT_CONTEXT_AUTO_MIGRATE", &cfg.AutoMigrate)
+	duration("AGENT_CONTEXT_STATEMENT_TIMEOUT", &cfg.StatementTimeout)
+	duration("AGENT_CONTEXT_DRAIN_TIMEOUT", &cfg.DrainTimeout)
+	if v := getenv("AGENT_CONTEXT_DB_MAX_CONNS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_DB_MAX_CONNS must be a positive integer, got %q", v))
+		}
+		cfg.MaxConns = int32(n)
+	}
+	if v := getenv("AGENT_CONTEXT_LOG_LEVEL"); v != "" {
+		if err := cfg.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_LOG_LEVEL must be debug, info, warn or error, got %q", v))
+		}
+	}
+	if v := getenv("AGENT_CONTEXT_LOG_FORMAT"); v != "" {
+		if v != "json" && v != "text" {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_LOG_FORMAT must be json or text, got %q", v))
+		}
+		cfg.LogFormat = v
+	}
+	if _, _, err := net.SplitHostPort(cfg.Bind); err != nil {
+		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind))
+	}
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	}
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return Config{}, fmt.Errorf("configuration: AGENT_CONTEXT_DATA_DIR: %w", err)
+	}
+	cfg.DataDir = abs
+	return cfg, nil
+}
+
+// NewLogger builds the process logger.
+func (c Config) NewLogger() *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+// loopbackBind reports whether addr listens on loopback only.
+func loopbackBind(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

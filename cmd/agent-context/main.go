@@ -1,0 +1,76 @@
+// Command agent-context is the system of record for what AI agents said, saw and
+// remembered. `agent-context serve` runs the service; see `agent-context help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		var usage usageError
+		fmt.Fprintln(os.Stderr, "agent-context:", err)
+		if errors.As(err, &usage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+const usage = `usage: agent-context <command>
+
+commands:
+  serve                    run the service (default bind 127.0.0.1:5120)
+  migrate up|down|status   apply, roll back one, or list the database migrations
+  version                  print the version, commit and schema version
+`
+
+// run dispatches a command line. It is main without the process: tests call it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"no command given\n" + usage}
+	}
+	switch args[0] {
+	case "serve":
+		cfg, err := LoadConfig(getenv)
+		if err != nil {
+			return err
+		}
+		m := NewMain(cfg)
+		if err := m.Run(ctx); err != nil {
+			_ = m.Close()
+			return err
+		}
+		<-ctx.Done()
+		return m.Close()
+	case "migrate":
+		if len(args) != 2 {
+			return usageError{"migrate needs one of up, down, status\n" + usage}
+		}
+		cfg, err := LoadConfig(getenv)
+		if err != nil {
+			return err
+		}
+		return migrateCommand(ctx, cfg, args[1], stdout)
+	case "version":
+		return versionCommand(stdout)
+	case "help", "-h", "--help":
+		_, err := io.WriteString(stdout, usage)
+		return err
+	default:
+		return usageError{fmt.Sprintf("unknown command %q\n%s", args[0], usage)}
+	}
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime/debug"
+	"text/tabwriter"
+
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
+	"github.com/agent-context/agent-context/migrations"
+)
+
+func migrateCommand(ctx context.Context, cfg Config, action string, stdout io.Writer) error {
+	dsn := cfg.DatabaseURL
+	if dsn == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{
+			DataDir: filepath.Join(cfg.DataDir, "pg"),
+			Logger:  cfg.NewLogger(),
+		})
+		if err != nil {
+			return fmt.Errorf("embedded postgres: %w", err)
+		}
+		defer cluster.Stop(context.WithoutCancel(ctx))
+		dsn = cluster.DSN()
+	}
+	m, err := postgres.NewMigrator(dsn)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	switch action {
+	case "up":
+		return m.Up(ctx)
+	case "down":
+		return m.Down(ctx)
+	case "status":
+		statuses, err := m.Status(ctx)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "VERSION\tSTATE\tAPPLIED AT\tMIGRATION")
+		for _, s := range statuses {
+			state, at := "pending", "-"
+			if s.Applied {
+				state, at = "applied", s.AppliedAt
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Version, state, at, s.Name)
+		}
+		return w.Flush()
+	default:
+		return usageError{fmt.Sprintf("unknown migrate action %q (want up, down or status)", action)}
+	}
+}
+
+// Set at build time with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = ""
+)
+
+func versionCommand(stdout io.Writer) error {
+	rev := commit
+	if rev == "" {
+		if info, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range info.Settings {
+				if s.Key == "vcs.revision" {
+					rev = s.Value
+				}
+			}
+		}
+	}
+	if rev == "" {
+		rev = "unknown"
+	}
+	_, err := fmt.Fprintf(stdout, "agent-context %s\ncommit %s\nschema %d\n", version, rev, migrations.Latest())
+	return err
+}

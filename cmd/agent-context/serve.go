@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
+	"github.com/agent-context/agent-context/server"
+)
+
+// Main is the running service: its database (possibly an embedded cluster), pool and
+// HTTP listener. Run starts it; Close drains and stops it in reverse order.
+type Main struct {
+	Config Config
+	Log    *slog.Logger
+
+	cluster  *pgcluster.Cluster
+	pool     *pgxpool.Pool
+	server   *server.Server
+	http     *http.Server
+	listener net.Listener
+	served   chan error
+}
+
+// NewMain returns a Main for cfg.
+func NewMain(cfg Config) *Main {
+	return &Main{Config: cfg, Log: cfg.NewLogger()}
+}
+
+// Run provisions the database, migrates when configured to, and starts serving. It
+// returns once the listener accepts connections.
+func (m *Main) Run(ctx context.Context) error {
+	cfg := m.Config
+	auth := server.AuthConfig{StaticToken: cfg.ServiceToken}
+	if auth.Open() && !loopbackBind(cfg.Bind) && !cfg.AllowOpen {
+		return fmt.Errorf("open mode (no AGENT_CONTEXT_SERVICE_TOKEN and no JWKS) refuses to bind non-loopback address %s; set AGENT_CONTEXT_ALLOW_OPEN=true to override", cfg.Bind)
+	}
+	dsn, err := m.databaseURL(ctx)
+	if err != nil {
+		return err
+	}
+	if cfg.AutoMigrate {
+		if err := postgres.Migrate(ctx, dsn); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	m.pool, err = postgres.NewPool(ctx, dsn, postgres.PoolOptions{
+		MaxConns:         cfg.MaxConns,
+		StatementTimeout: cfg.StatementTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	db := postgres.NewDB(m.pool)
+	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db})
+	if auth.Open() {
+		m.Log.Warn("open mode: every caller is trusted; for local development only")
+	}
+	m.listener, err = net.Listen("tcp", cfg.Bind)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Bind, err)
+	}
+	m.http = m.server.HTTPServer(cfg.Bind)
+	m.served = make(chan error, 1)
+	go func() { m.served <- m.http.Serve(m.listener) }()
+	m.Log.Info("agent-context serving",
+		slog.String("addr", m.listener.Addr().String()),
+		slog.String("auth_mode", auth.Mode()),
+		slog.Bool("embedded_postgres", m.cluster != nil))
+	return nil
+}
+
+// databaseURL returns the configured DSN, or starts the embedded cluster.
+func (m *Main) databaseURL(ctx context.Context) (string, error) {
+	if m.Config.DatabaseURL != "" {
+		return m.Config.DatabaseURL, nil
+	}
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{
+		DataDir: filepath.Join(m.Config.DataDir, "pg"),
+		Logger:  m.Log,
+	})
+	if err != nil {
+		return "", fmt.Errorf("embedded postgres: %w", err)
+	}
+	m.cluster = cluster
+	return cluster.DSN(), nil
+}
+
+// Addr is the listener's address (useful with port 0).
+func (m *Main) Addr() string { return m.listener.Addr().String() }
+
+// Close drains in-flight requests (bounded by the drain timeout), then closes the pool
+// and stops the embedded cluster. Acknowledged writes are committed before their
+// response, so nothing acknowledged is lost.
+func (m *Main) Close() error {
+	var errs []error
+	if m.http != nil {
+		m.server.Drain()
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.DrainTimeout)
+		if err := m.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("drain: %w", err))
+		}
+		cancel()
+		if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+		m.http = nil
+	}
+	if m.pool != nil {
+		m.pool.Close()
+		m.pool = nil
+	}
+	if m.cluster != nil {
+		if err := m.cluster.Stop(context.Background()); err != nil {
+			errs = append(errs, fmt.Errorf("stop embedded postgres: %w", err))
+		}
+		m.cluster = nil
+	}
+	if len(errs) == 0 {
+		m.Log.Info("agent-context stopped")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,9 @@
+package contract
+
+// Limits of 01-conventions.md.
+const (
+	MaxRequestBodyBytes = 32 << 20
+	MaxIDChars          = 191
+	MaxMetadataBytes    = 64 << 10
+	MaxRequestIDChars   = 128
+)

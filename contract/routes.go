@@ -1,0 +1,35 @@
+package contract
+
+// Route is one route of the API with the capabilities that admit a caller: holding
+// any one of them suffices, and a refusal names the first. A route with none is public
+// (no credential at all).
+type Route struct {
+	Method       string
+	Path         string
+	Capabilities []string
+}
+
+// HTTP methods, spelled out so that the contract does not import net/http.
+const (
+	MethodGet  = "GET"
+	MethodPost = "POST"
+)
+
+// Public reports whether the route needs no credential.
+func (r Route) Public() bool { return len(r.Capabilities) == 0 }
+
+// Public routes.
+var (
+	RouteHealth = Route{MethodGet, PathHealth, nil}
+	RouteReady  = Route{MethodGet, PathReady, nil}
+)
+
+// Routes is the single table of every route the service serves and the capability each
+// requires (02-auth.md). The server registers exactly these, and a test fails when a
+// registered route is missing here or a route here has no handler.
+func Routes() []Route {
+	return []Route{
+		RouteHealth,
+		RouteReady,
+	}
+}

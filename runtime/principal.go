@@ -1,0 +1,41 @@
+package runtime
+
+import "context"
+
+// Scope is the tenant+project every stored record belongs to. It comes from the
+// caller's credential (or, in static-token and open mode, trusted headers), never from
+// a request body.
+type Scope struct {
+	TenantID  string
+	ProjectID string
+}
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Scope
+	// Subject is the runtime identity or agent ID.
+	Subject string
+	// Capabilities the credential grants.
+	Capabilities map[string]bool
+	// UserAuthorization is the end user's credential from x-infra-user-authorization,
+	// forwarded to knowledge providers only, never used for authorization here.
+	UserAuthorization string
+	// TokenID is the runtime token's jti, when it has one; it is logged with the request.
+	TokenID string
+}
+
+// Can reports whether the principal holds capability.
+func (p Principal) Can(capability string) bool { return p.Capabilities[capability] }
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the principal stored in ctx by WithPrincipal.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}

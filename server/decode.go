@@ -1,0 +1,112 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// decodeBody reads r's JSON body into v with the contract's strictness: the content
+// type must be JSON, the body at most maxBytes, member names match case-sensitively,
+// unknown and duplicate members are refused, and nothing may follow the value.
+// Go's encoding/json is too lenient for that (case-insensitive names, last duplicate
+// wins), so the stricter decoder of the json v2 prototype does the work.
+func decodeBody(r *http.Request, v any, maxBytes int64) error {
+	if err := checkJSONContentType(r.Header.Get(echoHeaderContentType)); err != nil {
+		return err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return runtime.TooLarge("body", maxBytes)
+		}
+		return runtime.Invalid("body", "the request body could not be read")
+	}
+	if len(body) == 0 {
+		return runtime.Invalid("body", "a JSON body is required")
+	}
+	return decodeJSON(body, v)
+}
+
+// decodeJSON unmarshals data into v strictly (see decodeBody) and turns every failure
+// into a VALIDATION_FAILED error whose details.field is the offending path.
+func decodeJSON(data []byte, v any) error {
+	err := json.Unmarshal(data, v, json.RejectUnknownMembers(true))
+	if err == nil {
+		return nil
+	}
+	var syntactic *jsontext.SyntacticError
+	if errors.As(err, &syntactic) {
+		field := pointerToField(syntactic.JSONPointer)
+		switch {
+		case strings.Contains(syntactic.Err.Error(), "duplicate object member name"):
+			return runtime.Invalid(field, "duplicate field %q", field)
+		case strings.Contains(syntactic.Err.Error(), "invalid UTF-8"):
+			return runtime.Invalid(fieldOr(field, "body"), "the value is not valid UTF-8")
+		default:
+			return runtime.Invalid(fieldOr(field, "body"), "malformed JSON")
+		}
+	}
+	var semantic *json.SemanticError
+	if errors.As(err, &semantic) {
+		field := fieldOr(pointerToField(semantic.JSONPointer), "body")
+		if strings.Contains(semantic.Error(), "unknown object member name") {
+			return runtime.Invalid(field, "unknown field %q", field)
+		}
+		if semantic.JSONKind != 0 {
+			return runtime.Invalid(field, "%s has the wrong type or an out-of-range value", field)
+		}
+		return runtime.Invalid(field, "%s is invalid", field)
+	}
+	return runtime.Invalid("body", "malformed JSON")
+}
+
+// pointerToField turns a JSON pointer (/messages/3/content) into the contract's field
+// path (messages[3].content).
+func pointerToField(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.ParseUint(tok, 10, 64); err == nil && b.Len() > 0 {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+func fieldOr(field, fallback string) string {
+	if field == "" {
+		return fallback
+	}
+	return field
+}
+
+// checkJSONContentType accepts application/json with any parameters (charset=utf-8).
+func checkJSONContentType(value string) error {
+	mediaType, params, err := mime.ParseMediaType(value)
+	if err != nil || mediaType != "application/json" {
+		return runtime.Errorf(contract.CodeUnsupportedMediaType, "the request body must be application/json").
+			With("field", echoHeaderContentType)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return runtime.Errorf(contract.CodeUnsupportedMediaType, "the request body must be UTF-8 JSON").
+			With("field", echoHeaderContentType)
+	}
+	return nil
+}
+
+const echoHeaderContentType = "Content-Type"

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+const ctxKeyRouteMatched = "agent-context.route"
+
+// Handler is a use case behind a JSON route: it gets the authenticated caller and the
+// strictly decoded request and returns the status and body to send.
+type Handler[Req any] func(ctx context.Context, p runtime.Principal, req *Req) (int, any, error)
+
+// jsonBody adapts a Handler to echo. The body is decoded only after the route's
+// middleware has authenticated the caller and checked the capability.
+func jsonBody[Req any](maxBytes int64, h Handler[Req]) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var req Req
+		if err := decodeBody(c.Request(), &req, maxBytes); err != nil {
+			return err
+		}
+		p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
+		status, body, err := h(c.Request().Context(), p, &req)
+		if err != nil {
+			return err
+		}
+		return c.JSON(status, body)
+	}
+}
+
+// noBody adapts a handler of a GET route.
+func noBody(h func(ctx context.Context, p runtime.Principal) (int, any, error)) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
+		status, body, err := h(c.Request().Context(), p)
+		if err != nil {
+			return err
+		}
+		return c.JSON(status, body)
+	}
+}
+
+// handle registers route with its handler. The capability comes from the route table
+// in contract, never from the call site, and is enforced before the handler runs.
+func (s *Server) handle(route contract.Route, h echo.HandlerFunc) {
+	if !declared(route) {
+		panic(fmt.Sprintf("route %s %s is not in contract.Routes", route.Method, route.Path))
+	}
+	s.echo.Add(route.Method, route.Path, h, s.routeMiddleware(route))
+	s.registered = append(s.registered, route)
+}
+
+func declared(route contract.Route) bool {
+	for _, r := range contract.Routes() {
+		if r.Method == route.Method && r.Path == route.Path {
+			return true
+		}
+	}
+	return false
+}
+
+// routeMiddleware runs after routing (so an unknown route is ROUTE_NOT_FOUND with or
+// without a credential): authentication, then the capability check.
+func (s *Server) routeMiddleware(route contract.Route) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Set(ctxKeyRouteMatched, true)
+			if route.Public() {
+				return next(c)
+			}
+			p, err := s.auth.authenticate(c.Request())
+			if err != nil {
+				return err
+			}
+			c.Set(ctxKeyPrincipal, p)
+			if !holdsAny(p, route.Capabilities) {
+				return runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
+					With("requiredCapability", route.Capabilities[0])
+			}
+			c.SetRequest(c.Request().WithContext(runtime.WithPrincipal(c.Request().Context(), p)))
+			return next(c)
+		}
+	}
+}
+
+func holdsAny(p runtime.Principal, caps []string) bool {
+	for _, c := range caps {
+		if p.Can(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRoutes compares the routes the router serves with the contract's table: every
+// served route must be declared (and so carry a capability or be explicitly public),
+// and every declared route must be served.
+func checkRoutes(served []*echo.Route, declaredRoutes []contract.Route) error {
+	want := map[string]bool{}
+	for _, r := range declaredRoutes {
+		want[r.Method+" "+r.Path] = true
+	}
+	got := map[string]bool{}
+	for _, r := range served {
+		if r.Method == echo.RouteNotFound {
+			continue
+		}
+		key := r.Method + " " + r.Path
+		got[key] = true
+		if !want[key] {
+			return fmt.Errorf("route %s is served but has no entry (and no capability) in contract.Routes", key)
+		}
+	}
+	for key := range want {
+		if !got[key] {
+			return fmt.Errorf("route %s is declared in contract.Routes but not served", key)
+		}
+	}
+	return nil
+}
+
+var errAbortHandler = http.ErrAbortHandler

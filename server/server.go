@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// ReadinessChecker reports whether the database answers and its schema is current.
+type ReadinessChecker interface {
+	Versions(ctx context.Context) (current, latest int64, err error)
+}
+
+// Config is what the host needs: its collaborators and its limits.
+type Config struct {
+	Logger *slog.Logger
+	Auth   AuthConfig
+	Ready  ReadinessChecker
+	// MaxBodyBytes bounds every request body (default 32 MiB, the contract's limit).
+	MaxBodyBytes int64
+}
+
+// Server is the echo host.
+type Server struct {
+	echo       *echo.Echo
+	log        *slog.Logger
+	auth       AuthConfig
+	ready      ReadinessChecker
+	maxBody    int64
+	registered []contract.Route
+	draining   atomic.Bool
+}
+
+// New builds the host with every route of contract.Routes registered.
+func New(cfg Config) *Server {
+	s := &Server{
+		echo:    echo.New(),
+		log:     cfg.Logger,
+		auth:    cfg.Auth,
+		ready:   cfg.Ready,
+		maxBody: cfg.MaxBodyBytes,
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = contract.MaxRequestBodyBytes
+	}
+	s.echo.HideBanner = true
+	s.echo.HidePort = true
+	s.echo.HTTPErrorHandler = s.errorHandler
+	s.echo.Use(requestIDMiddleware, s.logMiddleware, s.recoverMiddleware)
+
+	s.handle(contract.RouteHealth, s.health)
+	s.handle(contract.RouteReady, s.readyHandler)
+	return s
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// HTTPServer returns an http.Server for addr with the timeouts a public listener needs:
+// a slow client cannot hold a connection open forever.
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// Drain marks the server as shutting down: /ready answers 503 so load balancers stop
+// sending traffic while in-flight requests finish.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+func (s *Server) health(c echo.Context) error {
+	return c.JSON(http.StatusOK, contract.Health{Status: "ok", Service: contract.Service})
+}
+
+func (s *Server) readyHandler(c echo.Context) error {
+	if s.draining.Load() {
+		return runtime.Errorf(contract.CodeServiceUnavailable, "the server is draining").With("reason", "draining")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	current, latest, err := s.ready.Versions(ctx)
+	if err != nil {
+		return (&runtime.Error{Code: contract.CodeServiceUnavailable, Message: "the database is unreachable", Err: err}).
+			With("reason", "database")
+	}
+	if current < latest {
+		return runtime.Errorf(contract.CodeServiceUnavailable, "the database schema is not current").
+			With("reason", "migrations_pending").With("schemaVersion", current).With("latestVersion", latest)
+	}
+	return c.JSON(http.StatusOK, contract.Ready{Status: "ok", SchemaVersion: current, LatestVersion: latest})
+}
