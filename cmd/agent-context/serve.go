@@ -43,6 +43,14 @@ func (m *Main) Run(ctx context.Context) error {
 	if auth.Open() && !loopbackBind(cfg.Bind) && !cfg.AllowOpen {
 		return fmt.Errorf("open mode (no AGENT_CONTEXT_SERVICE_TOKEN and no JWKS) refuses to bind non-loopback address %s; set AGENT_CONTEXT_ALLOW_OPEN=true to override", cfg.Bind)
 	}
+	// The first line says how callers are authenticated (02-auth.md).
+	m.Log.Info("agent-context starting",
+		slog.String("auth_mode", auth.Mode()),
+		slog.String("bind", cfg.Bind),
+		slog.Bool("embedded_postgres", cfg.DatabaseURL == ""))
+	if auth.Open() {
+		m.Log.Warn("open mode: every caller is trusted; for local development only")
+	}
 	dsn, err := m.databaseURL(ctx)
 	if err != nil {
 		return err
@@ -61,9 +69,6 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	db := postgres.NewDB(m.pool)
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db})
-	if auth.Open() {
-		m.Log.Warn("open mode: every caller is trusted; for local development only")
-	}
 	m.listener, err = net.Listen("tcp", cfg.Bind)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Bind, err)
@@ -71,10 +76,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.http = m.server.HTTPServer(cfg.Bind)
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(m.listener) }()
-	m.Log.Info("agent-context serving",
-		slog.String("addr", m.listener.Addr().String()),
-		slog.String("auth_mode", auth.Mode()),
-		slog.Bool("embedded_postgres", m.cluster != nil))
+	m.Log.Info("agent-context serving", slog.String("addr", m.listener.Addr().String()))
 	return nil
 }
 
