@@ -39,3 +39,22 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)
 	return p, ok
 }
+
+// TokenVerifier verifies a runtime token (a JWT) and returns what it asserts. It
+// returns *Error with INTERNAL_TOKEN_INVALID or INTERNAL_TOKEN_EXPIRED; the message
+// never reveals an expected value.
+type TokenVerifier interface {
+	Verify(ctx context.Context, token string) (TokenClaims, error)
+}
+
+// TokenClaims is what a verified runtime token asserts.
+type TokenClaims struct {
+	Subject      string
+	TenantID     string
+	ProjectID    string
+	Capabilities []string
+	// UserTokenHash is base64url(sha256(end-user token)) when the token is bound to an
+	// end user's credential.
+	UserTokenHash string
+	TokenID       string
+}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/subtle"
 	"net/http"
 	"strings"
@@ -27,27 +26,11 @@ const (
 	defaultSubject = "service"
 )
 
-// TokenVerifier verifies a runtime token (a JWT) and returns the caller it names.
-// It returns *runtime.Error with INTERNAL_TOKEN_INVALID or INTERNAL_TOKEN_EXPIRED.
-type TokenVerifier interface {
-	Verify(ctx context.Context, token string) (RuntimeClaims, error)
-}
-
-// RuntimeClaims is what a verified runtime token asserts.
-type RuntimeClaims struct {
-	Subject       string
-	TenantID      string
-	ProjectID     string
-	Capabilities  []string
-	UserTokenHash string
-	TokenID       string
-}
-
 // AuthConfig selects the authentication mode (02-auth.md): runtime-token when
 // Verifier is set, static-token when StaticToken is set (both may be), open otherwise.
 type AuthConfig struct {
 	StaticToken string
-	Verifier    TokenVerifier
+	Verifier    runtime.TokenVerifier
 }
 
 // Mode names the configured mode for the start-up log line.

@@ -348,6 +348,6 @@ func TestBodyNotReadBeforeCapabilityCheck(t *testing.T) {
 
 type denyAllCaps struct{}
 
-func (denyAllCaps) Verify(context.Context, string) (RuntimeClaims, error) {
-	return RuntimeClaims{Subject: "s", TenantID: "t", ProjectID: "p", Capabilities: []string{contract.CapMessagesRead}}, nil
+func (denyAllCaps) Verify(context.Context, string) (runtime.TokenClaims, error) {
+	return runtime.TokenClaims{Subject: "s", TenantID: "t", ProjectID: "p", Capabilities: []string{contract.CapMessagesRead}}, nil
 }

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agent-context/agent-context/adapters/jwtauth"
 )
 
 // Config is the service configuration, read from AGENT_CONTEXT_* variables.
@@ -24,6 +27,12 @@ type Config struct {
 	StatementTimeout time.Duration
 	DrainTimeout     time.Duration
 	MaxConns         int32
+	// Runtime tokens (02-auth.md): a JWKS file or URL switches runtime-token mode on.
+	JWKSFile        string
+	JWKSURL         string
+	TokenIssuer     string
+	TokenMaxTTL     time.Duration
+	TokenAlgorithms []string
 }
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
@@ -36,6 +45,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		LogFormat:        "json",
 		StatementTimeout: 30 * time.Second,
 		DrainTimeout:     20 * time.Second,
+		TokenIssuer:      jwtauth.DefaultIssuer,
+		TokenMaxTTL:      jwtauth.DefaultMaxTTL,
+		TokenAlgorithms:  jwtauth.DefaultAlgorithms,
 	}
 	var errs []string
 	str := func(name string, dst *string) {
@@ -67,6 +79,25 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	str("AGENT_CONTEXT_DATABASE_URL", &cfg.DatabaseURL)
 	str("AGENT_CONTEXT_DATA_DIR", &cfg.DataDir)
 	str("AGENT_CONTEXT_SERVICE_TOKEN", &cfg.ServiceToken)
+	str("AGENT_CONTEXT_JWKS_FILE", &cfg.JWKSFile)
+	str("AGENT_CONTEXT_JWKS_URL", &cfg.JWKSURL)
+	str("AGENT_CONTEXT_TOKEN_ISSUER", &cfg.TokenIssuer)
+	duration("AGENT_CONTEXT_TOKEN_MAX_TTL", &cfg.TokenMaxTTL)
+	if v := getenv("AGENT_CONTEXT_TOKEN_ALGORITHMS"); v != "" {
+		algs, err := jwtauth.ParseAlgorithms(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_TOKEN_ALGORITHMS: %v, got %q", err, v))
+		}
+		cfg.TokenAlgorithms = algs
+	}
+	if cfg.JWKSFile != "" && cfg.JWKSURL != "" {
+		errs = append(errs, "set only one of AGENT_CONTEXT_JWKS_FILE and AGENT_CONTEXT_JWKS_URL")
+	}
+	if cfg.JWKSURL != "" {
+		if u, err := url.Parse(cfg.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_JWKS_URL must be an absolute http or https URL, got %q", cfg.JWKSURL))
+		}
+	}
 	boolean("AGENT_CONTEXT_ALLOW_OPEN", &cfg.AllowOpen)
 	cfg.AutoMigrate = cfg.DatabaseURL == ""
 	boolean("AGENT_CONTEXT_AUTO_MIGRATE", &cfg.AutoMigrate)

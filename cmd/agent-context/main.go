@@ -36,6 +36,9 @@ commands:
   serve                    run the service (default bind 127.0.0.1:5120)
   migrate up|down|status   apply, roll back one, or list the database migrations
   version                  print the version, commit and schema version
+  token keygen             write a development signing key and JWKS into <data dir>/keys
+  token mint --sub S --tenant T --project P --cap C [--ttl 15m] [--user-token U]
+                           print a runtime token signed with that key (token -h: details)
 `
 
 // run dispatches a command line. It is main without the process: tests call it.
@@ -65,6 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 		return migrateCommand(ctx, cfg, args[1], stdout)
+	case "token":
+		return tokenCommand(args[1:], getenv, stdout)
 	case "version":
 		return versionCommand(stdout)
 	case "help", "-h", "--help":

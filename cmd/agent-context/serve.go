@@ -39,7 +39,11 @@ func NewMain(cfg Config) *Main {
 // returns once the listener accepts connections.
 func (m *Main) Run(ctx context.Context) error {
 	cfg := m.Config
-	auth := server.AuthConfig{StaticToken: cfg.ServiceToken}
+	verifier, err := newTokenVerifier(ctx, cfg, m.Log)
+	if err != nil {
+		return err
+	}
+	auth := server.AuthConfig{StaticToken: cfg.ServiceToken, Verifier: verifier}
 	if auth.Open() && !loopbackBind(cfg.Bind) && !cfg.AllowOpen {
 		return fmt.Errorf("open mode (no AGENT_CONTEXT_SERVICE_TOKEN and no JWKS) refuses to bind non-loopback address %s; set AGENT_CONTEXT_ALLOW_OPEN=true to override", cfg.Bind)
 	}
