@@ -31,5 +31,9 @@ func Routes() []Route {
 	return []Route{
 		RouteHealth,
 		RouteReady,
+		RouteMessagesBatch, RouteMessagesRecent, RouteMessages, RouteMessagesSearch,
+		RouteWindowsCreate, RouteWindowsGet, RouteWindowsLineage, RouteDerivationsCreate,
+		RouteModelInvocationsCreate, RouteModelInvocationsGet,
+		RouteConversationsDelete, RouteConversationsRetention, RouteOperations, RouteMaintenanceStatus,
 	}
 }

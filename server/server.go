@@ -25,6 +25,13 @@ type Config struct {
 	Ready  ReadinessChecker
 	// MaxBodyBytes bounds every request body (default 32 MiB, the contract's limit).
 	MaxBodyBytes int64
+	// Conversations serves the conversation message routes.
+	Conversations *runtime.Conversations
+	// Windows serves the window, derivation, lineage and model invocation routes.
+	Windows *runtime.Windows
+	// Operations serves conversation deletion, retention, operations and the
+	// maintenance status.
+	Operations *runtime.Operations
 }
 
 // Server is the echo host.
@@ -36,6 +43,10 @@ type Server struct {
 	maxBody    int64
 	registered []contract.Route
 	draining   atomic.Bool
+
+	conversations *runtime.Conversations
+	windows       *runtime.Windows
+	operations    *runtime.Operations
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -47,6 +58,9 @@ func New(cfg Config) *Server {
 		ready:   cfg.Ready,
 		maxBody: cfg.MaxBodyBytes,
 	}
+	s.conversations = cfg.Conversations
+	s.windows = cfg.Windows
+	s.operations = cfg.Operations
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -60,6 +74,9 @@ func New(cfg Config) *Server {
 
 	s.handle(contract.RouteHealth, s.health)
 	s.handle(contract.RouteReady, s.readyHandler)
+	s.conversationRoutes()
+	s.windowRoutes()
+	s.operationRoutes()
 	return s
 }
 

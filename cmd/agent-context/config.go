@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agent-context/agent-context/adapters/jwtauth"
+	"github.com/agent-context/agent-context/adapters/postgres"
 )
 
 // Config is the service configuration, read from AGENT_CONTEXT_* variables.
@@ -33,6 +34,13 @@ type Config struct {
 	TokenIssuer     string
 	TokenMaxTTL     time.Duration
 	TokenAlgorithms []string
+	// Background operations (03-conversations.md): the default retention policy (0:
+	// none) and how often it runs, and this replica's job workers (0: it runs no jobs,
+	// other replicas do) and stuck-job rescue window.
+	RetentionMaxAge   time.Duration
+	RetentionInterval time.Duration
+	JobWorkers        int
+	JobRescueAfter    time.Duration
 }
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
@@ -49,6 +57,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		TokenMaxTTL:      jwtauth.DefaultMaxTTL,
 		TokenAlgorithms:  jwtauth.DefaultAlgorithms,
 	}
+	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, postgres.DefaultJobWorkers, postgres.DefaultRescueAfter
 	var errs []string
 	str := func(name string, dst *string) {
 		if v := getenv(name); v != "" {
@@ -103,6 +112,19 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	boolean("AGENT_CONTEXT_AUTO_MIGRATE", &cfg.AutoMigrate)
 	duration("AGENT_CONTEXT_STATEMENT_TIMEOUT", &cfg.StatementTimeout)
 	duration("AGENT_CONTEXT_DRAIN_TIMEOUT", &cfg.DrainTimeout)
+	duration("AGENT_CONTEXT_RETENTION_MAX_AGE", &cfg.RetentionMaxAge)
+	duration("AGENT_CONTEXT_RETENTION_INTERVAL", &cfg.RetentionInterval)
+	duration("AGENT_CONTEXT_JOB_RESCUE_AFTER", &cfg.JobRescueAfter)
+	if cfg.JobRescueAfter < time.Second {
+		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_JOB_RESCUE_AFTER must be at least 1s, got %q", getenv("AGENT_CONTEXT_JOB_RESCUE_AFTER")))
+	}
+	if v := getenv("AGENT_CONTEXT_JOB_WORKERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_JOB_WORKERS must be a non-negative integer, got %q", v))
+		}
+		cfg.JobWorkers = n
+	}
 	if v := getenv("AGENT_CONTEXT_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 1 {

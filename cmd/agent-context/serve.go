@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
+	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/server"
 )
 
@@ -28,6 +29,7 @@ type Main struct {
 	http     *http.Server
 	listener net.Listener
 	served   chan error
+	jobs     *postgres.Jobs
 }
 
 // NewMain returns a Main for cfg.
@@ -72,7 +74,36 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	db := postgres.NewDB(m.pool)
-	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db})
+	// Loaded once: every replica reads the same secret, so any replica verifies any
+	// replica's cursors.
+	cursorSecret, err := db.Secret(ctx, "cursor_hmac_v1")
+	if err != nil {
+		return fmt.Errorf("load the cursor secret: %w", err)
+	}
+	conversations := runtime.NewConversations(postgres.NewMessageStore(db, postgres.MessageStoreOptions{}),
+		runtime.NewCursorCodec(cursorSecret), runtime.SystemClock{})
+	windows := runtime.NewWindows(postgres.NewWindowStore(db), runtime.SystemClock{})
+	operationStore, err := postgres.NewOperationStore(db, m.Log)
+	if err != nil {
+		return err
+	}
+	operations := runtime.NewOperations(runtime.OperationsConfig{Store: operationStore, Schema: db,
+		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge})
+	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Conversations: conversations,
+		Windows: windows, Operations: operations})
+	if cfg.JobWorkers > 0 {
+		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log}
+		if cfg.RetentionMaxAge > 0 {
+			jobOpts.RetentionInterval = cfg.RetentionInterval
+		}
+		if m.jobs, err = postgres.NewJobs(db, operations, jobOpts); err != nil {
+			return err
+		}
+		if err := m.jobs.Start(ctx); err != nil {
+			m.jobs = nil
+			return err
+		}
+	}
 	m.listener, err = net.Listen("tcp", cfg.Bind)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Bind, err)
@@ -119,6 +150,16 @@ func (m *Main) Close() error {
 			errs = append(errs, err)
 		}
 		m.http = nil
+	}
+	if m.jobs != nil {
+		// Before the pool closes: running jobs finish their current run or go back to
+		// the queue for another replica.
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.DrainTimeout)
+		if err := m.jobs.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+		m.jobs = nil
 	}
 	if m.pool != nil {
 		m.pool.Close()

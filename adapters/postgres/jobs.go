@@ -1,0 +1,175 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// OperationRunner does the work of operations' jobs; runtime.Operations implements it.
+type OperationRunner interface {
+	// RunOperation works on an operation until it is finished or deadline passed,
+	// and reports whether it is finished. An error is transient.
+	RunOperation(ctx context.Context, scope runtime.Scope, id string, deadline time.Time) (bool, error)
+	// FailOperation marks an operation failed because of cause.
+	FailOperation(ctx context.Context, scope runtime.Scope, id string, cause error) error
+	// ScheduleDefaultRetention starts the default retention policy in every scope
+	// that has not had it since since, until deadline; it reports whether it finished.
+	ScheduleDefaultRetention(ctx context.Context, since, deadline time.Time) (bool, error)
+}
+
+// JobOptions tune the job queue of one replica.
+type JobOptions struct {
+	// Workers bounds the jobs this replica runs at once (default 4).
+	Workers int
+	// RescueAfter is how long a job may be running before River considers its worker
+	// dead and hands it to another replica (default 30 s). A job's run is kept to a
+	// quarter of it (the rest of an operation continues in a later run), so a live
+	// worker is never mistaken for a dead one.
+	RescueAfter time.Duration
+	// RetentionInterval is how often the default retention policy is scheduled; 0
+	// schedules it never. The first run comes right after this replica becomes the
+	// queue's leader.
+	RetentionInterval time.Duration
+	Logger            *slog.Logger
+}
+
+// Default job options.
+const (
+	DefaultJobWorkers  = 4
+	DefaultRescueAfter = 30 * time.Second
+)
+
+// Jobs runs operations' jobs on River, which coordinates the replicas through the
+// database: any replica picks up any job, and a job whose worker died is rescued after
+// RescueAfter and resumed where its last committed step left it.
+type Jobs struct {
+	client *river.Client[pgx.Tx]
+}
+
+// NewJobs returns the job queue of this replica on db; Start starts working.
+func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultJobWorkers
+	}
+	if opts.RescueAfter <= 0 {
+		opts.RescueAfter = DefaultRescueAfter
+	}
+	workers := river.NewWorkers()
+	budget := opts.RescueAfter / 4
+	river.AddWorker(workers, &operationWorker{runner: runner, budget: budget})
+	river.AddWorker(workers, &retentionSweepWorker{runner: runner, budget: budget})
+	var periodic []*river.PeriodicJob
+	if opts.RetentionInterval > 0 {
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.RetentionInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return retentionSweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "retention_sweep", RunOnStart: true}))
+	}
+	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opts.Workers}},
+		Workers:              workers,
+		PeriodicJobs:         periodic,
+		JobTimeout:           opts.RescueAfter / 2,
+		RescueStuckJobsAfter: opts.RescueAfter,
+		// A stop lets running jobs end their current run (at most a budget long),
+		// then cancels them; a cancelled run hands its job back (see Work).
+		SoftStopTimeout: opts.RescueAfter / 2,
+		Logger:          opts.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the job queue: %w", err)
+	}
+	return &Jobs{client: client}, nil
+}
+
+// Start starts working jobs. Only Stop stops it: a canceled ctx does not, so that a
+// shutdown stops the queue in its order (after draining requests, before closing the
+// pool).
+func (j *Jobs) Start(ctx context.Context) error {
+	if err := j.client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("start the job queue: %w", err)
+	}
+	return nil
+}
+
+// Stop lets running jobs finish their current run or hands them back to the queue, and
+// returns when none runs any more or ctx ends.
+func (j *Jobs) Stop(ctx context.Context) error {
+	if err := j.client.Stop(ctx); err != nil {
+		return fmt.Errorf("stop the job queue: %w", err)
+	}
+	return nil
+}
+
+// operationWorker runs operations' jobs.
+type operationWorker struct {
+	river.WorkerDefaults[operationArgs]
+	runner OperationRunner
+	budget time.Duration
+}
+
+// Work runs the operation for one budget. Unfinished work is snoozed (back in the
+// queue at once, without using up an attempt), so a long deletion is a series of short
+// runs that any replica may continue.
+func (w *operationWorker) Work(ctx context.Context, job *river.Job[operationArgs]) error {
+	scope := runtime.Scope{TenantID: job.Args.TenantID, ProjectID: job.Args.ProjectID}
+	finished, err := w.runner.RunOperation(ctx, scope, job.Args.OperationID, time.Now().Add(w.budget))
+	switch {
+	case err != nil && stopping(ctx):
+		// Stopping: hand the job back; the step that was cut off was rolled back.
+		return river.JobSnooze(0)
+	case err != nil && job.Attempt >= job.MaxAttempts:
+		if ferr := w.runner.FailOperation(context.WithoutCancel(ctx), scope, job.Args.OperationID, err); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		return err
+	case err != nil:
+		return err
+	case !finished:
+		return river.JobSnooze(0)
+	}
+	return nil
+}
+
+// stopping reports whether a job's context was cancelled because the queue is stopping,
+// as opposed to the job running out of time (which counts as a failed attempt, so that
+// a step that never fits its timeout ends in a failed operation, not an endless loop).
+func stopping(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.Canceled)
+}
+
+// retentionSweepArgs is the periodic job that schedules the default retention policy.
+type retentionSweepArgs struct{}
+
+// Kind names the job kind in River.
+func (retentionSweepArgs) Kind() string { return "agent_context_retention_sweep" }
+
+// retentionSweepWorker schedules the default retention policy in every scope.
+type retentionSweepWorker struct {
+	river.WorkerDefaults[retentionSweepArgs]
+	runner OperationRunner
+	budget time.Duration
+}
+
+// Work schedules for one budget. The job's creation time marks the period: a run
+// continued after a snooze or a crash skips the scopes already scheduled in it.
+func (w *retentionSweepWorker) Work(ctx context.Context, job *river.Job[retentionSweepArgs]) error {
+	finished, err := w.runner.ScheduleDefaultRetention(ctx, job.CreatedAt, time.Now().Add(w.budget))
+	switch {
+	case err != nil && stopping(ctx):
+		return river.JobSnooze(0)
+	case err != nil:
+		return err
+	case !finished:
+		return river.JobSnooze(0)
+	}
+	return nil
+}

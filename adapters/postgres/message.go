@@ -1,0 +1,359 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// DefaultSearchTimeout bounds one message search unless MessageStoreOptions says
+// otherwise.
+const DefaultSearchTimeout = 5 * time.Second
+
+// MessageStoreOptions tune the message store.
+type MessageStoreOptions struct {
+	// SearchTimeout is the statement timeout of a search, so that one expensive query
+	// cannot hold the database; 0 means DefaultSearchTimeout.
+	SearchTimeout time.Duration
+}
+
+// MessageStore keeps conversation messages in the messages table, with conversation
+// heads (sequence allocation, tombstones) in conversations.
+type MessageStore struct {
+	db            *DB
+	searchTimeout time.Duration
+}
+
+var _ runtime.MessageStore = (*MessageStore)(nil)
+
+// NewMessageStore returns the store over db.
+func NewMessageStore(db *DB, opts MessageStoreOptions) *MessageStore {
+	if opts.SearchTimeout <= 0 {
+		opts.SearchTimeout = DefaultSearchTimeout
+	}
+	return &MessageStore{db: db, searchTimeout: opts.SearchTimeout}
+}
+
+// MessageColumns are the columns of the messages table an append copies, in the order
+// of MessageRow.
+var MessageColumns = []string{
+	"tenant_id", "project_id", "conversation_id", "message_id", "sequence", "role", "content",
+	"created_at_ms", "metadata", "search",
+}
+
+// MessageRow is the row an append copies for m (with its sequence and time filled in),
+// search document included. Benchmarks and bulk loaders copy the very same rows.
+func MessageRow(scope runtime.Scope, m runtime.Message) []any {
+	return []any{
+		scope.TenantID, scope.ProjectID, m.ConversationID, m.ID, m.Sequence, m.Role, m.Content,
+		m.CreatedAtMs, m.Metadata, documentVector(m.Content),
+	}
+}
+
+// AppendMessages implements runtime.MessageStore. The batch costs a fixed number of
+// statements whatever its size: lock the heads, copy the new rows, move the heads.
+//
+// A batch is assumed to be new, since retries are rare: the first attempt plans and
+// copies without looking for stored IDs. Under the head locks the only way the copy
+// can meet an existing row is an ID the conversation already holds (a primary-key
+// violation); then, or when the plan without stored records fails, the attempt rolls
+// back and a second one reads the stored digests first, so PlanAppend can skip
+// identical repeats and refuse different ones with every offending ID.
+func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, batch []runtime.Message, nowMs int64) (runtime.AppendResult, error) {
+	res, err := s.appendOnce(ctx, scope, batch, nowMs, false)
+	if errors.Is(err, errRepeatedID) {
+		res, err = s.appendOnce(ctx, scope, batch, nowMs, true)
+	}
+	return res, err
+}
+
+// errRepeatedID ends an optimistic append that met a stored ID.
+var errRepeatedID = errors.New("the batch repeats a stored message ID")
+
+func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batch []runtime.Message, nowMs int64, lookup bool) (runtime.AppendResult, error) {
+	var res runtime.AppendResult
+	err := s.db.InTx(ctx, func(ctx context.Context, tx DBTX) error {
+		conversationIDs := make([]string, 0, len(batch))
+		for _, m := range batch {
+			conversationIDs = append(conversationIDs, m.ConversationID)
+		}
+		last, err := claimConversations(ctx, tx, scope, conversationIDs, nowMs, lockForAppend)
+		if err != nil {
+			return err
+		}
+		var existing []runtime.MessageDigest
+		if lookup {
+			if existing, err = digests(ctx, tx, scope, batch, last); err != nil {
+				return err
+			}
+		}
+		plan, err := runtime.PlanAppend(batch, last, existing, nowMs)
+		if err != nil {
+			// Without the stored records a repeat may look like a sequence collision,
+			// and a refusal may not name every conflicting ID: decide with them.
+			if !lookup && hasMessages(last) {
+				return errRepeatedID
+			}
+			return err
+		}
+		if err := insertMessages(ctx, tx, scope, plan.Insert); err != nil {
+			var pgErr *pgconn.PgError
+			if !lookup && errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "messages_pkey" {
+				return errRepeatedID
+			}
+			return translate(err)
+		}
+		if err := advanceHeads(ctx, tx, scope, plan.LastSequence); err != nil {
+			return err
+		}
+		res = runtime.AppendResult{Appended: len(plan.Insert), SkippedIDs: plan.SkippedIDs}
+		return nil
+	})
+	return res, err
+}
+
+// hasMessages reports whether any of the claimed conversations holds messages (a head
+// whose last sequence is 0 has none).
+func hasMessages(last map[string]int64) bool {
+	for _, seq := range last {
+		if seq > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// digests reads what PlanAppend needs of the stored messages whose IDs the batch
+// repeats. A conversation whose last sequence is 0 has no messages, so its records are
+// not looked up. The lateral subquery, fenced by OFFSET 0 so the planner cannot flatten
+// it, makes this one primary-key probe per ID whatever the statistics say (a generic
+// plan over stale ones once joined every row of the scope). The content is compared by
+// hash: a retry of 500 large records does not read them all back.
+func digests(ctx context.Context, tx DBTX, scope runtime.Scope, batch []runtime.Message, last map[string]int64) ([]runtime.MessageDigest, error) {
+	var conversationIDs, ids []string
+	for _, m := range batch {
+		if last[m.ConversationID] > 0 {
+			conversationIDs = append(conversationIDs, m.ConversationID)
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT m.conversation_id, m.message_id, m.role, m.sequence, m.created_at_ms,
+		       sha256(convert_to(m.content, 'UTF8')), m.metadata
+		FROM (SELECT DISTINCT * FROM unnest($3::text[], $4::text[])) AS b(conversation_id, message_id)
+		CROSS JOIN LATERAL (
+			SELECT * FROM messages
+			WHERE tenant_id = $1 AND project_id = $2
+			  AND conversation_id = b.conversation_id AND message_id = b.message_id
+			OFFSET 0
+		) AS m`,
+		scope.TenantID, scope.ProjectID, conversationIDs, ids)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []runtime.MessageDigest
+	for rows.Next() {
+		var d runtime.MessageDigest
+		var sum []byte
+		if err := rows.Scan(&d.ConversationID, &d.ID, &d.Role, &d.Sequence, &d.CreatedAtMs, &sum, &d.Metadata); err != nil {
+			return nil, translate(err)
+		}
+		copy(d.ContentSHA256[:], sum)
+		out = append(out, d)
+	}
+	return out, translate(rows.Err())
+}
+
+// insertMessages copies the new rows in one COPY; the error is left untranslated for
+// the caller to recognize a repeated ID. Sequences cannot collide: every appender of
+// these conversations holds their head locks.
+func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, msgs []runtime.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"messages"}, MessageColumns, pgx.CopyFromSlice(len(msgs), func(i int) ([]any, error) {
+		return MessageRow(scope, msgs[i]), nil
+	}))
+	return err
+}
+
+// advanceHeads records each conversation's new last sequence in one statement.
+func advanceHeads(ctx context.Context, tx DBTX, scope runtime.Scope, last map[string]int64) error {
+	if len(last) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(last))
+	seqs := make([]int64, 0, len(last))
+	for id, seq := range last {
+		ids = append(ids, id)
+		seqs = append(seqs, seq)
+	}
+	_, err := tx.Exec(ctx, `
+		UPDATE conversations c SET last_sequence = v.last_sequence
+		FROM unnest($3::text[], $4::bigint[]) AS v(conversation_id, last_sequence)
+		WHERE c.tenant_id = $1 AND c.project_id = $2 AND c.conversation_id = v.conversation_id`,
+		scope.TenantID, scope.ProjectID, ids, seqs)
+	return translate(err)
+}
+
+// The two directions of a conversation listing; both walk messages_by_sequence. The
+// head check reads the conversation's row once (an uncorrelated subquery), so a
+// deleted conversation lists nothing from the moment it is tombstoned.
+const (
+	listAscSQL = `
+		SELECT message_id, role, content, sequence, created_at_ms, metadata
+		FROM messages
+		WHERE tenant_id = $1 AND project_id = $2 AND conversation_id = $3
+		  AND sequence > $4 AND role = ANY($5::text[])
+		  AND NOT EXISTS (SELECT 1 FROM conversations
+		                  WHERE tenant_id = $1 AND project_id = $2 AND conversation_id = $3
+		                    AND deleted_at_ms IS NOT NULL)
+		ORDER BY sequence
+		LIMIT $6`
+	listDescSQL = `
+		SELECT message_id, role, content, sequence, created_at_ms, metadata
+		FROM messages
+		WHERE tenant_id = $1 AND project_id = $2 AND conversation_id = $3
+		  AND sequence < $4 AND role = ANY($5::text[])
+		  AND NOT EXISTS (SELECT 1 FROM conversations
+		                  WHERE tenant_id = $1 AND project_id = $2 AND conversation_id = $3
+		                    AND deleted_at_ms IS NOT NULL)
+		ORDER BY sequence DESC
+		LIMIT $6`
+)
+
+// ListMessages implements runtime.MessageStore. It fetches one row more than the limit
+// to know whether another follows, and stops early at the byte budget.
+func (s *MessageStore) ListMessages(ctx context.Context, scope runtime.Scope, q runtime.MessageQuery) ([]runtime.Message, bool, error) {
+	query, after := listAscSQL, q.After
+	if q.Descending {
+		query = listDescSQL
+		if after == 0 {
+			after = math.MaxInt64
+		}
+	}
+	roles := q.Roles
+	if len(roles) == 0 {
+		roles = contract.Roles
+	}
+	rows, err := s.db.Pool.Query(ctx, query, scope.TenantID, scope.ProjectID, q.ConversationID, after, roles, q.Limit+1)
+	if err != nil {
+		return nil, false, translate(err)
+	}
+	defer rows.Close()
+	var msgs []runtime.Message
+	var used int64
+	for rows.Next() {
+		if len(msgs) == q.Limit {
+			return msgs, true, nil
+		}
+		m := runtime.Message{ConversationID: q.ConversationID}
+		if err := rows.Scan(&m.ID, &m.Role, &m.Content, &m.Sequence, &m.CreatedAtMs, &m.Metadata); err != nil {
+			return nil, false, translate(err)
+		}
+		used += int64(len(m.Content) + len(m.Metadata))
+		if len(msgs) > 0 && used > q.MaxBytes {
+			return msgs, true, nil
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, translate(err)
+	}
+	if msgs == nil {
+		msgs = []runtime.Message{}
+	}
+	return msgs, false, nil
+}
+
+// searchSQL finds the messages matching a tsquery ($3) through messages_search and
+// ranks them with ts_rank normalized by document length (flag 1), so a short message
+// that is about the words outranks a long one that mentions them once. $5 holds the
+// LIKE patterns of the query's unsegmented runs (empty: no check).
+// searchConversationSQL confines it to one conversation ($7): a statement of its own
+// rather than an optional condition, so each keeps a plan that fits it.
+const searchSQL = `
+	SELECT m.conversation_id, m.message_id, m.role, m.content, m.sequence, m.created_at_ms, m.metadata,
+	       ts_rank(m.search, $3::tsquery, 1) AS score
+	FROM messages m
+	WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.search @@ $3::tsquery
+	  AND m.role = ANY($4::text[])
+	  AND m.content LIKE ALL ($5::text[])
+	  AND NOT EXISTS (SELECT 1 FROM conversations c
+	                  WHERE c.tenant_id = m.tenant_id AND c.project_id = m.project_id
+	                    AND c.conversation_id = m.conversation_id AND c.deleted_at_ms IS NOT NULL)
+	ORDER BY score DESC, m.created_at_ms DESC, m.conversation_id, m.sequence DESC
+	LIMIT $6`
+
+var searchConversationSQL = strings.Replace(searchSQL, "WHERE m.tenant_id = $1 AND m.project_id = $2 AND",
+	"WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.conversation_id = $7 AND", 1)
+
+// SearchMessages implements runtime.MessageStore. The search runs in its own
+// transaction with a local statement timeout; running out of it is SERVICE_UNAVAILABLE
+// with reason statement_timeout.
+func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, q runtime.SearchQuery) ([]runtime.SearchHit, error) {
+	tsquery, runs := searchQuery(q.Text)
+	hits := []runtime.SearchHit{}
+	if tsquery == "" {
+		return hits, nil
+	}
+	patterns := make([]string, len(runs))
+	for i, r := range runs {
+		patterns[i] = likeContains(r)
+	}
+	roles := q.Roles
+	if len(roles) == 0 {
+		roles = contract.Roles
+	}
+	err := s.db.InTx(ctx, func(ctx context.Context, tx DBTX) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)",
+			strconv.FormatInt(s.searchTimeout.Milliseconds(), 10)); err != nil {
+			return translate(err)
+		}
+		args := []any{scope.TenantID, scope.ProjectID, tsquery, roles, patterns, q.Limit}
+		query := searchSQL
+		if q.ConversationID != "" {
+			query, args = searchConversationSQL, append(args, q.ConversationID)
+		}
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return translate(err)
+		}
+		defer rows.Close()
+		var used int64
+		for rows.Next() {
+			var h runtime.SearchHit
+			var score float32
+			m := &h.Message
+			if err := rows.Scan(&m.ConversationID, &m.ID, &m.Role, &m.Content, &m.Sequence, &m.CreatedAtMs,
+				&m.Metadata, &score); err != nil {
+				return translate(err)
+			}
+			used += int64(len(m.Content) + len(m.Metadata))
+			if len(hits) > 0 && used > q.MaxBytes {
+				return nil
+			}
+			// The shortest decimal of the float4 rank, not its float64 expansion.
+			h.Score, _ = strconv.ParseFloat(strconv.FormatFloat(float64(score), 'g', -1, 32), 64)
+			hits = append(hits, h)
+		}
+		return translate(rows.Err())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return hits, nil
+}

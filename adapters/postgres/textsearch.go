@@ -1,0 +1,211 @@
+package postgres
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// The full-text index of messages is built here rather than by a Postgres text search
+// configuration, so that documents and queries split the same way in every script:
+//
+//   - A word is a maximal run of letters, marks and digits, lowercased; everything
+//     else separates words. This is language-neutral (no stemming, no stop words),
+//     like the 'simple' configuration.
+//   - Scripts written without spaces (Han, Hiragana, Katakana, Hangul, Thai, Lao,
+//     Khmer, Myanmar) form runs that are indexed as overlapping bigrams plus the run's
+//     last character, so any substring of two or more characters is found by the
+//     AND of its bigrams and a single character by a prefix match. Matching content is
+//     then checked for the query's run verbatim, so bigrams that occur apart do not
+//     make a false hit.
+//
+// The query is built from the same words as a tsquery of quoted lexemes joined by &,
+// never parsed from the caller's text, so no input can be a syntax error.
+const (
+	// maxLexemeBytes truncates longer words (on both sides, so they still match);
+	// Postgres refuses lexemes over 2 KiB.
+	maxLexemeBytes = 255
+	// maxVectorBytes bounds the lexeme and position bytes of one document below
+	// Postgres's 1 MiB tsvector limit; words beyond it are not indexed.
+	maxVectorBytes = 1_000_000
+	// maxPositions is Postgres's largest tsvector position; later words share it.
+	maxPositions = 16383
+	// maxPositionsPerLexeme is what Postgres keeps per lexeme.
+	maxPositionsPerLexeme = 256
+)
+
+// unsegmented reports whether r belongs to a script written without spaces between
+// words. The prolonged sound mark and iteration marks are Common-script characters
+// that only occur inside such words.
+func unsegmented(r rune) bool {
+	switch {
+	case r < 0x0E00:
+		return false
+	case unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul,
+		unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar):
+		return true
+	}
+	return r == 'ー' || r == '々' || r == '〆' || r == '〻'
+}
+
+func wordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.IsMark(r)
+}
+
+// scanText splits text into words and unsegmented runs, in order. A word that is
+// already lowercase is passed as a substring of text, without copying.
+func scanText(text string, word func(string), run func([]rune)) {
+	wordStart := -1 // byte offset of the current word, -1 outside one
+	var r []rune
+	endWord := func(end int) {
+		if wordStart >= 0 {
+			// Cut before lowering (with room, since lowering may change the length),
+			// and again after.
+			w := truncateAt(text[wordStart:end], 2*maxLexemeBytes)
+			word(truncateAt(strings.ToLower(w), maxLexemeBytes))
+			wordStart = -1
+		}
+	}
+	endRun := func() {
+		if len(r) > 0 {
+			run(r)
+			r = r[:0]
+		}
+	}
+	for i, c := range text {
+		switch {
+		case c < utf8.RuneSelf:
+			if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+				endRun()
+				if wordStart < 0 {
+					wordStart = i
+				}
+			} else {
+				endWord(i)
+				endRun()
+			}
+		case unsegmented(c), len(r) > 0 && unicode.IsMark(c):
+			endWord(i)
+			r = append(r, c)
+		case wordRune(c):
+			endRun()
+			if wordStart < 0 {
+				wordStart = i
+			}
+		default:
+			endWord(i)
+			endRun()
+		}
+	}
+	endWord(len(text))
+	endRun()
+}
+
+// truncateAt cuts w to at most n bytes on a character boundary.
+func truncateAt(w string, n int) string {
+	if len(w) <= n {
+		return w
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(w[cut]) {
+		cut--
+	}
+	return w[:cut]
+}
+
+// documentVector returns the tsvector of a message's content. The first pass numbers
+// the distinct lexemes and keeps each word's position; the second hands every lexeme
+// its positions from one shared array, so a document costs a few allocations rather
+// than one per word.
+func documentVector(text string) pgtype.TSVector {
+	lexemes := make([]pgtype.TSVectorLexeme, 0, len(text)/8)
+	index := make(map[string]int32, len(text)/8)
+	type occurrence struct {
+		lexeme   int32
+		position uint16
+	}
+	occurrences := make([]occurrence, 0, len(text)/4)
+	var counts []int32
+	var last []uint16 // the last position kept per lexeme
+	size, position := 0, 0
+	add := func(lexeme string) {
+		position++
+		p := uint16(min(position, maxPositions))
+		i, ok := index[lexeme]
+		if !ok {
+			// What Postgres counts: the lexeme, alignment, a position count and the
+			// first position.
+			if size+len(lexeme)+5 > maxVectorBytes {
+				return
+			}
+			size += len(lexeme) + 5
+			i = int32(len(lexemes))
+			index[lexeme] = i
+			lexemes = append(lexemes, pgtype.TSVectorLexeme{Word: lexeme})
+			counts = append(counts, 1)
+			last = append(last, p)
+			occurrences = append(occurrences, occurrence{i, p})
+			return
+		}
+		if counts[i] < maxPositionsPerLexeme && last[i] < p && size+2 <= maxVectorBytes {
+			size += 2
+			counts[i]++
+			last[i] = p
+			occurrences = append(occurrences, occurrence{i, p})
+		}
+	}
+	scanText(text, add, func(run []rune) {
+		for i := 0; i+1 < len(run); i++ {
+			add(string(run[i : i+2]))
+		}
+		add(string(run[len(run)-1:]))
+	})
+	positions := make([]pgtype.TSVectorPosition, len(occurrences))
+	next := 0
+	for i := range lexemes {
+		lexemes[i].Positions = positions[next : next : next+int(counts[i])]
+		next += int(counts[i])
+	}
+	for _, o := range occurrences {
+		l := &lexemes[o.lexeme]
+		l.Positions = append(l.Positions, pgtype.TSVectorPosition{Position: o.position})
+	}
+	return pgtype.TSVector{Lexemes: lexemes, Valid: true}
+}
+
+// searchQuery returns the tsquery (as text) that requires every word of text, and the
+// unsegmented runs a matching content must contain verbatim. An empty query means the
+// text holds no word at all (only punctuation or symbols): nothing can match.
+func searchQuery(text string) (query string, runs []string) {
+	var terms []string
+	seen := map[string]bool{}
+	term := func(t string) {
+		if !seen[t] {
+			seen[t] = true
+			terms = append(terms, t)
+		}
+	}
+	scanText(text, func(w string) { term(quoteLexeme(w)) }, func(run []rune) {
+		runs = append(runs, string(run))
+		if len(run) == 1 {
+			term(quoteLexeme(string(run)) + ":*")
+			return
+		}
+		for i := 0; i+1 < len(run); i++ {
+			term(quoteLexeme(string(run[i : i+2])))
+		}
+	})
+	return strings.Join(terms, " & "), runs
+}
+
+// quoteLexeme quotes w as a tsquery lexeme: inside quotes only ' and \ are special.
+func quoteLexeme(w string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(w) + "'"
+}
+
+// likeContains returns a LIKE pattern matching any text that contains s.
+func likeContains(s string) string {
+	return "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s) + "%"
+}

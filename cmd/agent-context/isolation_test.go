@@ -1,0 +1,237 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/contract"
+)
+
+// tenantClient calls the service as one tenant, with a runtime token holding every
+// capability, and records which routes it exercised.
+type tenantClient struct {
+	app    *testApp
+	name   string
+	bearer string
+	used   *routeSet
+}
+
+type routeSet struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (s *routeSet) add(method, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen[method+" "+path] = true
+}
+
+func (c *tenantClient) call(t *testing.T, method, path string, body any) *testResponse {
+	t.Helper()
+	c.used.add(method, path)
+	return c.app.do(t, method, path, body, "Authorization", c.bearer)
+}
+
+func (c *tenantClient) post(t *testing.T, path string, body any) *testResponse {
+	t.Helper()
+	return c.call(t, http.MethodPost, path, body)
+}
+
+// ok posts and decodes a 2xx answer into a generic JSON value.
+func (c *tenantClient) ok(t *testing.T, status int, path string, body any) map[string]any {
+	t.Helper()
+	var out map[string]any
+	c.post(t, path, body).requireOK(t, status, &out)
+	return out
+}
+
+// TestTenantIsolation writes the same IDs in two tenants and proves, on every route,
+// that neither reads, searches, deletes or counts the other's records, and that a third
+// tenant sees nothing at all. It fails when a route of contract.Routes() is not
+// exercised here, so every new route must join the suite.
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	env, getenv := tokenEnv(t)
+	mustToken(t, getenv, "keygen")
+	app := startApp(t, func(c *Config) {
+		c.DataDir = env["AGENT_CONTEXT_DATA_DIR"]
+		c.JWKSFile = filepath.Join(c.DataDir, "keys", "jwks.json")
+	})
+	used := &routeSet{seen: map[string]bool{}}
+	client := func(tenant string) *tenantClient {
+		args := []string{"mint", "--sub", "agent-" + tenant, "--tenant", tenant, "--project", "shared-project"}
+		for _, c := range contract.AllCapabilities {
+			args = append(args, "--cap", c)
+		}
+		token := strings.TrimSpace(mustToken(t, getenv, args...))
+		return &tenantClient{app: app, name: tenant, bearer: "Bearer " + token, used: used}
+	}
+	a, b, stranger := client("tenant-a"), client("tenant-b"), client("tenant-c")
+	secret := func(c *tenantClient) string { return "zq" + strings.ReplaceAll(c.name, "-", "") + "secret" }
+
+	// The same IDs in both tenants, each with content only it knows.
+	for _, c := range []*tenantClient{a, b} {
+		c.ok(t, http.StatusOK, contract.RouteMessagesBatch.Path, map[string]any{"messages": []any{
+			map[string]any{"id": "m-1", "scope": map[string]any{"conversationId": "conv-1"}, "role": "user", "content": "hello " + secret(c)},
+			map[string]any{"id": "m-2", "scope": map[string]any{"conversationId": "conv-1"}, "role": "assistant", "content": "answer " + secret(c)},
+		}})
+		for _, w := range []struct{ id, stage string }{{"w-1", "original"}, {"w-2", "assembled"}} {
+			c.ok(t, http.StatusCreated, contract.RouteWindowsCreate.Path, map[string]any{
+				"id": w.id, "conversation": map[string]any{"conversationId": "conv-1"}, "stage": w.stage,
+				"purpose": "chat", "tokenCount": 10,
+				"items": []any{map[string]any{"id": "i-0", "ordinal": 0, "kind": "message", "content": "item " + secret(c)}},
+			})
+		}
+		c.ok(t, http.StatusCreated, contract.RouteDerivationsCreate.Path, map[string]any{
+			"id": "d-1", "sourceWindowId": "w-1", "targetWindowId": "w-2", "kind": "assemble",
+		})
+		c.ok(t, http.StatusOK, contract.RouteModelInvocationsCreate.Path, map[string]any{
+			"id": "inv-1", "conversation": map[string]any{"conversationId": "conv-1"}, "requestWindowId": "w-2",
+			"provider": "openai", "model": "gpt-4.1-mini", "state": "succeeded",
+			"inputTokens": 10, "outputTokens": 2, "responseContent": "response " + secret(c),
+		})
+	}
+
+	for _, pair := range [][2]*tenantClient{{a, b}, {b, a}} {
+		self, other := pair[0], pair[1]
+		t.Run("reads of "+self.name, func(t *testing.T) {
+			mine, theirs := secret(self), secret(other)
+			for _, route := range []contract.Route{contract.RouteMessagesRecent, contract.RouteMessages} {
+				body := self.post(t, route.Path, map[string]any{"scope": map[string]any{"conversationId": "conv-1"}})
+				body.requireOK(t, http.StatusOK, nil)
+				require.Contains(t, string(body.Body), mine)
+				require.NotContains(t, string(body.Body), theirs)
+			}
+			var hits struct {
+				Hits []struct {
+					Message contract.ConversationRecord `json:"message"`
+				} `json:"hits"`
+			}
+			self.post(t, contract.RouteMessagesSearch.Path, map[string]any{"query": theirs}).requireOK(t, http.StatusOK, &hits)
+			require.Empty(t, hits.Hits, "search must not cross tenants")
+			self.post(t, contract.RouteMessagesSearch.Path, map[string]any{"query": mine}).requireOK(t, http.StatusOK, &hits)
+			require.Len(t, hits.Hits, 2)
+
+			for _, get := range []struct {
+				route contract.Route
+				body  map[string]any
+			}{
+				{contract.RouteWindowsGet, map[string]any{"windowId": "w-1"}},
+				{contract.RouteModelInvocationsGet, map[string]any{"invocationId": "inv-1"}},
+			} {
+				r := self.post(t, get.route.Path, get.body)
+				r.requireOK(t, http.StatusOK, nil)
+				require.Contains(t, string(r.Body), mine)
+				require.NotContains(t, string(r.Body), theirs)
+			}
+			var lineage struct {
+				Windows     []map[string]any `json:"windows"`
+				Derivations []map[string]any `json:"derivations"`
+			}
+			self.post(t, contract.RouteWindowsLineage.Path, map[string]any{"windowId": "w-2"}).requireOK(t, http.StatusOK, &lineage)
+			require.Len(t, lineage.Windows, 2)
+			require.Len(t, lineage.Derivations, 1)
+		})
+	}
+
+	t.Run("a tenant without data sees nothing", func(t *testing.T) {
+		for _, route := range []contract.Route{contract.RouteMessagesRecent, contract.RouteMessages} {
+			var page struct {
+				Messages []any `json:"messages"`
+			}
+			stranger.post(t, route.Path, map[string]any{"scope": map[string]any{"conversationId": "conv-1"}}).requireOK(t, http.StatusOK, &page)
+			require.Empty(t, page.Messages)
+		}
+		var hits struct {
+			Hits []any `json:"hits"`
+		}
+		stranger.post(t, contract.RouteMessagesSearch.Path, map[string]any{"query": secret(a)}).requireOK(t, http.StatusOK, &hits)
+		require.Empty(t, hits.Hits)
+		stranger.post(t, contract.RouteWindowsGet.Path, map[string]any{"windowId": "w-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		stranger.post(t, contract.RouteWindowsLineage.Path, map[string]any{"windowId": "w-2"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		stranger.post(t, contract.RouteModelInvocationsGet.Path, map[string]any{"invocationId": "inv-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		// Another tenant's windows cannot be linked to or invoked against.
+		stranger.post(t, contract.RouteDerivationsCreate.Path, map[string]any{
+			"id": "d-x", "sourceWindowId": "w-1", "targetWindowId": "w-2", "kind": "trim",
+		}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		stranger.post(t, contract.RouteModelInvocationsCreate.Path, map[string]any{
+			"id": "inv-x", "conversation": map[string]any{"conversationId": "conv-1"}, "requestWindowId": "w-2",
+			"provider": "openai", "model": "m", "state": "succeeded", "inputTokens": 1, "outputTokens": 1,
+		}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	})
+
+	t.Run("retention and deletion stay in their tenant", func(t *testing.T) {
+		dry := b.ok(t, http.StatusAccepted, contract.RouteConversationsRetention.Path, map[string]any{
+			"policy": map[string]any{"keepLastMessages": 1}, "dryRun": true,
+		})
+		opID := dry["operation"].(map[string]any)["id"].(string)
+		result := awaitTenantOperation(t, b, opID)
+		require.EqualValues(t, 1, result["result"].(map[string]any)["deletedMessages"], "only tenant-b's conversation counts")
+
+		deleted := b.ok(t, http.StatusAccepted, contract.RouteConversationsDelete.Path, map[string]any{"conversationId": "conv-1"})
+		deleteID := deleted["operation"].(map[string]any)["id"].(string)
+		awaitTenantOperation(t, b, deleteID)
+		// tenant-a cannot see tenant-b's operations, nor count them.
+		a.post(t, contract.RouteOperations.Path, map[string]any{"operationId": deleteID}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		var status map[string]any
+		a.call(t, http.MethodGet, contract.RouteMaintenanceStatus.Path, nil).requireOK(t, http.StatusOK, &status)
+		ops := status["operations"].(map[string]any)
+		require.EqualValues(t, 0, ops["pending"])
+		require.EqualValues(t, 0, ops["running"])
+
+		// tenant-a's conversation with the same ID is untouched.
+		r := a.post(t, contract.RouteMessagesRecent.Path, map[string]any{"scope": map[string]any{"conversationId": "conv-1"}})
+		r.requireOK(t, http.StatusOK, nil)
+		require.Contains(t, string(r.Body), secret(a))
+		a.post(t, contract.RouteWindowsGet.Path, map[string]any{"windowId": "w-1"}).requireOK(t, http.StatusOK, nil)
+		a.ok(t, http.StatusOK, contract.RouteMessagesBatch.Path, map[string]any{"messages": []any{
+			map[string]any{"id": "m-3", "scope": map[string]any{"conversationId": "conv-1"}, "role": "user", "content": "still open"},
+		}})
+		// and tenant-b's is gone for tenant-b.
+		var page struct {
+			Messages []any `json:"messages"`
+		}
+		b.post(t, contract.RouteMessagesRecent.Path, map[string]any{"scope": map[string]any{"conversationId": "conv-1"}}).requireOK(t, http.StatusOK, &page)
+		require.Empty(t, page.Messages)
+	})
+
+	var missing []string
+	for _, r := range contract.Routes() {
+		if !r.Public() && !used.seen[r.Method+" "+r.Path] {
+			missing = append(missing, r.Method+" "+r.Path)
+		}
+	}
+	slices.Sort(missing)
+	require.Empty(t, missing, "routes not covered by the tenant isolation suite: add them")
+}
+
+// awaitTenantOperation polls an operation until it finishes and returns it; it fails the
+// test when the operation fails.
+func awaitTenantOperation(t *testing.T, c *tenantClient, id string) map[string]any {
+	t.Helper()
+	var op map[string]any
+	require.Eventually(t, func() bool {
+		var out struct {
+			Operation map[string]any `json:"operation"`
+		}
+		r := c.post(t, contract.RouteOperations.Path, map[string]any{"operationId": id})
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &out) != nil {
+			return false
+		}
+		op = out.Operation
+		state := fmt.Sprint(op["state"])
+		return state == "succeeded" || state == "failed"
+	}, 60*time.Second, 50*time.Millisecond)
+	require.Equal(t, "succeeded", op["state"], "operation %s: %v", id, op["error"])
+	return op
+}

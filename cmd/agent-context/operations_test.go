@@ -1,0 +1,574 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+var (
+	pathDelete     = contract.RouteConversationsDelete.Path
+	pathRetention  = contract.RouteConversationsRetention.Path
+	pathOperations = contract.RouteOperations.Path
+	pathStatus     = contract.RouteMaintenanceStatus.Path
+)
+
+// operationDeadline bounds every wait for a background operation. It is generous: a
+// wait ends as soon as the state is reached, and a stuck job is rescued within a
+// minute.
+const operationDeadline = 90 * time.Second
+
+// oldRec is a record created at createdAtMs.
+func oldRec(conversation, id, content string, createdAtMs int64) map[string]any {
+	r := rec(conversation, id, "user", content)
+	r["createdAtMs"] = createdAtMs
+	return r
+}
+
+// deleteConversation posts a deletion and returns the status and operation.
+func (a *testApp) deleteConversation(t *testing.T, id string, headers ...string) (int, contract.Operation) {
+	t.Helper()
+	r := a.post(t, pathDelete, map[string]any{"conversationId": id}, headers...)
+	require.Contains(t, []int{http.StatusOK, http.StatusAccepted}, r.Status, "body: %s", r.Body)
+	var res contract.OperationResponse
+	r.requireOK(t, r.Status, &res)
+	return r.Status, res.Operation
+}
+
+// retention posts a retention request and returns its operation.
+func (a *testApp) retention(t *testing.T, body any, headers ...string) contract.Operation {
+	t.Helper()
+	var res contract.OperationResponse
+	a.post(t, pathRetention, body, headers...).requireOK(t, http.StatusAccepted, &res)
+	require.Equal(t, contract.OperationRetention, res.Operation.Kind)
+	return res.Operation
+}
+
+// operation reads an operation.
+func (a *testApp) operation(t *testing.T, id string, headers ...string) contract.Operation {
+	t.Helper()
+	var res contract.OperationResponse
+	a.post(t, pathOperations, map[string]any{"operationId": id}, headers...).requireOK(t, http.StatusOK, &res)
+	return res.Operation
+}
+
+// waitOperation polls an operation until it has finished (or the deadline fails the
+// test) and returns it.
+func (a *testApp) waitOperation(t *testing.T, id string, headers ...string) contract.Operation {
+	t.Helper()
+	deadline := time.Now().Add(operationDeadline)
+	for {
+		op := a.operation(t, id, headers...)
+		if op.State == contract.OperationSucceeded || op.State == contract.OperationFailed {
+			return op
+		}
+		require.True(t, time.Now().Before(deadline), "operation %s still %s", id, op.State)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (a *testApp) status(t *testing.T, headers ...string) contract.MaintenanceStatus {
+	t.Helper()
+	var st contract.MaintenanceStatus
+	a.do(t, http.MethodGet, pathStatus, nil, headers...).requireOK(t, http.StatusOK, &st)
+	return st
+}
+
+func openPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := postgres.NewPool(context.Background(), dsn, postgres.PoolOptions{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// columnsContaining scans every column of every table of the database (whatever
+// migrations created them) and lists the table.column whose text form contains
+// needle; bytea columns are searched for needle's bytes.
+func columnsContaining(t *testing.T, pool *pgxpool.Pool, needle string) []string {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `
+		SELECT c.table_schema, c.table_name, c.column_name, c.data_type
+		FROM information_schema.columns c
+		JOIN information_schema.tables t USING (table_schema, table_name)
+		WHERE t.table_type = 'BASE TABLE' AND c.table_schema NOT IN ('pg_catalog', 'information_schema')
+		ORDER BY 1, 2, 3`)
+	require.NoError(t, err)
+	type column struct{ Schema, Table, Name, Type string }
+	columns, err := pgx.CollectRows(rows, pgx.RowToStructByPos[column])
+	require.NoError(t, err)
+	require.Greater(t, len(columns), 20, "the scan must see the whole schema")
+	var found []string
+	for _, c := range columns {
+		ident := pgx.Identifier{c.Schema, c.Table}.Sanitize()
+		col := pgx.Identifier{c.Name}.Sanitize()
+		query := fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE strpos(%s::text, $1) > 0)`, ident, col)
+		arg := any(needle)
+		if c.Type == "bytea" {
+			query = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE position($1::bytea IN %s) > 0)`, ident, col)
+			arg = []byte(needle)
+		}
+		var hit bool
+		require.NoError(t, pool.QueryRow(ctx, query, arg).Scan(&hit), "%s.%s", c.Table, c.Name)
+		if hit {
+			found = append(found, c.Table+"."+c.Name)
+		}
+	}
+	return found
+}
+
+// Deleting a conversation hides it at once, keeps it tombstoned, and — once the
+// operation has succeeded — leaves no byte of its content in any column of any table.
+func TestConversationDeleteEndToEnd(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	const conv = "conv-quokka-7"
+	var records []map[string]any
+	for i := range 12 {
+		r := rec(conv, fmt.Sprintf("m%d", i), "user", fmt.Sprintf("the quixoticzebra said %d", i))
+		r["metadata"] = map[string]any{"note": "wombatmetadata", "n": i}
+		records = append(records, r)
+	}
+	records = append(records, rec("kept", "k1", "user", "the placidotter stays here"))
+	app.appendOK(t, batchOf(records...))
+	require.Len(t, app.searchIDs(t, map[string]any{"query": "quixoticzebra"}), 12)
+
+	before := time.Now().UnixMilli()
+	r := app.post(t, pathDelete, map[string]any{"conversationId": conv})
+	var wire map[string]map[string]json.RawMessage
+	r.requireOK(t, http.StatusAccepted, &wire)
+	for field, want := range map[string]string{
+		"startedAtMs": "null", "completedAtMs": "null", "result": "null", "error": "null",
+		"progress": `{"done":0,"total":null}`,
+	} {
+		require.JSONEq(t, want, string(wire["operation"][field]), field)
+	}
+	var res contract.OperationResponse
+	r.requireOK(t, http.StatusAccepted, &res)
+	op := res.Operation
+	require.True(t, strings.HasPrefix(op.ID, "op-"), op.ID)
+	require.Equal(t, contract.OperationConversationDelete, op.Kind)
+	require.Equal(t, contract.OperationPending, op.State)
+	require.GreaterOrEqual(t, op.CreatedAtMs, before)
+	require.Equal(t, op.CreatedAtMs, op.UpdatedAtMs)
+	require.Nil(t, op.StartedAtMs)
+	require.Nil(t, op.CompletedAtMs)
+	require.Equal(t, contract.OperationProgress{}, op.Progress)
+	require.JSONEq(t, `{"conversationId":"`+conv+`"}`, string(op.Request))
+	require.Nil(t, op.Error)
+
+	// Immediately invisible: reads answer as for a conversation that never existed.
+	scope := map[string]any{"conversationId": conv}
+	require.Empty(t, app.recent(t, map[string]any{"scope": scope}))
+	page := app.page(t, map[string]any{"scope": scope})
+	require.Empty(t, page.Messages)
+	require.Nil(t, page.NextCursor)
+	require.Empty(t, app.searchIDs(t, map[string]any{"query": "quixoticzebra"}))
+	require.Empty(t, app.searchIDs(t, map[string]any{"query": "quixoticzebra", "scope": scope}))
+	require.Equal(t, []string{"k1"}, app.searchIDs(t, map[string]any{"query": "placidotter"}))
+
+	// Tombstoned: an append is refused and changes nothing.
+	e := app.post(t, pathBatch, batchOf(rec(conv, "late", "user", "too late"), rec("kept", "k2", "user", "fine"))).
+		requireError(t, http.StatusConflict, contract.CodeConflict)
+	require.Equal(t, "conversation_deleted", e.Details["reason"])
+	require.Equal(t, []string{"k1"}, recordIDs(app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "kept"}})))
+
+	// Deleting again returns the same operation.
+	status, again := app.deleteConversation(t, conv)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, op.ID, again.ID)
+
+	done := app.waitOperation(t, op.ID)
+	require.Equal(t, contract.OperationSucceeded, done.State, "%+v", done)
+	require.Equal(t, contract.OperationProgress{Done: 12, Total: ptrTo[int64](12)}, done.Progress)
+	require.JSONEq(t, `{"deletedRecords":12}`, string(done.Result))
+	require.NotNil(t, done.StartedAtMs)
+	require.NotNil(t, done.CompletedAtMs)
+	require.GreaterOrEqual(t, *done.CompletedAtMs, *done.StartedAtMs)
+	require.Equal(t, *done.CompletedAtMs, done.UpdatedAtMs)
+	require.Nil(t, done.Error)
+
+	pool := openPool(t, app.dsn)
+	require.Empty(t, columnsContaining(t, pool, "quixoticzebra"))
+	require.Empty(t, columnsContaining(t, pool, "wombatmetadata"))
+	require.Contains(t, columnsContaining(t, pool, "placidotter"), "messages.content", "the scan finds what is there")
+	require.Equal(t, []string{"conversations.conversation_id", "operations.conversation_id", "operations.request"},
+		columnsContaining(t, pool, conv), "only the tombstone and the operation record name the conversation")
+
+	_, again = app.deleteConversation(t, conv)
+	require.Equal(t, done, again)
+}
+
+// A conversation that never existed can be deleted, and stays tombstoned.
+func TestConversationDeleteNeverExisting(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	status, op := app.deleteConversation(t, "never-was")
+	require.Equal(t, http.StatusAccepted, status)
+	done := app.waitOperation(t, op.ID)
+	require.Equal(t, contract.OperationSucceeded, done.State)
+	require.JSONEq(t, `{"deletedRecords":0}`, string(done.Result))
+	e := app.post(t, pathBatch, batchOf(rec("never-was", "m1", "user", "hi"))).requireError(t, http.StatusConflict, contract.CodeConflict)
+	require.Equal(t, "conversation_deleted", e.Details["reason"])
+}
+
+// Every validation rule of the deletion, retention and operations routes.
+func TestOperationsValidation(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	long := strings.Repeat("x", contract.MaxIDChars+1)
+	policy := map[string]any{"maxAgeMs": 1000}
+	cases := []struct {
+		name   string
+		path   string
+		body   any
+		status int
+		code   string
+		field  string
+		limit  any
+	}{
+		{"delete: missing id", pathDelete, `{}`, 400, contract.CodeValidationFailed, "conversationId", nil},
+		{"delete: empty id", pathDelete, map[string]any{"conversationId": ""}, 400, contract.CodeValidationFailed, "conversationId", nil},
+		{"delete: whitespace", pathDelete, map[string]any{"conversationId": "a b"}, 400, contract.CodeValidationFailed, "conversationId", nil},
+		{"delete: control character", pathDelete, map[string]any{"conversationId": "a\u0007"}, 400, contract.CodeValidationFailed, "conversationId", nil},
+		{"delete: too long", pathDelete, map[string]any{"conversationId": long}, 400, contract.CodeValidationFailed, "conversationId", float64(contract.MaxIDChars)},
+		{"delete: wrong type", pathDelete, `{"conversationId": 7}`, 400, contract.CodeValidationFailed, "conversationId", nil},
+		{"delete: unknown field", pathDelete, map[string]any{"conversationId": "c", "tenantId": "t"}, 400, contract.CodeValidationFailed, "tenantId", nil},
+		{"delete: wrong case", pathDelete, `{"ConversationId": "c"}`, 400, contract.CodeValidationFailed, "ConversationId", nil},
+		{"retention: no policy", pathRetention, `{}`, 400, contract.CodeValidationFailed, "policy", nil},
+		{"retention: null policy", pathRetention, `{"policy": null}`, 400, contract.CodeValidationFailed, "policy", nil},
+		{"retention: empty policy", pathRetention, `{"policy": {}}`, 400, contract.CodeValidationFailed, "policy", nil},
+		{"retention: null fields", pathRetention, `{"policy": {"maxAgeMs": null, "keepLastMessages": null}}`, 400, contract.CodeValidationFailed, "policy", nil},
+		{"retention: negative age", pathRetention, `{"policy": {"maxAgeMs": -1}}`, 400, contract.CodeValidationFailed, "policy.maxAgeMs", float64(runtime.MaxSequence)},
+		{"retention: negative keep", pathRetention, `{"policy": {"keepLastMessages": -5}}`, 400, contract.CodeValidationFailed, "policy.keepLastMessages", float64(runtime.MaxSequence)},
+		{"retention: huge age", pathRetention, `{"policy": {"maxAgeMs": 9007199254740992}}`, 400, contract.CodeValidationFailed, "policy.maxAgeMs", float64(runtime.MaxSequence)},
+		{"retention: fractional age", pathRetention, `{"policy": {"maxAgeMs": 1.5}}`, 400, contract.CodeValidationFailed, "policy.maxAgeMs", nil},
+		{"retention: unknown policy field", pathRetention, `{"policy": {"maxAgeMs": 1, "maxCount": 3}}`, 400, contract.CodeValidationFailed, "policy.maxCount", nil},
+		{"retention: empty conversation", pathRetention, map[string]any{"policy": policy, "conversationId": ""}, 400, contract.CodeValidationFailed, "conversationId", nil},
+		{"retention: bad conversation", pathRetention, map[string]any{"policy": policy, "conversationId": "a b"}, 400, contract.CodeValidationFailed, "conversationId", nil},
+		{"retention: long conversation", pathRetention, map[string]any{"policy": policy, "conversationId": long}, 400, contract.CodeValidationFailed, "conversationId", float64(contract.MaxIDChars)},
+		{"retention: wrong dryRun", pathRetention, map[string]any{"policy": policy, "dryRun": "yes"}, 400, contract.CodeValidationFailed, "dryRun", nil},
+		{"retention: unknown field", pathRetention, map[string]any{"policy": policy, "projectId": "p"}, 400, contract.CodeValidationFailed, "projectId", nil},
+		{"operations: missing id", pathOperations, `{}`, 400, contract.CodeValidationFailed, "operationId", nil},
+		{"operations: bad id", pathOperations, map[string]any{"operationId": "a b"}, 400, contract.CodeValidationFailed, "operationId", nil},
+		{"operations: unknown field", pathOperations, map[string]any{"operationId": "op-1", "kind": "export"}, 400, contract.CodeValidationFailed, "kind", nil},
+		{"operations: missing", pathOperations, map[string]any{"operationId": "op-nope"}, 404, contract.CodeNotFound, "operationId", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := app.post(t, tc.path, tc.body).requireError(t, tc.status, tc.code)
+			require.Equal(t, tc.field, e.Details["field"], "%+v", e)
+			if tc.limit != nil {
+				require.Equal(t, tc.limit, e.Details["limit"])
+			}
+		})
+	}
+	app.post(t, pathStatus, `{}`).requireError(t, http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed)
+	// Valid edge values are accepted.
+	app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": 0}})
+	app.retention(t, map[string]any{"policy": map[string]any{"keepLastMessages": 0}, "conversationId": "c", "dryRun": true})
+	app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": runtime.MaxSequence, "keepLastMessages": runtime.MaxSequence}})
+}
+
+// Retention through the API: dry run, age and keep-last together, one conversation,
+// the whole scope; the maintenance status reports the last run.
+func TestRetentionEndToEnd(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	var records []map[string]any
+	for i := range 6 {
+		records = append(records, oldRec("c1", fmt.Sprintf("a%d", i), "old words", int64(1000+i)))
+	}
+	for i := range 3 {
+		records = append(records, oldRec("c2", fmt.Sprintf("b%d", i), "old words", int64(1000+i)))
+	}
+	records = append(records, rec("c2", "fresh", "user", "new words"))
+	app.appendOK(t, batchOf(records...))
+	other := []string{"x-infra-tenant-id", "tenant-b"}
+	app.appendOK(t, batchOf(oldRec("c1", "a0", "old words", 1000)), other...)
+	require.Nil(t, app.status(t).Retention.LastRunAtMs)
+
+	hour := int64(time.Hour / time.Millisecond)
+	dry := app.waitOperation(t, app.retention(t, map[string]any{
+		"policy": map[string]any{"maxAgeMs": hour, "keepLastMessages": 2}, "dryRun": true,
+	}).ID)
+	require.Equal(t, contract.OperationSucceeded, dry.State)
+	require.JSONEq(t, `{"deletedMessages":6,"affectedConversations":2}`, string(dry.Result))
+	require.JSONEq(t, `{"policy":{"maxAgeMs":3600000,"keepLastMessages":2},"conversationId":null,"dryRun":true}`, string(dry.Request))
+	require.Len(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c1"}}), 6)
+	require.Nil(t, app.status(t).Retention.LastRunAtMs, "a dry run is not a run")
+
+	one := app.waitOperation(t, app.retention(t, map[string]any{
+		"policy": map[string]any{"keepLastMessages": 4}, "conversationId": "c1",
+	}).ID)
+	require.JSONEq(t, `{"deletedMessages":2,"affectedConversations":1}`, string(one.Result))
+	require.Equal(t, []string{"a2", "a3", "a4", "a5"}, recordIDs(app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c1"}})))
+
+	all := app.waitOperation(t, app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": hour}}).ID)
+	require.JSONEq(t, `{"deletedMessages":7,"affectedConversations":2}`, string(all.Result))
+	require.Empty(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c1"}}))
+	require.Equal(t, []string{"fresh"}, recordIDs(app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c2"}})))
+	require.Equal(t, []string{"a0"}, recordIDs(app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c1"}}, other...)),
+		"another tenant's messages are untouched")
+
+	st := app.status(t)
+	require.Equal(t, all.CompletedAtMs, st.Retention.LastRunAtMs)
+	require.Nil(t, st.Retention.DefaultMaxAgeMs)
+	require.Nil(t, app.status(t, other...).Retention.LastRunAtMs)
+}
+
+// The maintenance status counts the caller's scope only and reports the fixed facts.
+func TestMaintenanceStatusEndToEnd(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.JobWorkers = 0 }) // operations stay pending
+	other := []string{"x-infra-tenant-id", "tenant-b"}
+	app.deleteConversation(t, "c1")
+	app.deleteConversation(t, "c2")
+	app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": 1}})
+	app.deleteConversation(t, "c1", other...)
+
+	var raw map[string]any
+	app.do(t, http.MethodGet, pathStatus, nil).requireOK(t, http.StatusOK, &raw)
+	current, latest, err := postgres.NewDB(openPool(t, app.dsn)).Versions(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, latest, current)
+	require.Equal(t, map[string]any{
+		"operations": map[string]any{"pending": 3.0, "running": 0.0, "failedLast24h": 0.0},
+		"retention":  map[string]any{"lastRunAtMs": nil, "defaultMaxAgeMs": nil},
+		"vectorProjection": map[string]any{"generation": 1.0, "model": "hash-ngram-v1", "dimensions": 384.0,
+			"pendingEntries": 0.0, "indexedThroughMs": 0.0},
+		"database": map[string]any{"ok": true, "schemaVersion": float64(current)},
+	}, raw)
+	require.Equal(t, contract.OperationCounts{Pending: 1}, app.status(t, other...).Operations)
+	require.Equal(t, contract.OperationCounts{}, app.status(t, "x-infra-project-id", "elsewhere").Operations)
+}
+
+// An operation is visible in its own scope only.
+func TestOperationsScopeIsolation(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	_, op := app.deleteConversation(t, "shared-id")
+	app.post(t, pathOperations, map[string]any{"operationId": op.ID}, "x-infra-tenant-id", "tenant-b").
+		requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	app.post(t, pathOperations, map[string]any{"operationId": op.ID}, "x-infra-project-id", "project-b").
+		requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	// The same conversation ID in another tenant is a different conversation.
+	app.appendOK(t, batchOf(rec("shared-id", "m1", "user", "hello")), "x-infra-tenant-id", "tenant-b")
+	status, theirs := app.deleteConversation(t, "shared-id", "x-infra-tenant-id", "tenant-b")
+	require.Equal(t, http.StatusAccepted, status)
+	require.NotEqual(t, op.ID, theirs.ID)
+	app.waitOperation(t, op.ID)
+	require.JSONEq(t, `{"deletedRecords":1}`, string(app.waitOperation(t, theirs.ID, "x-infra-tenant-id", "tenant-b").Result))
+}
+
+// The capability rules: deletion and retention need messages:delete; operations admit
+// messages:delete or context:admin, and an operation of another kind needs
+// context:admin; the status needs messages:read.
+func TestOperationsCapabilities(t *testing.T) {
+	t.Parallel()
+	env, getenv := tokenEnv(t)
+	mustToken(t, getenv, "keygen")
+	app := startApp(t, func(c *Config) {
+		c.DataDir = env["AGENT_CONTEXT_DATA_DIR"]
+		c.JWKSFile = filepath.Join(c.DataDir, "keys", "jwks.json")
+	})
+	mint := func(caps ...string) []string {
+		args := []string{"mint", "--sub", "agent", "--tenant", "acme", "--project", "alpha"}
+		for _, c := range caps {
+			args = append(args, "--cap", c)
+		}
+		return []string{"Authorization", "Bearer " + strings.TrimSpace(mustToken(t, getenv, args...))}
+	}
+	forbidden := func(r *testResponse, capability string) {
+		t.Helper()
+		e := r.requireError(t, http.StatusForbidden, contract.CodeTokenForbidden)
+		require.Equal(t, capability, e.Details["requiredCapability"])
+	}
+	deleter := mint(contract.CapMessagesDelete)
+	admin := mint(contract.CapContextAdmin)
+	reader := mint(contract.CapMessagesRead)
+
+	forbidden(app.post(t, pathDelete, map[string]any{"conversationId": "c"}, reader...), contract.CapMessagesDelete)
+	forbidden(app.post(t, pathDelete, map[string]any{"conversationId": "c"}, admin...), contract.CapMessagesDelete)
+	forbidden(app.post(t, pathRetention, map[string]any{"policy": map[string]any{"maxAgeMs": 1}}, reader...), contract.CapMessagesDelete)
+	_, del := app.deleteConversation(t, "c", deleter...)
+	ret := app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": 1}}, deleter...)
+
+	// Neither capability: refused before the body is read, naming messages:delete.
+	forbidden(app.post(t, pathOperations, `not json`, reader...), contract.CapMessagesDelete)
+	for _, id := range []string{del.ID, ret.ID} {
+		require.Equal(t, id, app.operation(t, id, deleter...).ID)
+		require.Equal(t, id, app.operation(t, id, admin...).ID)
+	}
+
+	// An operation of another kind (no route creates one yet: insert it directly).
+	pool := openPool(t, app.dsn)
+	_, err := pool.Exec(context.Background(), `
+		INSERT INTO operations (tenant_id, project_id, operation_id, kind, state, request, created_at_ms, updated_at_ms)
+		VALUES ('acme', 'alpha', 'op-export-1', 'export', 'pending', '{}', 1, 1)`)
+	require.NoError(t, err)
+	forbidden(app.post(t, pathOperations, map[string]any{"operationId": "op-export-1"}, deleter...), contract.CapContextAdmin)
+	export := app.operation(t, "op-export-1", admin...)
+	require.Equal(t, contract.OperationExport, export.Kind)
+	require.Equal(t, contract.OperationPending, export.State)
+	// A missing operation is 404 for both, never 403.
+	app.post(t, pathOperations, map[string]any{"operationId": "op-nope"}, deleter...).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+
+	forbidden(app.do(t, http.MethodGet, pathStatus, nil, deleter...), contract.CapMessagesRead)
+	require.Equal(t, int64(384), int64(app.status(t, reader...).VectorProjection.Dimensions))
+}
+
+// An operation whose worker died mid-way (its job left running, part of its steps
+// committed) is rescued by a new process on the same database and finishes exactly
+// once: every count is exact and nothing is deleted twice or left behind.
+func TestOperationSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	first := startApp(t, func(c *Config) { c.JobWorkers = 0 }) // an API replica: works no jobs
+	var records []map[string]any
+	for c := range 3 {
+		for i := range 8 {
+			records = append(records, oldRec(fmt.Sprintf("c%d", c), fmt.Sprintf("m%d", i), "old", int64(1000+i)))
+		}
+	}
+	for i := range 10 {
+		records = append(records, rec("doomed", fmt.Sprintf("d%d", i), "user", "doomed words"))
+	}
+	first.appendOK(t, batchOf(records...))
+	ret := first.retention(t, map[string]any{"policy": map[string]any{"keepLastMessages": 3}})
+	_, del := first.deleteConversation(t, "doomed")
+
+	// The worker that died: it ran a few steps (each committed with its progress), and
+	// River still shows its job running, attempted an hour ago by a client that is gone.
+	pool := openPool(t, first.dsn)
+	db := postgres.NewDB(pool)
+	store, err := postgres.NewOperationStore(db, nil)
+	require.NoError(t, err)
+	dead := runtime.NewOperations(runtime.OperationsConfig{Store: store, Schema: db, BatchSize: 4})
+	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
+	for _, id := range []string{ret.ID, del.ID} {
+		for range 2 {
+			finished, err := dead.RunOperation(context.Background(), scope, id, time.Now())
+			require.NoError(t, err)
+			require.False(t, finished)
+		}
+	}
+	tag, err := pool.Exec(context.Background(), `
+		UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '1 hour',
+		                     attempted_by = ARRAY['a-replica-that-died']
+		WHERE kind = 'agent_context_operation'`)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), tag.RowsAffected())
+	midway := first.operation(t, ret.ID)
+	require.Equal(t, contract.OperationRunning, midway.State)
+	require.Equal(t, int64(8), midway.Progress.Done)
+	require.Equal(t, contract.OperationRunning, first.operation(t, del.ID).State)
+	require.Equal(t, contract.OperationProgress{Done: 8, Total: ptrTo[int64](10)}, first.operation(t, del.ID).Progress)
+	require.NoError(t, first.main.Close())
+
+	second := startApp(t, func(c *Config) { c.DatabaseURL = first.dsn })
+	retDone := second.waitOperation(t, ret.ID)
+	require.Equal(t, contract.OperationSucceeded, retDone.State, "%+v", retDone)
+	require.JSONEq(t, `{"deletedMessages":15,"affectedConversations":3}`, string(retDone.Result))
+	// Progress counts the messages examined: the 24 of c0–c2, and the deleted
+	// conversation's last ones if its deletion had not removed them yet.
+	require.Equal(t, retDone.Progress.Done, *retDone.Progress.Total)
+	require.Contains(t, []int64{24, 26}, retDone.Progress.Done)
+	require.Equal(t, midway.StartedAtMs, retDone.StartedAtMs, "the operation was started once")
+	delDone := second.waitOperation(t, del.ID)
+	require.Equal(t, contract.OperationSucceeded, delDone.State, "%+v", delDone)
+	require.JSONEq(t, `{"deletedRecords":10}`, string(delDone.Result))
+	require.Equal(t, contract.OperationProgress{Done: 10, Total: ptrTo[int64](10)}, delDone.Progress)
+	for c := range 3 {
+		require.Equal(t, []string{"m5", "m6", "m7"},
+			recordIDs(second.recent(t, map[string]any{"scope": map[string]any{"conversationId": fmt.Sprintf("c%d", c)}})))
+	}
+	var remaining int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM messages WHERE conversation_id = 'doomed'`).Scan(&remaining))
+	require.Zero(t, remaining)
+
+	// River ran each job once more after the rescue, and completed it (recorded by
+	// the time the queue has stopped).
+	require.NoError(t, second.main.Close())
+	rows, err := pool.Query(context.Background(), `
+		SELECT state::text, attempt FROM river_job WHERE kind = 'agent_context_operation' ORDER BY id`)
+	require.NoError(t, err)
+	type jobRow struct {
+		State   string
+		Attempt int
+	}
+	jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
+	require.NoError(t, err)
+	require.Equal(t, []jobRow{{"completed", 2}, {"completed", 2}}, jobs)
+}
+
+// The configured default policy runs on its own in every scope holding messages, and
+// the maintenance status reports it.
+func TestDefaultRetentionPolicy(t *testing.T) {
+	t.Parallel()
+	api := startApp(t, func(c *Config) { c.JobWorkers = 0 })
+	other := []string{"x-infra-tenant-id", "tenant-b"}
+	api.appendOK(t, batchOf(oldRec("c", "old", "old", 1000), rec("c", "new", "user", "new")))
+	api.appendOK(t, batchOf(oldRec("c", "old", "old", 1000)), other...)
+	require.Nil(t, api.status(t).Retention.DefaultMaxAgeMs)
+
+	worker := startApp(t, func(c *Config) {
+		c.DatabaseURL = api.dsn
+		c.RetentionMaxAge = 24 * time.Hour
+	})
+	for _, headers := range [][]string{nil, other} {
+		deadline := time.Now().Add(operationDeadline)
+		for worker.status(t, headers...).Retention.LastRunAtMs == nil {
+			require.True(t, time.Now().Before(deadline), "the default policy never ran")
+			time.Sleep(50 * time.Millisecond)
+		}
+		st := worker.status(t, headers...)
+		require.Equal(t, int64(24*time.Hour/time.Millisecond), *st.Retention.DefaultMaxAgeMs)
+	}
+	require.Equal(t, []string{"new"}, recordIDs(worker.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c"}})))
+	require.Empty(t, worker.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c"}}, other...))
+}
+
+func TestOperationsConfigErrors(t *testing.T) {
+	t.Parallel()
+	for name, value := range map[string]string{
+		"AGENT_CONTEXT_RETENTION_MAX_AGE":  "30 days",
+		"AGENT_CONTEXT_RETENTION_INTERVAL": "-1h",
+		"AGENT_CONTEXT_JOB_RESCUE_AFTER":   "500ms",
+		"AGENT_CONTEXT_JOB_WORKERS":        "many",
+	} {
+		_, err := LoadConfig(func(k string) string {
+			if k == name {
+				return value
+			}
+			return ""
+		})
+		require.ErrorContains(t, err, name)
+		require.ErrorContains(t, err, value)
+	}
+	cfg, err := LoadConfig(func(k string) string {
+		return map[string]string{"AGENT_CONTEXT_RETENTION_MAX_AGE": "720h", "AGENT_CONTEXT_JOB_WORKERS": "0"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, 720*time.Hour, cfg.RetentionMaxAge)
+	require.Zero(t, cfg.JobWorkers)
+	require.Equal(t, time.Hour, cfg.RetentionInterval)
+	require.Equal(t, 30*time.Second, cfg.JobRescueAfter)
+}
+
+func ptrTo[T any](v T) *T { return &v }

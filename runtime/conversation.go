@@ -1,0 +1,467 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/agent-context/agent-context/contract"
+)
+
+// MaxSequence bounds client-given sequences and createdAtMs values: the largest integer
+// every JSON client (JavaScript included) represents exactly, and far from overflow when
+// the server assigns the next sequence.
+const MaxSequence = 1<<53 - 1
+
+// Message is a conversation record as the use cases and stores see it.
+type Message struct {
+	ConversationID string
+	ID             string
+	Role           string
+	Content        string
+	// Sequence is 0 on append when the server assigns it.
+	Sequence int64
+	// CreatedAtMs is 0 on append when the server's clock fills it in.
+	CreatedAtMs int64
+	// Metadata is compact JSON, or nil for none.
+	Metadata []byte
+}
+
+// MessageDigest is what an append needs to know about a stored message whose ID a
+// batch repeats: enough to tell an identical retry from a different record without
+// reading the content back.
+type MessageDigest struct {
+	ConversationID string
+	ID             string
+	Role           string
+	Sequence       int64
+	CreatedAtMs    int64
+	ContentSHA256  [sha256.Size]byte
+	Metadata       []byte
+}
+
+// AppendPlan is what one append writes: the new records with sequence and time filled
+// in, in batch order, the IDs it skips as already present, and each touched
+// conversation's new last sequence.
+type AppendPlan struct {
+	Insert       []Message
+	SkippedIDs   []string
+	LastSequence map[string]int64
+}
+
+// AppendResult reports an append.
+type AppendResult struct {
+	Appended   int
+	SkippedIDs []string
+}
+
+// MessageQuery selects messages of one conversation in sequence order.
+type MessageQuery struct {
+	ConversationID string
+	// Roles keeps only messages of these roles; empty keeps all.
+	Roles []string
+	// Descending lists newest first.
+	Descending bool
+	// After resumes behind this sequence (exclusive, in the listing's direction); 0
+	// starts at the beginning.
+	After int64
+	Limit int
+	// MaxBytes bounds the content and metadata bytes returned; the first message is
+	// returned even when it alone is larger.
+	MaxBytes int64
+}
+
+// SearchQuery is a full-text search.
+type SearchQuery struct {
+	Text string
+	// ConversationID confines the search to one conversation; empty searches all of
+	// the scope's conversations.
+	ConversationID string
+	Roles          []string
+	Limit          int
+	// MaxBytes bounds the content and metadata bytes returned, as in MessageQuery.
+	MaxBytes int64
+}
+
+// SearchHit is a message that matches every word of a query.
+type SearchHit struct {
+	Message Message
+	Score   float64
+}
+
+// MessageStore is the storage the conversation use cases need. Every method is
+// confined to scope, and treats a deleted conversation as one that never existed.
+type MessageStore interface {
+	// AppendMessages writes batch atomically: it locks the batch's conversations
+	// (creating missing ones), asks PlanAppend what to write, given the stored digests
+	// of the IDs the batch repeats, and writes exactly that, or nothing on error.
+	// Errors: CONFLICT (a deleted conversation, reason conversation_deleted; a
+	// sequence collision), IDEMPOTENCY_CONFLICT, SERVICE_UNAVAILABLE.
+	AppendMessages(ctx context.Context, scope Scope, batch []Message, nowMs int64) (AppendResult, error)
+	// ListMessages returns up to q.Limit messages and whether another one follows them.
+	// Errors: SERVICE_UNAVAILABLE.
+	ListMessages(ctx context.Context, scope Scope, q MessageQuery) (msgs []Message, more bool, err error)
+	// SearchMessages returns up to q.Limit messages containing every word of q.Text,
+	// best first. Errors: SERVICE_UNAVAILABLE (reason statement_timeout when the search
+	// ran out of time).
+	SearchMessages(ctx context.Context, scope Scope, q SearchQuery) ([]SearchHit, error)
+}
+
+// Conversations holds the use cases of conversation messages: append, recent, page and
+// search (03-conversations.md).
+type Conversations struct {
+	store   MessageStore
+	cursors *CursorCodec
+	clock   Clock
+}
+
+// NewConversations returns the use cases over store; cursors signs page cursors.
+func NewConversations(store MessageStore, cursors *CursorCodec, clock Clock) *Conversations {
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	return &Conversations{store: store, cursors: cursors, clock: clock}
+}
+
+// Append validates and appends a batch of records.
+func (c *Conversations) Append(ctx context.Context, scope Scope, req *contract.AppendMessagesRequest) (*contract.AppendMessagesResponse, error) {
+	if len(req.Messages) == 0 {
+		return nil, Invalid("messages", "messages must hold at least one record")
+	}
+	if len(req.Messages) > contract.MaxAppendMessages {
+		return nil, TooMany("messages", contract.MaxAppendMessages,
+			"messages holds %d records; at most %d are allowed", len(req.Messages), contract.MaxAppendMessages)
+	}
+	batch := make([]Message, len(req.Messages))
+	for i, r := range req.Messages {
+		m, err := validateMessage(fmt.Sprintf("messages[%d]", i), r)
+		if err != nil {
+			return nil, err
+		}
+		batch[i] = m
+	}
+	res, err := c.store.AppendMessages(ctx, scope, batch, c.clock.Now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	skipped := res.SkippedIDs
+	if skipped == nil {
+		skipped = []string{}
+	}
+	return &contract.AppendMessagesResponse{Appended: res.Appended, Skipped: len(skipped), SkippedIDs: skipped}, nil
+}
+
+// Recent returns the newest messages of a conversation, oldest first.
+func (c *Conversations) Recent(ctx context.Context, scope Scope, req *contract.RecentMessagesRequest) (*contract.MessagesResponse, error) {
+	if err := ValidateID("scope.conversationId", req.Scope.ConversationID); err != nil {
+		return nil, err
+	}
+	limit, err := messageLimit(req.Limit, contract.DefaultMessagesLimit, contract.MaxMessagesLimit)
+	if err != nil {
+		return nil, err
+	}
+	roles, err := validateRoleFilter(req.Roles)
+	if err != nil {
+		return nil, err
+	}
+	msgs, _, err := c.store.ListMessages(ctx, scope, MessageQuery{
+		ConversationID: req.Scope.ConversationID, Roles: roles, Descending: true, Limit: limit,
+		MaxBytes: contract.MaxMessagesResponseBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(msgs)
+	return &contract.MessagesResponse{Messages: messageRecords(msgs)}, nil
+}
+
+// Page returns one page of a conversation in sequence order and the cursor of the next.
+func (c *Conversations) Page(ctx context.Context, scope Scope, req *contract.PageMessagesRequest) (*contract.MessagePage, error) {
+	if err := ValidateID("scope.conversationId", req.Scope.ConversationID); err != nil {
+		return nil, err
+	}
+	limit, err := messageLimit(req.Limit, contract.DefaultMessagesLimit, contract.MaxMessagesLimit)
+	if err != nil {
+		return nil, err
+	}
+	order := req.Order
+	switch order {
+	case "":
+		order = contract.OrderAsc
+	case contract.OrderAsc, contract.OrderDesc:
+	default:
+		return nil, Invalid("order", "order must be %q or %q", contract.OrderAsc, contract.OrderDesc)
+	}
+	roles, err := validateRoleFilter(req.Roles)
+	if err != nil {
+		return nil, err
+	}
+	binding := CursorBinding{
+		Kind: "messages", Scope: scope, ConversationID: req.Scope.ConversationID, Order: order, Roles: roles,
+	}
+	var after int64
+	if req.Cursor != nil && *req.Cursor != "" {
+		if after, err = c.cursors.Decode(binding, *req.Cursor); err != nil {
+			return nil, err
+		}
+	}
+	msgs, more, err := c.store.ListMessages(ctx, scope, MessageQuery{
+		ConversationID: req.Scope.ConversationID, Roles: roles, Descending: order == contract.OrderDesc,
+		After: after, Limit: limit, MaxBytes: contract.MaxMessagesResponseBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	page := &contract.MessagePage{Messages: messageRecords(msgs)}
+	if more && len(msgs) > 0 {
+		next := c.cursors.Encode(binding, msgs[len(msgs)-1].Sequence)
+		page.NextCursor = &next
+	}
+	return page, nil
+}
+
+// Search finds messages containing every word of the query, best first.
+func (c *Conversations) Search(ctx context.Context, scope Scope, req *contract.SearchMessagesRequest) (*contract.SearchMessagesResponse, error) {
+	if len(req.Query) > contract.MaxSearchQueryBytes {
+		return nil, TooLarge("query", contract.MaxSearchQueryBytes)
+	}
+	if strings.TrimSpace(req.Query) == "" {
+		return nil, Invalid("query", "query must not be empty")
+	}
+	limit, err := messageLimit(req.Limit, contract.DefaultSearchLimit, contract.MaxSearchLimit)
+	if err != nil {
+		return nil, err
+	}
+	q := SearchQuery{Text: req.Query, Limit: limit, MaxBytes: contract.MaxMessagesResponseBytes}
+	if req.Scope != nil {
+		if err := ValidateID("scope.conversationId", req.Scope.ConversationID); err != nil {
+			return nil, err
+		}
+		q.ConversationID = req.Scope.ConversationID
+	}
+	if q.Roles, err = validateRoleFilter(req.Roles); err != nil {
+		return nil, err
+	}
+	hits, err := c.store.SearchMessages(ctx, scope, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]contract.SearchHit, len(hits))
+	for i, h := range hits {
+		out[i] = contract.SearchHit{Message: messageRecord(h.Message), Score: h.Score}
+	}
+	return &contract.SearchMessagesResponse{Hits: out}, nil
+}
+
+// PlanAppend decides what an append writes, given the batch, each conversation's last
+// sequence and the stored digests of the batch's IDs that already exist. Stores call it
+// while they hold the conversations' locks, so its view cannot change underneath.
+//
+// A record whose ID exists (stored, or earlier in the batch) is skipped when identical
+// and an IDEMPOTENCY_CONFLICT otherwise. "Identical" compares what the client supplied:
+// a sequence or createdAtMs of 0 leaves the server's value, so it never differs.
+// A new record gets the next sequence of its conversation when it has none; a given
+// one must exceed every sequence the conversation has so far, else CONFLICT.
+// Either error lists the offending IDs in details.ids; then nothing is written.
+func PlanAppend(batch []Message, last map[string]int64, existing []MessageDigest, nowMs int64) (AppendPlan, error) {
+	type key struct{ conversation, id string }
+	stored := make(map[key]MessageDigest, len(existing))
+	for _, d := range existing {
+		stored[key{d.ConversationID, d.ID}] = d
+	}
+	next := make(map[string]int64, len(last))
+	for id, seq := range last {
+		next[id] = seq
+	}
+	planned := make(map[key]int, len(batch))
+	plan := AppendPlan{Insert: make([]Message, 0, len(batch)), LastSequence: map[string]int64{}}
+	var idConflicts, seqConflicts []string
+	for _, m := range batch {
+		k := key{m.ConversationID, m.ID}
+		if d, ok := stored[k]; ok {
+			if sameAsStored(m, d) {
+				plan.SkippedIDs = append(plan.SkippedIDs, m.ID)
+			} else {
+				idConflicts = appendID(idConflicts, m.ID)
+			}
+			continue
+		}
+		if j, ok := planned[k]; ok {
+			if sameAsPlanned(m, plan.Insert[j]) {
+				plan.SkippedIDs = append(plan.SkippedIDs, m.ID)
+			} else {
+				idConflicts = appendID(idConflicts, m.ID)
+			}
+			continue
+		}
+		if m.CreatedAtMs == 0 {
+			m.CreatedAtMs = nowMs
+		}
+		switch {
+		case m.Sequence == 0:
+			m.Sequence = next[m.ConversationID] + 1
+		case m.Sequence <= next[m.ConversationID]:
+			seqConflicts = appendID(seqConflicts, m.ID)
+			continue
+		}
+		next[m.ConversationID] = m.Sequence
+		plan.LastSequence[m.ConversationID] = m.Sequence
+		planned[k] = len(plan.Insert)
+		plan.Insert = append(plan.Insert, m)
+	}
+	if len(idConflicts) > 0 {
+		return AppendPlan{}, Errorf(contract.CodeIdempotencyConflict,
+			"a record with the same ID but different content already exists").With("ids", inBatchOrder(batch, idConflicts))
+	}
+	if len(seqConflicts) > 0 {
+		return AppendPlan{}, Errorf(contract.CodeConflict,
+			"a given sequence is not greater than every sequence already in its conversation").
+			With("reason", "sequence_conflict").With("ids", inBatchOrder(batch, seqConflicts))
+	}
+	return plan, nil
+}
+
+// inBatchOrder sorts ids by where each first occurs in the batch.
+func inBatchOrder(batch []Message, ids []string) []string {
+	first := make(map[string]int, len(ids))
+	for i := len(batch) - 1; i >= 0; i-- {
+		first[batch[i].ID] = i
+	}
+	slices.SortStableFunc(ids, func(a, b string) int { return first[a] - first[b] })
+	return ids
+}
+
+func appendID(ids []string, id string) []string {
+	if slices.Contains(ids, id) {
+		return ids
+	}
+	return append(ids, id)
+}
+
+// sameAsStored reports whether m repeats the stored record d.
+func sameAsStored(m Message, d MessageDigest) bool {
+	return m.Role == d.Role &&
+		sha256.Sum256([]byte(m.Content)) == d.ContentSHA256 &&
+		sameJSON(m.Metadata, d.Metadata) &&
+		(m.Sequence == 0 || m.Sequence == d.Sequence) &&
+		(m.CreatedAtMs == 0 || m.CreatedAtMs == d.CreatedAtMs)
+}
+
+// sameAsPlanned reports whether m repeats p, a record earlier in the same batch whose
+// sequence and time are already filled in.
+func sameAsPlanned(m, p Message) bool {
+	return m.Role == p.Role && m.Content == p.Content && sameJSON(m.Metadata, p.Metadata) &&
+		(m.Sequence == 0 || m.Sequence == p.Sequence) &&
+		(m.CreatedAtMs == 0 || m.CreatedAtMs == p.CreatedAtMs)
+}
+
+// sameJSON compares two JSON values (nil meaning none) after RFC 8785 canonicalization,
+// so member order, whitespace, escapes and number spelling (1.0 and 1) do not matter.
+func sameJSON(a, b []byte) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ca, cb := jsontext.Value(slices.Clone(a)), jsontext.Value(slices.Clone(b))
+	if ca.Canonicalize() != nil || cb.Canonicalize() != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca, cb)
+}
+
+// validateMessage checks one record of an append and returns it as a Message; prefix is
+// its field path (messages[3]).
+func validateMessage(prefix string, r contract.ConversationRecord) (Message, error) {
+	if err := ValidateID(prefix+".id", r.ID); err != nil {
+		return Message{}, err
+	}
+	if err := ValidateID(prefix+".scope.conversationId", r.Scope.ConversationID); err != nil {
+		return Message{}, err
+	}
+	if !slices.Contains(contract.Roles, r.Role) {
+		return Message{}, Invalid(prefix+".role", "role must be one of %s", strings.Join(contract.Roles, ", "))
+	}
+	if len(r.Content) > contract.MaxMessageContentBytes {
+		return Message{}, TooLarge(prefix+".content", contract.MaxMessageContentBytes)
+	}
+	// Postgres text cannot hold NUL; refusing it here keeps it a validation error.
+	if strings.IndexByte(r.Content, 0) >= 0 {
+		return Message{}, Invalid(prefix+".content", "content must not contain NUL characters")
+	}
+	if r.Sequence < 0 || r.Sequence > MaxSequence {
+		return Message{}, TooMany(prefix+".sequence", MaxSequence, "sequence must be between 0 and %d", int64(MaxSequence))
+	}
+	if r.CreatedAtMs < 0 || r.CreatedAtMs > MaxSequence {
+		return Message{}, TooMany(prefix+".createdAtMs", MaxSequence, "createdAtMs must be between 0 and %d", int64(MaxSequence))
+	}
+	metadata, err := NormalizeMetadata(prefix+".metadata", r.Metadata)
+	if err != nil {
+		return Message{}, err
+	}
+	return Message{
+		ConversationID: r.Scope.ConversationID, ID: r.ID, Role: r.Role, Content: r.Content,
+		Sequence: r.Sequence, CreatedAtMs: r.CreatedAtMs, Metadata: metadata,
+	}, nil
+}
+
+// NormalizeMetadata checks a metadata value and returns it compacted, or nil for absent
+// and null; compacted, it must be at most 64 KiB (413). The stored text is exactly the
+// compacted value, so a client reads back the JSON it sent.
+func NormalizeMetadata(field string, raw []byte) ([]byte, error) {
+	v := jsontext.Value(bytes.TrimSpace(raw))
+	if len(v) == 0 || string(v) == "null" {
+		return nil, nil
+	}
+	v = v.Clone()
+	if err := v.Compact(); err != nil {
+		return nil, Invalid(field, "%s is not valid JSON", field)
+	}
+	if len(v) > contract.MaxMetadataBytes {
+		return nil, TooLarge(field, contract.MaxMetadataBytes)
+	}
+	return []byte(v), nil
+}
+
+// messageLimit applies a limit's default and range; out of range is 400 with the bound.
+func messageLimit(limit *int, def, maxLimit int) (int, error) {
+	if limit == nil {
+		return def, nil
+	}
+	if *limit < 1 || *limit > maxLimit {
+		return 0, TooMany("limit", int64(maxLimit), "limit must be between 1 and %d", maxLimit)
+	}
+	return *limit, nil
+}
+
+// validateRoleFilter checks a roles filter and returns it sorted without duplicates; an
+// empty filter keeps every role.
+func validateRoleFilter(roles []string) ([]string, error) {
+	for i, r := range roles {
+		if !slices.Contains(contract.Roles, r) {
+			return nil, Invalid(fmt.Sprintf("roles[%d]", i), "role must be one of %s", strings.Join(contract.Roles, ", "))
+		}
+	}
+	out := slices.Clone(roles)
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func messageRecords(msgs []Message) []contract.ConversationRecord {
+	out := make([]contract.ConversationRecord, len(msgs))
+	for i, m := range msgs {
+		out[i] = messageRecord(m)
+	}
+	return out
+}
+
+func messageRecord(m Message) contract.ConversationRecord {
+	return contract.ConversationRecord{
+		ID: m.ID, Scope: contract.ConversationScope{ConversationID: m.ConversationID}, Role: m.Role,
+		Content: m.Content, Sequence: m.Sequence, CreatedAtMs: m.CreatedAtMs, Metadata: json.RawMessage(m.Metadata),
+	}
+}

@@ -1,0 +1,373 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agent-context/agent-context/contract"
+)
+
+// OperationStore is the storage the operation use cases and their background jobs
+// need. Every method is confined to one scope (ScheduleRetention walks them all); an
+// operation of another scope is NOT_FOUND exactly like a missing one. A job step is one
+// transaction that also records its progress, so a step interrupted by a crash left
+// nothing behind and a step that committed is never counted twice.
+type OperationStore interface {
+	// DeleteConversation, in one transaction, tombstones the conversation (creating
+	// its head row when it never existed), stores op as its pending deletion
+	// operation and enqueues the job that removes its rows. When the conversation
+	// already has a deletion operation it changes nothing and returns that one with
+	// created false. Errors: SERVICE_UNAVAILABLE.
+	DeleteConversation(ctx context.Context, scope Scope, conversationID string, op contract.Operation) (stored contract.Operation, created bool, err error)
+	// CreateRetention stores op as a pending retention operation and enqueues its
+	// job, in one transaction. Errors: SERVICE_UNAVAILABLE.
+	CreateRetention(ctx context.Context, scope Scope, op contract.Operation, req contract.RetentionRequest) error
+	// Operation returns one operation. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
+	Operation(ctx context.Context, scope Scope, id string) (contract.Operation, error)
+	// MaintenanceCounts counts the scope's pending and running operations and those
+	// that failed at or after failedSinceMs, and returns when the scope's latest
+	// succeeded retention run (dry runs excluded) completed. Errors:
+	// SERVICE_UNAVAILABLE.
+	MaintenanceCounts(ctx context.Context, scope Scope, failedSinceMs int64) (counts contract.OperationCounts, lastRetentionMs *int64, err error)
+
+	// StartOperation moves a pending operation to running and returns it; one that
+	// is already running (a job resumed after a crash) stays running, and a finished
+	// one is returned unchanged. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
+	StartOperation(ctx context.Context, scope Scope, id string, nowMs int64) (contract.Operation, error)
+	// DeleteConversationStep removes up to batch rows of the conversation from the
+	// per-conversation tables and adds them to the operation's progress. When none
+	// remained it marks the operation succeeded and reports done. An operation that
+	// is no longer running is done without any change.
+	DeleteConversationStep(ctx context.Context, scope Scope, operationID, conversationID string, batch int, nowMs int64) (done bool, err error)
+	// RetentionStep examines up to batch messages after the operation's cursor,
+	// deletes (or, in a dry run, counts) those plan selects, and advances the cursor
+	// and the counts. After the last message it marks the operation succeeded with
+	// its RetentionResult and reports done. An operation that is no longer running
+	// is done without any change.
+	RetentionStep(ctx context.Context, scope Scope, operationID string, plan RetentionPlan, batch int, nowMs int64) (done bool, err error)
+	// FailOperation marks a pending or running operation failed with opErr.
+	FailOperation(ctx context.Context, scope Scope, id string, opErr contract.OperationError, nowMs int64) error
+
+	// ScheduleRetention examines up to limit scopes that hold messages, in order
+	// after the scope after (nil: from the first), and creates a pending retention
+	// operation of the default policy req, with its job, for each that has none
+	// created at or after sinceMs and none pending or running, in one transaction.
+	// It returns the last scope examined, nil when none was left.
+	ScheduleRetention(ctx context.Context, req contract.RetentionRequest, after *Scope, sinceMs, nowMs int64, limit int) (last *Scope, err error)
+}
+
+// RetentionPlan is what one retention run deletes: messages of ConversationID (empty:
+// every conversation of the scope) created before CutoffMs (nil: at any time) and not
+// among the newest KeepLast of their conversation (0: none is kept for being recent).
+type RetentionPlan struct {
+	ConversationID string
+	CutoffMs       *int64
+	KeepLast       int64
+	DryRun         bool
+}
+
+// SchemaInfo reports the database's applied and newest known schema versions.
+type SchemaInfo interface {
+	Versions(ctx context.Context) (current, latest int64, err error)
+}
+
+// OperationsConfig configures the operation use cases.
+type OperationsConfig struct {
+	Store  OperationStore
+	Schema SchemaInfo
+	Clock  Clock
+	// Logger records why operations failed (their error carries only a safe message).
+	Logger *slog.Logger
+	// DefaultMaxAge is the default retention policy that runs periodically in every
+	// scope holding messages; 0 means none.
+	DefaultMaxAge time.Duration
+	// BatchSize bounds the rows one job step touches (default 1000), and so the
+	// length of its transaction.
+	BatchSize int
+}
+
+// Operations holds the use cases of conversation deletion, retention, operation lookup
+// and maintenance status (03-conversations.md), and runs the work of their jobs.
+type Operations struct {
+	store         OperationStore
+	schema        SchemaInfo
+	clock         Clock
+	log           *slog.Logger
+	defaultMaxAge time.Duration
+	batch         int
+}
+
+// DefaultOperationBatch is the default number of rows one job step touches.
+const DefaultOperationBatch = 1000
+
+// scheduleBatch is how many scopes one ScheduleRetention call examines.
+const scheduleBatch = 500
+
+// Vector projection facts reported by the maintenance status. No entry projection
+// exists yet, so nothing is ever pending (docs/operations.md).
+const (
+	vectorGeneration = 1
+	vectorModel      = "hash-ngram-v1"
+	vectorDimensions = 384
+)
+
+// NewOperations returns the operation use cases.
+func NewOperations(cfg OperationsConfig) *Operations {
+	o := &Operations{store: cfg.Store, schema: cfg.Schema, clock: cfg.Clock, log: cfg.Logger,
+		defaultMaxAge: cfg.DefaultMaxAge, batch: cfg.BatchSize}
+	if o.clock == nil {
+		o.clock = SystemClock{}
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	if o.batch <= 0 {
+		o.batch = DefaultOperationBatch
+	}
+	return o
+}
+
+// DeleteConversation tombstones a conversation and starts its physical deletion. It
+// returns the operation and whether it was created now: deleting an already deleted
+// conversation returns the existing operation.
+func (o *Operations) DeleteConversation(ctx context.Context, scope Scope, req *contract.DeleteConversationRequest) (*contract.OperationResponse, bool, error) {
+	if err := ValidateID("conversationId", req.ConversationID); err != nil {
+		return nil, false, err
+	}
+	op, err := o.newOperation(contract.OperationConversationDelete, contract.DeleteConversationRequest{ConversationID: req.ConversationID})
+	if err != nil {
+		return nil, false, err
+	}
+	stored, created, err := o.store.DeleteConversation(ctx, scope, req.ConversationID, op)
+	if err != nil {
+		return nil, false, err
+	}
+	return &contract.OperationResponse{Operation: stored}, created, nil
+}
+
+// Retention validates a retention request and starts it as an operation.
+func (o *Operations) Retention(ctx context.Context, scope Scope, req *contract.RetentionRequest) (*contract.OperationResponse, error) {
+	norm, err := validateRetention(req)
+	if err != nil {
+		return nil, err
+	}
+	op, err := o.newOperation(contract.OperationRetention, norm)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.store.CreateRetention(ctx, scope, op, norm); err != nil {
+		return nil, err
+	}
+	return &contract.OperationResponse{Operation: op}, nil
+}
+
+// validateRetention checks a retention request and returns its normalized form, the
+// operation's request echo.
+func validateRetention(req *contract.RetentionRequest) (contract.RetentionRequest, error) {
+	p := req.Policy
+	if p == nil || (p.MaxAgeMs == nil && p.KeepLastMessages == nil) {
+		return contract.RetentionRequest{}, Invalid("policy", "policy needs maxAgeMs, keepLastMessages or both")
+	}
+	for _, f := range []struct {
+		field string
+		value *int64
+	}{{"policy.maxAgeMs", p.MaxAgeMs}, {"policy.keepLastMessages", p.KeepLastMessages}} {
+		if f.value != nil && (*f.value < 0 || *f.value > MaxSequence) {
+			return contract.RetentionRequest{}, TooMany(f.field, MaxSequence,
+				"%s must be between 0 and %d", f.field, int64(MaxSequence))
+		}
+	}
+	if req.ConversationID != nil {
+		if err := ValidateID("conversationId", *req.ConversationID); err != nil {
+			return contract.RetentionRequest{}, err
+		}
+	}
+	policy := *p
+	return contract.RetentionRequest{Policy: &policy, ConversationID: req.ConversationID, DryRun: req.DryRun}, nil
+}
+
+// newOperation returns a pending operation created now with request echoed.
+func (o *Operations) newOperation(kind string, request any) (contract.Operation, error) {
+	echo, err := json.Marshal(request)
+	if err != nil {
+		return contract.Operation{}, fmt.Errorf("encode the operation request: %w", err)
+	}
+	now := o.clock.Now().UnixMilli()
+	return contract.Operation{
+		ID:          NewOperationID(),
+		Kind:        kind,
+		State:       contract.OperationPending,
+		CreatedAtMs: now,
+		UpdatedAtMs: now,
+		Request:     echo,
+	}, nil
+}
+
+// NewOperationID returns a new operation ID: "op-" and a UUIDv7.
+func NewOperationID() string { return "op-" + NewID() }
+
+// Get returns an operation of the caller's scope. Any operation may be read with
+// context:admin; with messages:delete only, deletion and retention operations.
+func (o *Operations) Get(ctx context.Context, p Principal, req *contract.GetOperationRequest) (*contract.OperationResponse, error) {
+	if err := ValidateID("operationId", req.OperationID); err != nil {
+		return nil, err
+	}
+	op, err := o.store.Operation(ctx, p.Scope, req.OperationID)
+	if err != nil {
+		return nil, err
+	}
+	if op.Kind != contract.OperationConversationDelete && op.Kind != contract.OperationRetention && !p.Can(contract.CapContextAdmin) {
+		return nil, Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
+			With("requiredCapability", contract.CapContextAdmin)
+	}
+	return &contract.OperationResponse{Operation: op}, nil
+}
+
+// Status reports the maintenance state of the caller's scope.
+func (o *Operations) Status(ctx context.Context, scope Scope) (*contract.MaintenanceStatus, error) {
+	now := o.clock.Now()
+	counts, lastRun, err := o.store.MaintenanceCounts(ctx, scope, now.Add(-24*time.Hour).UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	current, latest, err := o.schema.Versions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &contract.MaintenanceStatus{
+		Operations: counts,
+		Retention:  contract.RetentionStatus{LastRunAtMs: lastRun},
+		VectorProjection: contract.VectorProjectionStatus{
+			Generation: vectorGeneration, Model: vectorModel, Dimensions: vectorDimensions,
+		},
+		Database: contract.DatabaseStatus{OK: current >= latest, SchemaVersion: current},
+	}
+	if o.defaultMaxAge > 0 {
+		ms := o.defaultMaxAge.Milliseconds()
+		st.Retention.DefaultMaxAgeMs = &ms
+	}
+	return st, nil
+}
+
+// RunOperation does the work of an operation's job: it starts the operation and runs
+// steps until the work is finished or deadline has passed (at least one step either
+// way), so that one run of a job stays short and the queue can hand it to another
+// replica in between. It reports whether the operation is finished. An error is
+// transient (the job should run again later): steps are idempotent, and one that failed
+// left nothing behind.
+func (o *Operations) RunOperation(ctx context.Context, scope Scope, id string, deadline time.Time) (bool, error) {
+	op, err := o.store.StartOperation(ctx, scope, id, o.clock.Now().UnixMilli())
+	if ErrorCode(err) == contract.CodeNotFound {
+		return true, nil // nothing left to do for a job whose operation is gone
+	}
+	if err != nil {
+		return false, err
+	}
+	if op.State != contract.OperationRunning {
+		return true, nil
+	}
+	step, err := o.stepFunc(op)
+	if err != nil {
+		return true, o.FailOperation(ctx, scope, id, err)
+	}
+	for {
+		done, err := step(ctx, scope, op.ID, o.clock.Now().UnixMilli())
+		if err != nil || done {
+			return done, err
+		}
+		if !o.clock.Now().Before(deadline) {
+			return false, nil
+		}
+	}
+}
+
+type stepFunc func(ctx context.Context, scope Scope, id string, nowMs int64) (bool, error)
+
+// stepFunc returns the step of op's kind, or a permanent error when op cannot run.
+func (o *Operations) stepFunc(op contract.Operation) (stepFunc, error) {
+	switch op.Kind {
+	case contract.OperationConversationDelete:
+		var req contract.DeleteConversationRequest
+		if err := json.Unmarshal(op.Request, &req); err != nil || req.ConversationID == "" {
+			return nil, fmt.Errorf("decode the request of operation %s: %v", op.ID, err)
+		}
+		return func(ctx context.Context, scope Scope, id string, nowMs int64) (bool, error) {
+			return o.store.DeleteConversationStep(ctx, scope, id, req.ConversationID, o.batch, nowMs)
+		}, nil
+	case contract.OperationRetention:
+		plan, err := retentionPlan(op)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, scope Scope, id string, nowMs int64) (bool, error) {
+			return o.store.RetentionStep(ctx, scope, id, plan, o.batch, nowMs)
+		}, nil
+	}
+	return nil, fmt.Errorf("no job runs operations of kind %q", op.Kind)
+}
+
+// retentionPlan derives what a retention operation deletes from its request. The age
+// cutoff is fixed by the time the operation was created, so a run resumed later
+// deletes exactly what the first attempt would have.
+func retentionPlan(op contract.Operation) (RetentionPlan, error) {
+	var req contract.RetentionRequest
+	if err := json.Unmarshal(op.Request, &req); err != nil || req.Policy == nil {
+		return RetentionPlan{}, fmt.Errorf("decode the request of operation %s: %v", op.ID, err)
+	}
+	plan := RetentionPlan{DryRun: req.DryRun}
+	if req.ConversationID != nil {
+		plan.ConversationID = *req.ConversationID
+	}
+	if req.Policy.MaxAgeMs != nil {
+		cutoff := op.CreatedAtMs - *req.Policy.MaxAgeMs
+		plan.CutoffMs = &cutoff
+	}
+	if req.Policy.KeepLastMessages != nil {
+		plan.KeepLast = *req.Policy.KeepLastMessages
+	}
+	return plan, nil
+}
+
+// FailOperation marks an operation failed because of cause. The operation's error
+// carries cause's code and client-safe message; an internal cause is reported as
+// INTERNAL without its text, which goes to the log only.
+func (o *Operations) FailOperation(ctx context.Context, scope Scope, id string, cause error) error {
+	opErr := contract.OperationError{Code: contract.CodeInternal, Message: "the operation failed"}
+	var re *Error
+	if errors.As(cause, &re) && re.Code != contract.CodeInternal {
+		opErr = contract.OperationError{Code: re.Code, Message: re.Message}
+	}
+	o.log.ErrorContext(ctx, "operation failed", slog.String("operation_id", id),
+		slog.String("tenant", scope.TenantID), slog.String("project", scope.ProjectID), slog.Any("error", cause))
+	return o.store.FailOperation(ctx, scope, id, opErr, o.clock.Now().UnixMilli())
+}
+
+// ScheduleDefaultRetention creates a retention operation of the default policy in
+// every scope holding messages that has not had one since since (the start of this
+// periodic run, so a run resumed after an interruption never schedules a scope twice)
+// and has none in flight. It works until deadline and reports whether it finished.
+func (o *Operations) ScheduleDefaultRetention(ctx context.Context, since, deadline time.Time) (bool, error) {
+	if o.defaultMaxAge <= 0 {
+		return true, nil
+	}
+	maxAge := o.defaultMaxAge.Milliseconds()
+	req := contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: &maxAge}}
+	var after *Scope
+	for {
+		last, err := o.store.ScheduleRetention(ctx, req, after, since.UnixMilli(), o.clock.Now().UnixMilli(), scheduleBatch)
+		if err != nil {
+			return false, err
+		}
+		if last == nil {
+			return true, nil
+		}
+		if !o.clock.Now().Before(deadline) {
+			return false, nil
+		}
+		after = last
+	}
+}
