@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,4 +114,41 @@ func (r *testResponse) requireError(t *testing.T, status int, code string) contr
 	require.Equal(t, r.Header.Get("X-Request-Id"), env.Error.RequestID)
 	require.NotNil(t, env.Error.Details)
 	return env.Error
+}
+
+// minter mints runtime tokens with the key `token keygen` wrote for a securedApp.
+type minter struct {
+	t      *testing.T
+	getenv func(string) string
+}
+
+// bearer returns an Authorization value for subject "agent" of tenant/project
+// acme/alpha holding caps.
+func (m minter) bearer(caps ...string) string {
+	m.t.Helper()
+	return m.tenantBearer("acme", caps...)
+}
+
+// tenantBearer returns an Authorization value for subject "agent-<tenant>" of tenant
+// in project "alpha" holding caps.
+func (m minter) tenantBearer(tenant string, caps ...string) string {
+	m.t.Helper()
+	args := []string{"mint", "--sub", "agent-" + tenant, "--tenant", tenant, "--project", "alpha"}
+	for _, c := range caps {
+		args = append(args, "--cap", c)
+	}
+	return "Bearer " + strings.TrimSpace(mustToken(m.t, m.getenv, args...))
+}
+
+// startSecuredApp starts Main in runtime-token mode with a key pair from `token keygen`
+// and returns it with a minter of tokens it accepts.
+func startSecuredApp(t *testing.T, opts ...func(*Config)) (*testApp, minter) {
+	t.Helper()
+	env, getenv := tokenEnv(t)
+	mustToken(t, getenv, "keygen")
+	app := startApp(t, append([]func(*Config){func(c *Config) {
+		c.DataDir = env["AGENT_CONTEXT_DATA_DIR"]
+		c.JWKSFile = filepath.Join(c.DataDir, "keys", "jwks.json")
+	}}, opts...)...)
+	return app, minter{t: t, getenv: getenv}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -61,20 +60,10 @@ func (c *tenantClient) ok(t *testing.T, status int, path string, body any) map[s
 // exercised here, so every new route must join the suite.
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
-	env, getenv := tokenEnv(t)
-	mustToken(t, getenv, "keygen")
-	app := startApp(t, func(c *Config) {
-		c.DataDir = env["AGENT_CONTEXT_DATA_DIR"]
-		c.JWKSFile = filepath.Join(c.DataDir, "keys", "jwks.json")
-	})
+	app, minter := startSecuredApp(t)
 	used := &routeSet{seen: map[string]bool{}}
 	client := func(tenant string) *tenantClient {
-		args := []string{"mint", "--sub", "agent-" + tenant, "--tenant", tenant, "--project", "shared-project"}
-		for _, c := range contract.AllCapabilities {
-			args = append(args, "--cap", c)
-		}
-		token := strings.TrimSpace(mustToken(t, getenv, args...))
-		return &tenantClient{app: app, name: tenant, bearer: "Bearer " + token, used: used}
+		return &tenantClient{app: app, name: tenant, bearer: minter.tenantBearer(tenant, contract.AllCapabilities...), used: used}
 	}
 	a, b, stranger := client("tenant-a"), client("tenant-b"), client("tenant-c")
 	secret := func(c *tenantClient) string { return "zq" + strings.ReplaceAll(c.name, "-", "") + "secret" }

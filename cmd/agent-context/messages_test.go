@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -504,19 +503,8 @@ func TestMessagesScopeIsolation(t *testing.T) {
 // Each message route demands its capability of a runtime token.
 func TestMessagesCapabilities(t *testing.T) {
 	t.Parallel()
-	env, getenv := tokenEnv(t)
-	mustToken(t, getenv, "keygen")
-	app := startApp(t, func(c *Config) {
-		c.DataDir = env["AGENT_CONTEXT_DATA_DIR"]
-		c.JWKSFile = filepath.Join(c.DataDir, "keys", "jwks.json")
-	})
-	mint := func(caps ...string) string {
-		args := []string{"mint", "--sub", "agent", "--tenant", "acme", "--project", "alpha"}
-		for _, c := range caps {
-			args = append(args, "--cap", c)
-		}
-		return "Bearer " + strings.TrimSpace(mustToken(t, getenv, args...))
-	}
+	app, minter := startSecuredApp(t)
+	mint := minter.bearer
 	routes := []struct {
 		route contract.Route
 		body  any

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -381,19 +380,8 @@ func TestOperationsScopeIsolation(t *testing.T) {
 // context:admin; the status needs messages:read.
 func TestOperationsCapabilities(t *testing.T) {
 	t.Parallel()
-	env, getenv := tokenEnv(t)
-	mustToken(t, getenv, "keygen")
-	app := startApp(t, func(c *Config) {
-		c.DataDir = env["AGENT_CONTEXT_DATA_DIR"]
-		c.JWKSFile = filepath.Join(c.DataDir, "keys", "jwks.json")
-	})
-	mint := func(caps ...string) []string {
-		args := []string{"mint", "--sub", "agent", "--tenant", "acme", "--project", "alpha"}
-		for _, c := range caps {
-			args = append(args, "--cap", c)
-		}
-		return []string{"Authorization", "Bearer " + strings.TrimSpace(mustToken(t, getenv, args...))}
-	}
+	app, minter := startSecuredApp(t)
+	mint := func(caps ...string) []string { return []string{"Authorization", minter.bearer(caps...)} }
 	forbidden := func(r *testResponse, capability string) {
 		t.Helper()
 		e := r.requireError(t, http.StatusForbidden, contract.CodeTokenForbidden)

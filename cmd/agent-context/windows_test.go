@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -491,19 +490,8 @@ func TestWindowsTenantIsolation(t *testing.T) {
 
 func TestWindowsCapabilities(t *testing.T) {
 	t.Parallel()
-	env, getenv := tokenEnv(t)
-	mustToken(t, getenv, "keygen")
-	app := startApp(t, func(c *Config) {
-		c.DataDir = env["AGENT_CONTEXT_DATA_DIR"]
-		c.JWKSFile = filepath.Join(c.DataDir, "keys", "jwks.json")
-	})
-	mint := func(caps ...string) string {
-		args := []string{"mint", "--sub", "agent", "--tenant", "acme", "--project", "alpha"}
-		for _, c := range caps {
-			args = append(args, "--cap", c)
-		}
-		return "Bearer " + strings.TrimSpace(mustToken(t, getenv, args...))
-	}
+	app, minter := startSecuredApp(t)
+	mint := minter.bearer
 	steps := []struct {
 		route  contract.Route
 		body   any
