@@ -97,10 +97,11 @@ type WindowItemInput struct {
 }
 
 // CreateWindowRequest is the body of POST /windows: a window without the server-added
-// fields. An empty ID asks the server to generate one. TokenCount is a pointer and
-// Items is refused when null because both are required.
+// fields. A nil ID (absent or null) asks the server to generate one; an empty string
+// is an invalid ID. TokenCount is a pointer and Items is refused when null because
+// both are required.
 type CreateWindowRequest struct {
-	ID           string            `json:"id,omitempty"`
+	ID           *string           `json:"id,omitempty"`
 	Conversation *ConversationRef  `json:"conversation"`
 	Stage        string            `json:"stage"`
 	Purpose      string            `json:"purpose"`
@@ -144,10 +145,10 @@ type GetWindowRequest struct {
 	WindowID string `json:"windowId"`
 }
 
-// CreateDerivationRequest is the body of POST /derivations. Counts are optional (null
-// = not reported).
+// CreateDerivationRequest is the body of POST /derivations. A nil ID asks the server
+// to generate one. Counts are optional (null = not reported).
 type CreateDerivationRequest struct {
-	ID               string          `json:"id,omitempty"`
+	ID               *string         `json:"id,omitempty"`
 	SourceWindowID   string          `json:"sourceWindowId"`
 	TargetWindowID   string          `json:"targetWindowId"`
 	Kind             string          `json:"kind"`
@@ -206,14 +207,14 @@ type InvocationError struct {
 	Message string `json:"message"`
 }
 
-// CreateModelInvocationRequest is the body of POST /model-invocations. An empty ID asks
-// the server to generate one; an empty AgentID stands for the caller's subject; a zero
+// CreateModelInvocationRequest is the body of POST /model-invocations. A nil ID asks
+// the server to generate one; a nil AgentID stands for the caller's subject; a zero
 // StartedAtMs for the server's clock at the first save.
 type CreateModelInvocationRequest struct {
-	ID              string           `json:"id,omitempty"`
+	ID              *string          `json:"id,omitempty"`
 	Conversation    *ConversationRef `json:"conversation"`
 	RequestWindowID string           `json:"requestWindowId"`
-	AgentID         string           `json:"agentId,omitempty"`
+	AgentID         *string          `json:"agentId,omitempty"`
 	ToolName        *string          `json:"toolName,omitempty"`
 	Provider        string           `json:"provider"`
 	Model           string           `json:"model"`

@@ -1,10 +1,13 @@
 package runtime
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -28,6 +31,26 @@ func canonicalJSON(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// finiteNumbers reports whether every number in the valid JSON text raw is within the
+// range of an IEEE-754 double. RFC 8785 writes numbers as doubles, so 1e400 has no
+// canonical form: a client's canonicalizer refuses it (or reads Infinity), while
+// jsontext would quietly clamp it to the largest double and hash a value the client
+// never sent.
+func finiteNumbers(raw []byte) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return errors.Is(err, io.EOF)
+		}
+		if tok.Kind() == '0' {
+			if _, err := strconv.ParseFloat(tok.String(), 64); err != nil {
+				return false
+			}
+		}
+	}
 }
 
 // WindowDigest returns contentBytes (the sum of the UTF-8 byte lengths of the items'

@@ -38,17 +38,17 @@ type OperationStore interface {
 	// is already running (a job resumed after a crash) stays running, and a finished
 	// one is returned unchanged. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
 	StartOperation(ctx context.Context, scope Scope, id string, nowMs int64) (contract.Operation, error)
-	// DeleteConversationStep removes up to batch rows of the conversation from the
-	// per-conversation tables and adds them to the operation's progress. When none
-	// remained it marks the operation succeeded and reports done. An operation that
-	// is no longer running is done without any change.
-	DeleteConversationStep(ctx context.Context, scope Scope, operationID, conversationID string, batch int, nowMs int64) (done bool, err error)
-	// RetentionStep examines up to batch messages after the operation's cursor,
-	// deletes (or, in a dry run, counts) those plan selects, and advances the cursor
-	// and the counts. After the last message it marks the operation succeeded with
-	// its RetentionResult and reports done. An operation that is no longer running
-	// is done without any change.
-	RetentionStep(ctx context.Context, scope Scope, operationID string, plan RetentionPlan, batch int, nowMs int64) (done bool, err error)
+	// DeleteConversationStep removes rows of the conversation from the
+	// per-conversation tables, within bounds, and adds them to the operation's
+	// progress. When none remained it marks the operation succeeded and reports
+	// done. An operation that is no longer running is done without any change.
+	DeleteConversationStep(ctx context.Context, scope Scope, operationID, conversationID string, bounds StepBounds, nowMs int64) (done bool, err error)
+	// RetentionStep examines the messages after the operation's cursor, within
+	// bounds, deletes (or, in a dry run, counts) those plan selects, and advances the
+	// cursor and the counts. After the last message it marks the operation succeeded
+	// with its RetentionResult and reports done. An operation that is no longer
+	// running is done without any change.
+	RetentionStep(ctx context.Context, scope Scope, operationID string, plan RetentionPlan, bounds StepBounds, nowMs int64) (done bool, err error)
 	// FailOperation marks a pending or running operation failed with opErr.
 	FailOperation(ctx context.Context, scope Scope, id string, opErr contract.OperationError, nowMs int64) error
 
@@ -58,6 +58,17 @@ type OperationStore interface {
 	// created at or after sinceMs and none pending or running, in one transaction.
 	// It returns the last scope examined, nil when none was left.
 	ScheduleRetention(ctx context.Context, req contract.RetentionRequest, after *Scope, sinceMs, nowMs int64, limit int) (last *Scope, err error)
+}
+
+// StepBounds bound the work of one job step, and so the length of its transaction
+// and the time it holds locks: at most Rows rows, holding at most about Bytes bytes
+// as stored. Bytes matter as much as rows, because one row may hold megabytes (a
+// window item up to 4 MiB, a message up to 1 MiB): a thousand of them would make a
+// step of gigabytes that outlives the job's timeout. A step always takes at least one
+// row, so it progresses even past a row larger than Bytes.
+type StepBounds struct {
+	Rows  int
+	Bytes int64
 }
 
 // RetentionPlan is what one retention run deletes: messages of ConversationID (empty:
@@ -85,9 +96,10 @@ type OperationsConfig struct {
 	// DefaultMaxAge is the default retention policy that runs periodically in every
 	// scope holding messages; 0 means none.
 	DefaultMaxAge time.Duration
-	// BatchSize bounds the rows one job step touches (default 1000), and so the
-	// length of its transaction.
-	BatchSize int
+	// BatchSize bounds the rows one job step touches (default 1000), and BatchBytes
+	// the bytes they hold (default 32 MiB); see StepBounds.
+	BatchSize  int
+	BatchBytes int64
 }
 
 // Operations holds the use cases of conversation deletion, retention, operation lookup
@@ -98,11 +110,14 @@ type Operations struct {
 	clock         Clock
 	log           *slog.Logger
 	defaultMaxAge time.Duration
-	batch         int
+	bounds        StepBounds
 }
 
-// DefaultOperationBatch is the default number of rows one job step touches.
-const DefaultOperationBatch = 1000
+// Default bounds of one job step.
+const (
+	DefaultOperationBatch      = 1000
+	DefaultOperationBatchBytes = 32 << 20
+)
 
 // scheduleBatch is how many scopes one ScheduleRetention call examines.
 const scheduleBatch = 500
@@ -118,15 +133,18 @@ const (
 // NewOperations returns the operation use cases.
 func NewOperations(cfg OperationsConfig) *Operations {
 	o := &Operations{store: cfg.Store, schema: cfg.Schema, clock: cfg.Clock, log: cfg.Logger,
-		defaultMaxAge: cfg.DefaultMaxAge, batch: cfg.BatchSize}
+		defaultMaxAge: cfg.DefaultMaxAge, bounds: StepBounds{Rows: cfg.BatchSize, Bytes: cfg.BatchBytes}}
 	if o.clock == nil {
 		o.clock = SystemClock{}
 	}
 	if o.log == nil {
 		o.log = slog.Default()
 	}
-	if o.batch <= 0 {
-		o.batch = DefaultOperationBatch
+	if o.bounds.Rows <= 0 {
+		o.bounds.Rows = DefaultOperationBatch
+	}
+	if o.bounds.Bytes <= 0 {
+		o.bounds.Bytes = DefaultOperationBatchBytes
 	}
 	return o
 }
@@ -296,7 +314,7 @@ func (o *Operations) stepFunc(op contract.Operation) (stepFunc, error) {
 			return nil, fmt.Errorf("decode the request of operation %s: %v", op.ID, err)
 		}
 		return func(ctx context.Context, scope Scope, id string, nowMs int64) (bool, error) {
-			return o.store.DeleteConversationStep(ctx, scope, id, req.ConversationID, o.batch, nowMs)
+			return o.store.DeleteConversationStep(ctx, scope, id, req.ConversationID, o.bounds, nowMs)
 		}, nil
 	case contract.OperationRetention:
 		plan, err := retentionPlan(op)
@@ -304,7 +322,7 @@ func (o *Operations) stepFunc(op contract.Operation) (stepFunc, error) {
 			return nil, err
 		}
 		return func(ctx context.Context, scope Scope, id string, nowMs int64) (bool, error) {
-			return o.store.RetentionStep(ctx, scope, id, plan, o.batch, nowMs)
+			return o.store.RetentionStep(ctx, scope, id, plan, o.bounds, nowMs)
 		}, nil
 	}
 	return nil, fmt.Errorf("no job runs operations of kind %q", op.Kind)

@@ -40,6 +40,7 @@ type stubOperations struct {
 	lastRun   *int64
 	failedGE  int64
 	stepErr   error
+	bounds    []runtime.StepBounds
 }
 
 func newStubOperations(ops ...contract.Operation) *stubOperations {
@@ -91,12 +92,14 @@ func (s *stubOperations) step() (bool, error) {
 	return s.stepsLeft <= 0, nil
 }
 
-func (s *stubOperations) DeleteConversationStep(context.Context, runtime.Scope, string, string, int, int64) (bool, error) {
+func (s *stubOperations) DeleteConversationStep(_ context.Context, _ runtime.Scope, _, _ string, bounds runtime.StepBounds, _ int64) (bool, error) {
+	s.bounds = append(s.bounds, bounds)
 	return s.step()
 }
 
-func (s *stubOperations) RetentionStep(_ context.Context, _ runtime.Scope, _ string, plan runtime.RetentionPlan, _ int, _ int64) (bool, error) {
+func (s *stubOperations) RetentionStep(_ context.Context, _ runtime.Scope, _ string, plan runtime.RetentionPlan, bounds runtime.StepBounds, _ int64) (bool, error) {
 	s.plans = append(s.plans, plan)
+	s.bounds = append(s.bounds, bounds)
 	return s.step()
 }
 
@@ -237,6 +240,9 @@ func TestRunOperationSteps(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, finished)
 	require.Equal(t, 5, store.steps)
+	for _, b := range store.bounds {
+		require.Equal(t, runtime.StepBounds{Rows: 1000, Bytes: 32 << 20}, b, "every step is bounded by rows and bytes")
+	}
 
 	store.stepErr = errors.New("connection reset")
 	store.stepsLeft = 5
@@ -287,8 +293,10 @@ func TestRetentionPlan(t *testing.T) {
 		Request: []byte(`{"policy":{"maxAgeMs":20000,"keepLastMessages":3},"conversationId":"c","dryRun":true}`),
 	})
 	store.stepsLeft = 2
-	_, err := newOps(store, 0).RunOperation(context.Background(), opScope, "op-1", time.Now().Add(time.Hour))
+	ops := runtime.NewOperations(runtime.OperationsConfig{Store: store, BatchSize: 7, BatchBytes: 4096})
+	_, err := ops.RunOperation(context.Background(), opScope, "op-1", time.Now().Add(time.Hour))
 	require.NoError(t, err)
+	require.Equal(t, []runtime.StepBounds{{Rows: 7, Bytes: 4096}, {Rows: 7, Bytes: 4096}}, store.bounds)
 	want := runtime.RetentionPlan{ConversationID: "c", CutoffMs: int64p(30_000), KeepLast: 3, DryRun: true}
 	require.Equal(t, []runtime.RetentionPlan{want, want}, store.plans)
 }

@@ -16,9 +16,10 @@ import (
 // scope and treats a window or invocation of a deleted conversation as absent.
 type WindowStore interface {
 	// CreateWindow stores w and its items, creating w's conversation when it does not
-	// exist, unless a window with w.ID exists in scope. It returns the stored window
-	// without items and whether it was created now. Errors: CONFLICT (a deleted
-	// conversation, reason conversation_deleted), SERVICE_UNAVAILABLE.
+	// exist, unless a window with w.ID exists in scope: then it writes nothing at all.
+	// It returns the stored window without items and whether it was created now.
+	// Errors: CONFLICT (a deleted conversation, reason conversation_deleted),
+	// SERVICE_UNAVAILABLE.
 	CreateWindow(ctx context.Context, scope Scope, w *contract.Window) (stored contract.Window, created bool, err error)
 	// GetWindow returns a window with its items in ordinal order. Errors: NOT_FOUND,
 	// SERVICE_UNAVAILABLE.
@@ -33,10 +34,11 @@ type WindowStore interface {
 	// derivations, and the derivations between them. Errors: NOT_FOUND,
 	// SERVICE_UNAVAILABLE.
 	Lineage(ctx context.Context, scope Scope, windowID string, maxDepth int) (contract.Lineage, error)
-	// SaveInvocation stores inv unless an invocation with inv.ID exists in scope, and
-	// returns the stored record and whether it was created now. Errors: CONFLICT (a
-	// deleted conversation; the request window belongs to another conversation),
-	// NOT_FOUND (details.field requestWindowId), SERVICE_UNAVAILABLE.
+	// SaveInvocation stores inv unless an invocation with inv.ID exists in scope (then
+	// it writes nothing), and returns the stored record and whether it was created
+	// now. Errors: CONFLICT (a deleted conversation; the request window belongs to
+	// another conversation), NOT_FOUND (details.field requestWindowId),
+	// SERVICE_UNAVAILABLE.
 	SaveInvocation(ctx context.Context, scope Scope, inv *contract.ModelInvocation) (stored contract.ModelInvocation, created bool, err error)
 	// GetInvocation returns a model invocation. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
 	GetInvocation(ctx context.Context, scope Scope, invocationID string) (contract.ModelInvocation, error)
@@ -136,7 +138,7 @@ func (s *Windows) SaveInvocation(ctx context.Context, p Principal, req *contract
 	if err != nil {
 		return contract.ModelInvocation{}, err
 	}
-	if !created && !sameInvocation(req.StartedAtMs, &inv, &stored) {
+	if !created && !sameInvocation(req, &inv, &stored) {
 		return contract.ModelInvocation{}, idempotencyConflict(inv.ID)
 	}
 	return stored, nil
@@ -381,9 +383,9 @@ func ValidateInvocation(req *contract.CreateModelInvocationRequest, subject stri
 	if err := ValidateID("requestWindowId", req.RequestWindowID); err != nil {
 		return inv, err
 	}
-	agentID := req.AgentID
-	if agentID == "" {
-		agentID = subject
+	agentID := subject
+	if req.AgentID != nil {
+		agentID = *req.AgentID
 	}
 	if err := ValidateID("agentId", agentID); err != nil {
 		return inv, err
@@ -456,15 +458,19 @@ func ValidateInvocation(req *contract.CreateModelInvocationRequest, subject stri
 	}, nil
 }
 
-// idOrNew validates a client-chosen ID or, when it is empty, generates one.
-func idOrNew(field, id string) (string, error) {
-	if id == "" {
+// idOrNew validates a client-chosen ID or, when there is none (absent or null),
+// generates one. An empty string is a client-chosen ID, and an invalid one.
+func idOrNew(field string, id *string) (string, error) {
+	if id == nil {
 		return NewID(), nil
 	}
-	if err := ValidateID(field, id); err != nil {
+	if *id == "" {
+		return "", Invalid(field, "%s must not be empty: omit it (or send null) to have one generated", field)
+	}
+	if err := ValidateID(field, *id); err != nil {
 		return "", err
 	}
-	return id, nil
+	return *id, nil
 }
 
 // validateLabel checks a free-text label such as purpose: 1 to maxChars characters and
@@ -493,8 +499,8 @@ func normalizeJSON(field string, raw json.RawMessage) (json.RawMessage, error) {
 	if err != nil || v == nil {
 		return nil, err
 	}
-	if _, err := canonicalJSON(v); err != nil {
-		return nil, Invalid(field, "%s has no canonical JSON form", field)
+	if _, err := canonicalJSON(v); err != nil || !finiteNumbers(v) {
+		return nil, Invalid(field, "%s has no RFC 8785 canonical form (numbers must fit an IEEE-754 double)", field)
 	}
 	return v, nil
 }
@@ -519,15 +525,16 @@ func sameDerivation(req, stored *contract.Derivation) bool {
 		sameJSON(req.Metadata, stored.Metadata)
 }
 
-// sameInvocation compares a save request (normalized) with the stored record; a zero
-// startedAtMs in the request was filled by the server and matches any stored time.
-func sameInvocation(requestedStartMs int64, req, stored *contract.ModelInvocation) bool {
+// sameInvocation compares a save request (normalized into req) with the stored record.
+// Only what the client supplied counts: a zero startedAtMs and an absent agentId were
+// filled by the server (its clock, the caller's subject) and match any stored value.
+func sameInvocation(sent *contract.CreateModelInvocationRequest, req, stored *contract.ModelInvocation) bool {
 	return req.Conversation == stored.Conversation && req.RequestWindowID == stored.RequestWindowID &&
-		req.AgentID == stored.AgentID && sameOptional(req.ToolName, stored.ToolName) &&
+		(sent.AgentID == nil || req.AgentID == stored.AgentID) && sameOptional(req.ToolName, stored.ToolName) &&
 		req.Provider == stored.Provider && req.Model == stored.Model && req.State == stored.State &&
 		req.InputTokens == stored.InputTokens && req.OutputTokens == stored.OutputTokens &&
 		req.CachedTokens == stored.CachedTokens &&
-		(requestedStartMs == 0 || requestedStartMs == stored.StartedAtMs) &&
+		(sent.StartedAtMs == 0 || req.StartedAtMs == stored.StartedAtMs) &&
 		req.CompletedAtMs == stored.CompletedAtMs && req.LatencyMs == stored.LatencyMs &&
 		sameOptional(req.FinishReason, stored.FinishReason) &&
 		sameOptional(req.ResponseContent, stored.ResponseContent) &&

@@ -84,7 +84,7 @@ func setupWindowUseCases() (*runtime.Windows, *stubWindowStore, runtime.Principa
 
 func validWindow() *contract.CreateWindowRequest {
 	return &contract.CreateWindowRequest{
-		ID: "window-1", Conversation: &contract.ConversationRef{ConversationID: "conversation-1"},
+		ID: winPtr("window-1"), Conversation: &contract.ConversationRef{ConversationID: "conversation-1"},
 		Stage: contract.StageAssembled, Purpose: "chat_completion", TokenCount: winPtr(int64(320)),
 		Items: []contract.WindowItemInput{
 			{ID: "item-0", Ordinal: winPtr(0), Kind: contract.ItemKindMessage, Role: winPtr(contract.RoleUser), Content: winPtr("hello"), SourceRecordID: winPtr("message-1")},
@@ -126,8 +126,9 @@ func TestCreateWindowValidation(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", contract.MaxIDChars+1)
 	cases := []windowCase{
-		invalidWindow("id too long", "id", func(r *contract.CreateWindowRequest) { r.ID = long }),
-		invalidWindow("id with space", "id", func(r *contract.CreateWindowRequest) { r.ID = "a b" }),
+		invalidWindow("id too long", "id", func(r *contract.CreateWindowRequest) { r.ID = &long }),
+		invalidWindow("id with space", "id", func(r *contract.CreateWindowRequest) { r.ID = winPtr("a b") }),
+		invalidWindow("id empty string", "id", func(r *contract.CreateWindowRequest) { r.ID = winPtr("") }),
 		invalidWindow("conversation missing", "conversation", func(r *contract.CreateWindowRequest) { r.Conversation = nil }),
 		invalidWindow("conversationId empty", "conversation.conversationId", func(r *contract.CreateWindowRequest) { r.Conversation.ConversationID = "" }),
 		invalidWindow("conversationId too long", "conversation.conversationId", func(r *contract.CreateWindowRequest) { r.Conversation.ConversationID = long }),
@@ -182,6 +183,10 @@ func TestCreateWindowValidation(t *testing.T) {
 		invalidWindow("evidence retrievedAtMs negative", "items[1].knowledgeEvidence.retrievedAtMs", func(r *contract.CreateWindowRequest) { r.Items[1].KnowledgeEvidence.RetrievedAtMs = -1 }),
 		{name: "metadata over 64 KiB", status: 413, code: contract.CodePayloadTooLarge, field: "metadata", limit: 64 << 10,
 			change: func(r *contract.CreateWindowRequest) { r.Metadata = winBigJSON() }},
+		invalidWindow("item metadata number beyond a double", "items[0].metadata", func(r *contract.CreateWindowRequest) {
+			r.Items[0].Metadata = json.RawMessage(`{"a":[1,{"n":1e400}]}`)
+		}),
+		invalidWindow("metadata number beyond a double", "metadata", func(r *contract.CreateWindowRequest) { r.Metadata = json.RawMessage(`-1e309`) }),
 		{name: "item metadata over 64 KiB", status: 413, code: contract.CodePayloadTooLarge, field: "items[1].metadata", limit: 64 << 10,
 			change: func(r *contract.CreateWindowRequest) { r.Items[1].Metadata = winBigJSON() }},
 	}
@@ -216,12 +221,15 @@ func TestCreateWindowAcceptsTheBounds(t *testing.T) {
 	t.Parallel()
 	windows, store, p := setupWindowUseCases()
 	cases := map[string]func(r *contract.CreateWindowRequest){
-		"2000 items":                 func(r *contract.CreateWindowRequest) { r.Items = winItems(2000, 1) },
-		"no items":                   func(r *contract.CreateWindowRequest) { r.Items = []contract.WindowItemInput{} },
-		"exactly 16 MiB in 4 MiB":    func(r *contract.CreateWindowRequest) { r.Items = winItems(4, 4<<20) },
-		"purpose of 191 characters":  func(r *contract.CreateWindowRequest) { r.Purpose = strings.Repeat("é", 191) },
-		"tokenCount 0":               func(r *contract.CreateWindowRequest) { r.TokenCount = winPtr(int64(0)) },
-		"explicit null metadata":     func(r *contract.CreateWindowRequest) { r.Metadata = json.RawMessage("null") },
+		"2000 items":                func(r *contract.CreateWindowRequest) { r.Items = winItems(2000, 1) },
+		"no items":                  func(r *contract.CreateWindowRequest) { r.Items = []contract.WindowItemInput{} },
+		"exactly 16 MiB in 4 MiB":   func(r *contract.CreateWindowRequest) { r.Items = winItems(4, 4<<20) },
+		"purpose of 191 characters": func(r *contract.CreateWindowRequest) { r.Purpose = strings.Repeat("é", 191) },
+		"tokenCount 0":              func(r *contract.CreateWindowRequest) { r.TokenCount = winPtr(int64(0)) },
+		"explicit null metadata":    func(r *contract.CreateWindowRequest) { r.Metadata = json.RawMessage("null") },
+		"largest and tiniest double": func(r *contract.CreateWindowRequest) {
+			r.Items[0].Metadata = json.RawMessage(`[1.7976931348623157e308, -1e-400, 123456789012345678901234567890]`)
+		},
 		"every role":                 func(r *contract.CreateWindowRequest) { r.Items[0].Role = winPtr(contract.RoleTool) },
 		"evidence with all optional": func(r *contract.CreateWindowRequest) { r.Items[1].KnowledgeEvidence.RevisionRef = winPtr("v") },
 	}
@@ -241,7 +249,7 @@ func TestCreateWindowNormalizes(t *testing.T) {
 	t.Parallel()
 	windows, _, p := setupWindowUseCases()
 	req := validWindow()
-	req.ID = ""
+	req.ID = nil
 	req.Metadata = json.RawMessage(" { \"a\" : [1, 2] } ")
 	w, _, err := windows.CreateWindow(context.Background(), p, req)
 	require.NoError(t, err)
@@ -307,7 +315,7 @@ func TestGetWindowAndLineageValidation(t *testing.T) {
 
 func validDerivation() *contract.CreateDerivationRequest {
 	return &contract.CreateDerivationRequest{
-		ID: "derivation-1", SourceWindowID: "window-1", TargetWindowID: "window-2", Kind: contract.DerivationCompress,
+		ID: winPtr("derivation-1"), SourceWindowID: "window-1", TargetWindowID: "window-2", Kind: contract.DerivationCompress,
 		Strategy: winPtr("summarize-oldest"), StrategyVersion: winPtr("1"),
 		InputTokenCount: winPtr(int64(9000)), OutputTokenCount: winPtr(int64(3000)),
 		InputItemCount: winPtr(int64(40)), OutputItemCount: winPtr(int64(12)),
@@ -329,7 +337,8 @@ func TestCreateDerivationValidation(t *testing.T) {
 		field  string
 		change func(r *contract.CreateDerivationRequest)
 	}{
-		"id invalid":               invalid("id", func(r *contract.CreateDerivationRequest) { r.ID = "a\tb" }),
+		"id invalid":               invalid("id", func(r *contract.CreateDerivationRequest) { r.ID = winPtr("a\tb") }),
+		"id empty string":          invalid("id", func(r *contract.CreateDerivationRequest) { r.ID = winPtr("") }),
 		"source missing":           invalid("sourceWindowId", func(r *contract.CreateDerivationRequest) { r.SourceWindowID = "" }),
 		"target missing":           invalid("targetWindowId", func(r *contract.CreateDerivationRequest) { r.TargetWindowID = "" }),
 		"source is target":         invalid("targetWindowId", func(r *contract.CreateDerivationRequest) { r.TargetWindowID = r.SourceWindowID }),
@@ -388,7 +397,7 @@ func TestCreateDerivationIdempotency(t *testing.T) {
 
 func validInvocation() *contract.CreateModelInvocationRequest {
 	return &contract.CreateModelInvocationRequest{
-		ID: "invocation-1", Conversation: &contract.ConversationRef{ConversationID: "conversation-1"},
+		ID: winPtr("invocation-1"), Conversation: &contract.ConversationRef{ConversationID: "conversation-1"},
 		RequestWindowID: "window-2", Provider: "openai", Model: "gpt-4.1-mini", State: contract.InvocationSucceeded,
 		InputTokens: 3000, OutputTokens: 250, CachedTokens: 1024, LatencyMs: 840,
 		FinishReason: winPtr("stop"), ResponseContent: winPtr("..."),
@@ -413,11 +422,13 @@ func TestSaveInvocationValidation(t *testing.T) {
 		r.Error = &contract.InvocationError{Code: "upstream_error", Message: "boom"}
 	}
 	cases := []invocationCase{
-		invalid("id invalid", "id", func(r *contract.CreateModelInvocationRequest) { r.ID = strings.Repeat("i", 192) }),
+		invalid("id invalid", "id", func(r *contract.CreateModelInvocationRequest) { r.ID = winPtr(strings.Repeat("i", 192)) }),
+		invalid("id empty string", "id", func(r *contract.CreateModelInvocationRequest) { r.ID = winPtr("") }),
 		invalid("conversation missing", "conversation", func(r *contract.CreateModelInvocationRequest) { r.Conversation = nil }),
 		invalid("conversationId invalid", "conversation.conversationId", func(r *contract.CreateModelInvocationRequest) { r.Conversation.ConversationID = "" }),
 		invalid("requestWindowId missing", "requestWindowId", func(r *contract.CreateModelInvocationRequest) { r.RequestWindowID = "" }),
-		invalid("agentId invalid", "agentId", func(r *contract.CreateModelInvocationRequest) { r.AgentID = "a b" }),
+		invalid("agentId invalid", "agentId", func(r *contract.CreateModelInvocationRequest) { r.AgentID = winPtr("a b") }),
+		invalid("agentId empty string", "agentId", func(r *contract.CreateModelInvocationRequest) { r.AgentID = winPtr("") }),
 		invalid("toolName empty", "toolName", func(r *contract.CreateModelInvocationRequest) { r.ToolName = winPtr("") }),
 		invalid("provider missing", "provider", func(r *contract.CreateModelInvocationRequest) { r.Provider = "" }),
 		invalid("model missing", "model", func(r *contract.CreateModelInvocationRequest) { r.Model = "" }),
@@ -491,7 +502,18 @@ func TestSaveInvocationDefaultsAndIdempotency(t *testing.T) {
 
 	other := *req
 	other.StartedAtMs = 0
-	other.AgentID = "someone-else"
+	other.AgentID = winPtr("someone-else")
 	_, err = windows.SaveInvocation(ctx, p, &other)
 	require.Equal(t, contract.CodeIdempotencyConflict, runtime.ErrorCode(err))
+	other.AgentID = winPtr("agent-7")
+	_, err = windows.SaveInvocation(ctx, p, &other)
+	require.NoError(t, err, "the defaulted agentId, sent explicitly, is the same content")
+
+	// agentId left to the server is a server-filled default: a retry by another caller
+	// without agentId is the same content and returns the stored record.
+	byOther := runtime.Principal{Scope: p.Scope, Subject: "agent-8"}
+	other.AgentID = nil
+	again, err = windows.SaveInvocation(ctx, byOther, &other)
+	require.NoError(t, err)
+	require.Equal(t, "agent-7", again.AgentID)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -107,6 +108,7 @@ func newAuthBundle(t *testing.T, static string, tokens map[string]runtime.TokenC
 
 type authResponse struct {
 	status int
+	header http.Header
 	body   []byte
 }
 
@@ -126,7 +128,7 @@ func (b *authBundle) do(t *testing.T, method, path string, headers ...string) au
 	}
 	rec := httptest.NewRecorder()
 	b.server.Handler().ServeHTTP(rec, req)
-	return authResponse{status: rec.Code, body: rec.Body.Bytes()}
+	return authResponse{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
 
 func (r authResponse) requireError(t *testing.T, status int, code string) contract.ErrorBody {
@@ -135,7 +137,14 @@ func (r authResponse) requireError(t *testing.T, status int, code string) contra
 	var env contract.ErrorResponse
 	require.NoError(t, json.Unmarshal(r.body, &env), "body: %s", r.body)
 	require.Equal(t, code, env.Error.Code, "body: %s", r.body)
-	require.Equal(t, contract.CategoryAuth, env.Error.Category)
+	if code != contract.CodeValidationFailed {
+		require.Equal(t, contract.CategoryAuth, env.Error.Category)
+	}
+	if status == http.StatusUnauthorized {
+		require.Equal(t, `Bearer realm="agent-context-infra"`, r.header.Get("WWW-Authenticate"))
+	} else {
+		require.Empty(t, r.header.Get("WWW-Authenticate"))
+	}
 	return env.Error
 }
 
@@ -437,4 +446,55 @@ func TestRouteCapabilityHarness(t *testing.T) {
 			s.echo.Add(r.Method, r.Path, func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }, s.routeMiddleware(r))
 		}
 	})
+}
+
+// TestScopeHeaderIDRules: in static-token and open mode the scope headers follow the ID
+// rules of 01-conventions.md (1–191 characters, no whitespace or control characters,
+// valid UTF-8, given once); a violation is 400 naming the header, and never reaches the
+// handler.
+func TestScopeHeaderIDRules(t *testing.T) {
+	t.Parallel()
+	ok191 := strings.Repeat("t", contract.MaxIDChars)
+	okWide := strings.Repeat("é", contract.MaxIDChars)
+	cases := []struct {
+		name   string
+		values []string
+		limit  bool
+	}{
+		{"192 characters", []string{strings.Repeat("t", contract.MaxIDChars+1)}, true},
+		{"192 two-byte characters", []string{strings.Repeat("é", contract.MaxIDChars+1)}, true},
+		{"empty", []string{""}, false},
+		{"space", []string{"a b"}, false},
+		{"tab", []string{"a\tb"}, false},
+		{"no-break space", []string{"a\u00a0b"}, false},
+		{"line separator", []string{"a\u2028b"}, false},
+		{"invalid UTF-8", []string{"a\xe9b"}, false},
+		{"C1 control", []string{"a\u0085b"}, false},
+		{"given twice", []string{"a", "a"}, false},
+	}
+	for _, static := range []string{"s3cret", ""} {
+		b := newAuthBundle(t, static, nil)
+		for _, header := range []string{headerTenant, headerProject, headerSubject} {
+			for _, tc := range cases {
+				t.Run(fmt.Sprintf("static=%t/%s/%s", static != "", header, tc.name), func(t *testing.T) {
+					t.Parallel()
+					headers := []string{"Authorization", "Bearer s3cret"}
+					for _, v := range tc.values {
+						headers = append(headers, header, v)
+					}
+					e := b.do(t, http.MethodPost, authRoutePath, headers...).
+						requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+					require.Equal(t, header, e.Details["field"])
+					if tc.limit {
+						require.EqualValues(t, contract.MaxIDChars, e.Details["limit"])
+					}
+				})
+			}
+			seen := b.do(t, http.MethodPost, authRoutePath, "Authorization", "Bearer s3cret", header, ok191).requireSeen(t)
+			require.Contains(t, []string{seen.Tenant, seen.Project, seen.Subject}, ok191)
+			seen = b.do(t, http.MethodPost, authRoutePath, "Authorization", "Bearer s3cret", header, okWide).requireSeen(t)
+			require.Contains(t, []string{seen.Tenant, seen.Project, seen.Subject}, okWide)
+		}
+		t.Cleanup(func() { require.EqualValues(t, 2*3, b.reached.Load()) })
+	}
 }

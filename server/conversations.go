@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"regexp"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -10,24 +14,65 @@ import (
 
 // conversationRoutes registers the conversation message routes (03-conversations.md).
 func (s *Server) conversationRoutes() {
-	s.handle(contract.RouteMessagesBatch, jsonBody(s.maxBody,
+	s.handle(contract.RouteMessagesBatch, numberBounds(jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.AppendMessagesRequest) (int, any, error) {
 			res, err := s.conversations.Append(ctx, p.Scope, req)
 			return http.StatusOK, res, err
-		}))
-	s.handle(contract.RouteMessagesRecent, jsonBody(s.maxBody,
+		}), appendBound))
+	s.handle(contract.RouteMessagesRecent, numberBounds(jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.RecentMessagesRequest) (int, any, error) {
 			res, err := s.conversations.Recent(ctx, p.Scope, req)
 			return http.StatusOK, res, err
-		}))
-	s.handle(contract.RouteMessages, jsonBody(s.maxBody,
+		}), limitBound(contract.MaxMessagesLimit)))
+	s.handle(contract.RouteMessages, numberBounds(jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.PageMessagesRequest) (int, any, error) {
 			res, err := s.conversations.Page(ctx, p.Scope, req)
 			return http.StatusOK, res, err
-		}))
-	s.handle(contract.RouteMessagesSearch, jsonBody(s.maxBody,
+		}), limitBound(contract.MaxMessagesLimit)))
+	s.handle(contract.RouteMessagesSearch, numberBounds(jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.SearchMessagesRequest) (int, any, error) {
 			res, err := s.conversations.Search(ctx, p.Scope, req)
 			return http.StatusOK, res, err
-		}))
+		}), limitBound(contract.MaxSearchLimit)))
 }
+
+// numberBounds completes the decoder's refusal of a number it cannot hold (1e100,
+// 2^63, 2.5) with details.limit, the field's upper bound, so that such a value is
+// answered like any other out-of-range number (01-conventions.md). bound names the
+// bound of a field path, or 0 for a field without one.
+func numberBounds(h echo.HandlerFunc, bound func(field string) int64) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		err := h(c)
+		var e *runtime.Error
+		if !errors.As(err, &e) || e.Code != contract.CodeValidationFailed {
+			return err
+		}
+		if _, ok := e.Details["limit"]; ok {
+			return err
+		}
+		if field, _ := e.Details["field"].(string); bound(field) > 0 {
+			e.With("limit", bound(field))
+		}
+		return err
+	}
+}
+
+// limitBound bounds the limit field of a read.
+func limitBound(maxLimit int64) func(string) int64 {
+	return func(field string) int64 {
+		if field == "limit" {
+			return maxLimit
+		}
+		return 0
+	}
+}
+
+// appendBound bounds the sequence and createdAtMs of each record of an append.
+func appendBound(field string) int64 {
+	if recordNumberField.MatchString(field) {
+		return runtime.MaxSequence
+	}
+	return 0
+}
+
+var recordNumberField = regexp.MustCompile(`^messages\[[0-9]+\]\.(sequence|createdAtMs)$`)

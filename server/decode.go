@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"mime"
@@ -24,6 +25,13 @@ func decodeBody(r *http.Request, v any, maxBytes int64) error {
 	if err := checkJSONContentType(r.Header.Get(echoHeaderContentType)); err != nil {
 		return err
 	}
+	if err := checkContentEncoding(r.Header.Values(headerContentEncoding)); err != nil {
+		return err
+	}
+	if r.ContentLength > maxBytes {
+		// Refused on the declared length alone: nothing is read or buffered.
+		return runtime.TooLarge("body", maxBytes)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -32,11 +40,20 @@ func decodeBody(r *http.Request, v any, maxBytes int64) error {
 		}
 		return runtime.Invalid("body", "the request body could not be read")
 	}
+	// RFC 8259 §8.1 lets a parser ignore a byte order mark; some Windows tools send one.
+	body = bytes.TrimLeft(bytes.TrimPrefix(body, utf8BOM), " \t\r\n")
 	if len(body) == 0 {
 		return runtime.Invalid("body", "a JSON body is required")
 	}
+	if body[0] != '{' && jsontext.Value(body).IsValid() {
+		// Every request is an object; null in particular would decode as an empty
+		// request, since unmarshalling null is a no-op.
+		return runtime.Invalid("body", "the request body must be a JSON object")
+	}
 	return decodeJSON(body, v)
 }
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // decodeJSON unmarshals data into v strictly (see decodeBody) and turns every failure
 // into a VALIDATION_FAILED error whose details.field is the offending path.
@@ -109,4 +126,22 @@ func checkJSONContentType(value string) error {
 	return nil
 }
 
-const echoHeaderContentType = "Content-Type"
+// checkContentEncoding refuses compressed bodies: decoding them is not offered (a
+// gzip bomb would need its own bound), and reading one as JSON would give a misleading
+// "malformed JSON". RFC 7694 answers an unsupported content coding with 415.
+func checkContentEncoding(values []string) error {
+	for _, v := range values {
+		for _, coding := range strings.Split(v, ",") {
+			if coding = strings.TrimSpace(coding); coding != "" && !strings.EqualFold(coding, "identity") {
+				return runtime.Errorf(contract.CodeUnsupportedMediaType, "the request body must not be compressed (Content-Encoding)").
+					With("field", headerContentEncoding)
+			}
+		}
+	}
+	return nil
+}
+
+const (
+	echoHeaderContentType = "Content-Type"
+	headerContentEncoding = "Content-Encoding"
+)

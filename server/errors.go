@@ -66,6 +66,10 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 			c.Response().Header().Set("Retry-After", retryAfterSeconds(ms))
 		}
 	}
+	if info.Status == http.StatusUnauthorized {
+		// RFC 9110 §11.6.1: a 401 names the scheme that would be accepted.
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="`+contract.Service+`"`)
+	}
 	c.Set(ctxKeyErrorCode, re.Code)
 	body := contract.ErrorResponse{
 		Status:  info.Status,

@@ -52,8 +52,13 @@ func (s *Server) handle(route contract.Route, h echo.HandlerFunc) {
 	if !declared(route) {
 		panic(fmt.Sprintf("route %s %s is not in contract.Routes", route.Method, route.Path))
 	}
-	s.echo.Add(route.Method, route.Path, h, s.routeMiddleware(route))
-	s.registered = append(s.registered, route)
+	mw := s.routeMiddleware(route)
+	s.echo.Add(route.Method, route.Path, h, mw)
+	if route.Method == http.MethodGet {
+		// HEAD is GET without the body (RFC 9110 §9.3.2); monitors and probes use it.
+		// net/http drops the body a handler writes for HEAD.
+		s.echo.Add(http.MethodHead, route.Path, h, mw)
+	}
 }
 
 func declared(route contract.Route) bool {
@@ -100,7 +105,7 @@ func holdsAny(p runtime.Principal, caps []string) bool {
 
 // checkRoutes compares the routes the router serves with the contract's table: every
 // served route must be declared (and so carry a capability or be explicitly public),
-// and every declared route must be served.
+// and every declared route must be served. HEAD may mirror a declared GET.
 func checkRoutes(served []*echo.Route, declaredRoutes []contract.Route) error {
 	want := map[string]bool{}
 	for _, r := range declaredRoutes {
@@ -113,6 +118,9 @@ func checkRoutes(served []*echo.Route, declaredRoutes []contract.Route) error {
 		}
 		key := r.Method + " " + r.Path
 		got[key] = true
+		if r.Method == http.MethodHead && want[http.MethodGet+" "+r.Path] {
+			continue
+		}
 		if !want[key] {
 			return fmt.Errorf("route %s is served but has no entry (and no capability) in contract.Routes", key)
 		}

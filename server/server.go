@@ -36,13 +36,12 @@ type Config struct {
 
 // Server is the echo host.
 type Server struct {
-	echo       *echo.Echo
-	log        *slog.Logger
-	auth       AuthConfig
-	ready      ReadinessChecker
-	maxBody    int64
-	registered []contract.Route
-	draining   atomic.Bool
+	echo     *echo.Echo
+	log      *slog.Logger
+	auth     AuthConfig
+	ready    ReadinessChecker
+	maxBody  int64
+	draining atomic.Bool
 
 	conversations *runtime.Conversations
 	windows       *runtime.Windows

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -156,14 +159,20 @@ func TestRequestID(t *testing.T) {
 	r := b.do(t, http.MethodGet, "/health", "", "", "X-Request-Id", "caller-id-42")
 	require.Equal(t, "caller-id-42", r.header.Get("X-Request-Id"))
 
-	for _, bad := range []string{"has space", strings.Repeat("a", 129), "tab\there", "ünïcode"} {
+	for _, good := range []string{strings.Repeat("a", 128), "!", "~", `"quoted"/<x>`} {
+		r := b.do(t, http.MethodGet, "/nope", "", "", "X-Request-Id", good)
+		require.Equal(t, good, r.header.Get("X-Request-Id"))
+		requireEnvelope(t, r, http.StatusNotFound, contract.CodeRouteNotFound)
+	}
+	for _, bad := range []string{"has space", strings.Repeat("a", 129), "tab\there", "ünïcode", "del\x7f"} {
 		r := b.do(t, http.MethodGet, "/nope", "", "", "X-Request-Id", bad)
 		got := r.header.Get("X-Request-Id")
 		require.NotEqual(t, bad, got)
 		require.True(t, validRequestID(got))
 		requireEnvelope(t, r, http.StatusNotFound, contract.CodeRouteNotFound)
 	}
-	require.True(t, validRequestID(strings.Repeat("a", 128)))
+	r = b.do(t, http.MethodGet, "/health", "", "", "X-Request-Id", "")
+	require.True(t, validRequestID(r.header.Get("X-Request-Id")))
 }
 
 func TestRoutingErrors(t *testing.T) {
@@ -238,6 +247,11 @@ func TestDecodingErrors(t *testing.T) {
 		{"missing content type", "", `{"name":"x"}`, 415, contract.CodeUnsupportedMediaType, "Content-Type"},
 		{"latin-1 charset", "application/json; charset=latin1", `{"name":"x"}`, 415, contract.CodeUnsupportedMediaType, "Content-Type"},
 		{"oversized body", "application/json", `{"name":"` + strings.Repeat("x", 2<<10) + `"}`, 413, contract.CodePayloadTooLarge, "body"},
+		{"null body", "application/json", `null`, 400, contract.CodeValidationFailed, "body"},
+		{"number body", "application/json", ` 42`, 400, contract.CodeValidationFailed, "body"},
+		{"whitespace body", "application/json", " \r\n\t ", 400, contract.CodeValidationFailed, "body"},
+		{"BOM only", "application/json", "\uFEFF", 400, contract.CodeValidationFailed, "body"},
+		{"two BOMs", "application/json", "\uFEFF\uFEFF{}", 400, contract.CodeValidationFailed, "body"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,6 +265,128 @@ func TestDecodingErrors(t *testing.T) {
 	}
 	r := b.do(t, http.MethodPost, testRoutePath, "application/json; charset=UTF-8", `{"name":"ok","metadata":{"k":[1,2]}}`)
 	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	// RFC 8259 §8.1: a leading byte order mark is ignored.
+	r = b.do(t, http.MethodPost, testRoutePath, "application/json", "\uFEFF"+`{"name":"bom"}`)
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	require.JSONEq(t, `{"name":"bom","tenant":"local","subject":"service"}`, string(r.body))
+}
+
+// TestCompressedBodiesAreRefused: a body with a content coding is 415 naming the
+// header, whatever it holds; it is never read as JSON (nor answered 500).
+func TestCompressedBodiesAreRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	_, err := w.Write([]byte(`{"name":"x"}`))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	for _, tc := range []struct {
+		name, encoding, body string
+	}{
+		{"gzip body", "gzip", gz.String()},
+		{"plain body labelled gzip", "gzip", `{"name":"x"}`},
+		{"deflate", "deflate", `{"name":"x"}`},
+		{"list", "identity, br", `{"name":"x"}`},
+		{"unknown coding", "x-custom", `{"name":"x"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := requireEnvelope(t, b.do(t, http.MethodPost, testRoutePath, "application/json", tc.body,
+				"Content-Encoding", tc.encoding), http.StatusUnsupportedMediaType, contract.CodeUnsupportedMediaType)
+			require.Equal(t, "Content-Encoding", e.Details["field"])
+		})
+	}
+	for _, identity := range []string{"identity", "IDENTITY", ""} {
+		r := b.do(t, http.MethodPost, testRoutePath, "application/json", `{"name":"x"}`, "Content-Encoding", identity)
+		require.Equal(t, http.StatusOK, r.status, string(r.body))
+	}
+}
+
+// failingReader fails the test when anything reads it.
+type failingReader struct {
+	t    *testing.T
+	read *atomic.Bool
+}
+
+func (f failingReader) Read([]byte) (int, error) {
+	f.read.Store(true)
+	return 0, errors.New("the body must not be read")
+}
+
+func TestDeclaredLengthOverLimitIsRefusedUnread(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{MaxBodyBytes: 1 << 10})
+	var read atomic.Bool
+	req := httptest.NewRequest(http.MethodPost, testRoutePath, failingReader{t: t, read: &read})
+	req.ContentLength = 1<<10 + 1
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	b.server.Handler().ServeHTTP(rec, req)
+	e := requireEnvelope(t, response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()},
+		http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
+	require.Equal(t, "body", e.Details["field"])
+	require.EqualValues(t, 1<<10, e.Details["limit"])
+	require.False(t, read.Load())
+}
+
+// TestMethods: HEAD answers every GET route without a body; OPTIONS on a known path is
+// 204 with Allow (echo's answer, kept: it is what HTTP says OPTIONS means); any other
+// method on a known path is 405 with Allow; an unknown path is 404 whatever the method;
+// a trailing slash is another path.
+func TestMethods(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Auth: StaticTokenForTest("s3cret")})
+
+	// (net/http drops the body of a HEAD answer; the end-to-end test sees that.)
+	r := b.do(t, http.MethodHead, "/health", "", "")
+	require.Equal(t, http.StatusOK, r.status)
+	r = b.do(t, http.MethodHead, "/ready", "", "")
+	require.Equal(t, http.StatusOK, r.status)
+
+	// HEAD goes through authentication like GET.
+	route := contract.Route{Method: http.MethodGet, Path: "/internal/v1/test/status", Capabilities: []string{contract.CapMessagesRead}}
+	b.server.handleForTest(t, route, func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]any{"ok": true}) })
+	r = b.do(t, http.MethodHead, route.Path, "", "")
+	require.Equal(t, http.StatusUnauthorized, r.status)
+	require.Empty(t, r.body)
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodHead, route.Path, "", "", "Authorization", "Bearer s3cret").status)
+
+	r = b.do(t, http.MethodOptions, "/health", "", "")
+	require.Equal(t, http.StatusNoContent, r.status)
+	require.Equal(t, "OPTIONS, GET, HEAD", r.header.Get("Allow"))
+
+	for _, m := range []string{http.MethodPut, http.MethodDelete, http.MethodPatch, "TRACE", "FOO"} {
+		r := b.do(t, m, "/health", "", "")
+		requireEnvelope(t, r, http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed)
+		require.Equal(t, "OPTIONS, GET, HEAD", r.header.Get("Allow"))
+	}
+	r = b.do(t, http.MethodGet, testRoutePath, "", "", "Authorization", "Bearer s3cret")
+	requireEnvelope(t, r, http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed)
+	require.Equal(t, http.StatusMethodNotAllowed, b.do(t, http.MethodHead, testRoutePath, "", "").status)
+
+	for _, path := range []string{"/health/", testRoutePath + "/", "/Health", "//health", "/health?x=1/"} {
+		if strings.Contains(path, "?") {
+			require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, path, "", "").status, "a query string is not part of the path")
+			continue
+		}
+		requireEnvelope(t, b.do(t, http.MethodPost, path, "application/json", "{}", "Authorization", "Bearer s3cret"),
+			http.StatusNotFound, contract.CodeRouteNotFound)
+		r := b.do(t, http.MethodHead, path, "", "")
+		require.Equal(t, http.StatusNotFound, r.status, path)
+		require.Empty(t, r.body)
+	}
+}
+
+// handleForTest registers a test-only route the way handle does, without the
+// contract.Routes check.
+func (s *Server) handleForTest(t *testing.T, route contract.Route, h echo.HandlerFunc) {
+	t.Helper()
+	mw := s.routeMiddleware(route)
+	s.echo.Add(route.Method, route.Path, h, mw)
+	if route.Method == http.MethodGet {
+		s.echo.Add(http.MethodHead, route.Path, h, mw)
+	}
 }
 
 func TestInternalErrorsDoNotLeak(t *testing.T) {
@@ -325,6 +461,15 @@ func TestCheckRoutesFails(t *testing.T) {
 	err = checkRoutes(healthOnly.Routes(), []contract.Route{contract.RouteHealth, {Method: "POST", Path: "/x", Capabilities: []string{"a"}}})
 	require.ErrorContains(t, err, "POST /x is declared in contract.Routes but not served")
 
+	// HEAD may only mirror a declared GET.
+	head := echo.New()
+	head.GET("/health", func(echo.Context) error { return nil })
+	head.HEAD("/health", func(echo.Context) error { return nil })
+	require.NoError(t, checkRoutes(head.Routes(), []contract.Route{contract.RouteHealth}))
+	head.HEAD("/internal/v1/undeclared", func(echo.Context) error { return nil })
+	err = checkRoutes(head.Routes(), []contract.Route{contract.RouteHealth})
+	require.ErrorContains(t, err, "HEAD /internal/v1/undeclared is served but has no entry")
+
 	require.Panics(t, func() {
 		s := New(Config{Ready: stubReady{}})
 		s.handle(contract.Route{Method: http.MethodPost, Path: "/internal/v1/undeclared"}, func(echo.Context) error { return nil })
@@ -342,10 +487,19 @@ func TestBodyNotReadBeforeCapabilityCheck(t *testing.T) {
 		return nil
 	}, b.server.routeMiddleware(route))
 	b.server.auth = AuthConfig{Verifier: denyAllCaps{}}
-	r := b.do(t, http.MethodPost, route.Path, "application/json", `{`, "Authorization", "Bearer x.y.z")
-	e := requireEnvelope(t, r, http.StatusForbidden, contract.CodeTokenForbidden)
+	// The body is a reader that records any read: neither the middleware nor the
+	// handler may touch it.
+	var bodyRead atomic.Bool
+	req := httptest.NewRequest(http.MethodPost, route.Path, failingReader{t: t, read: &bodyRead})
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer x.y.z")
+	rec := httptest.NewRecorder()
+	b.server.Handler().ServeHTTP(rec, req)
+	e := requireEnvelope(t, response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()},
+		http.StatusForbidden, contract.CodeTokenForbidden)
 	require.Equal(t, contract.CapContextAdmin, e.Details["requiredCapability"])
 	require.False(t, read)
+	require.False(t, bodyRead.Load())
 }
 
 type denyAllCaps struct{}

@@ -31,7 +31,7 @@ type JobOptions struct {
 	// Workers bounds the jobs this replica runs at once (default 4).
 	Workers int
 	// RescueAfter is how long a job may be running before River considers its worker
-	// dead and hands it to another replica (default 30 s). A job's run is kept to a
+	// dead and hands it to another replica (default 15 s). A job's run is kept to a
 	// quarter of it (the rest of an operation continues in a later run), so a live
 	// worker is never mistaken for a dead one.
 	RescueAfter time.Duration
@@ -44,8 +44,11 @@ type JobOptions struct {
 
 // Default job options.
 const (
-	DefaultJobWorkers  = 4
-	DefaultRescueAfter = 30 * time.Second
+	DefaultJobWorkers = 4
+	// DefaultRescueAfter keeps the resumption of a crashed operation within a minute:
+	// River's rescuer looks every 30 s, so a job is rescued at most 30 s after it
+	// became older than this window, plus a few seconds of scheduling.
+	DefaultRescueAfter = 15 * time.Second
 )
 
 // Jobs runs operations' jobs on River, which coordinates the replicas through the
@@ -126,11 +129,11 @@ func (w *operationWorker) Work(ctx context.Context, job *river.Job[operationArgs
 	case err != nil && stopping(ctx):
 		// Stopping: hand the job back; the step that was cut off was rolled back.
 		return river.JobSnooze(0)
-	case err != nil && job.Attempt >= job.MaxAttempts:
+	case err != nil && job.Attempt >= operationMaxAttempts:
 		if ferr := w.runner.FailOperation(context.WithoutCancel(ctx), scope, job.Args.OperationID, err); ferr != nil {
 			return errors.Join(err, ferr)
 		}
-		return err
+		return river.JobCancel(err)
 	case err != nil:
 		return err
 	case !finished:

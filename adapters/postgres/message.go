@@ -3,13 +3,18 @@ package postgres
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
+	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -53,14 +58,57 @@ var MessageColumns = []string{
 // MessageRow is the row an append copies for m (with its sequence and time filled in),
 // search document included. Benchmarks and bulk loaders copy the very same rows.
 func MessageRow(scope runtime.Scope, m runtime.Message) []any {
+	return messageRow(scope, m, documentVector(m.Content))
+}
+
+func messageRow(scope runtime.Scope, m runtime.Message, doc pgtype.TSVector) []any {
 	return []any{
 		scope.TenantID, scope.ProjectID, m.ConversationID, m.ID, m.Sequence, m.Role, m.Content,
-		m.CreatedAtMs, m.Metadata, documentVector(m.Content),
+		m.CreatedAtMs, m.Metadata, doc,
 	}
 }
 
+// batchDocuments builds the search documents of a batch in the background, spread over
+// the CPUs, so that the work (the largest CPU cost of an append) overlaps the append's
+// first round trips instead of following them, and happens before the head locks are
+// held, not under them. wait returns them in batch order. Only the records within the
+// first maxEarlyDocumentBytes of content are built ahead; the others are left invalid,
+// for insertMessages to build one at a time as the COPY streams them, so the documents
+// of a batch of large messages are never all held at once.
+func batchDocuments(batch []runtime.Message) (wait func() []pgtype.TSVector) {
+	docs := make([]pgtype.TSVector, len(batch))
+	early, size := 0, 0
+	for early < len(batch) && size+len(batch[early].Content) <= maxEarlyDocumentBytes {
+		size += len(batch[early].Content)
+		early++
+	}
+	workers := min(goruntime.GOMAXPROCS(0), (early+documentsPerWorker-1)/documentsPerWorker)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			var b documentBuilder
+			for i := w; i < early; i += workers {
+				docs[i] = b.build(batch[i].Content)
+			}
+		})
+	}
+	return func() []pgtype.TSVector {
+		wg.Wait()
+		return docs
+	}
+}
+
+const (
+	// documentsPerWorker is the smallest share of a batch worth a goroutine of its own.
+	documentsPerWorker = 32
+	// maxEarlyDocumentBytes bounds the content whose documents an append builds ahead.
+	maxEarlyDocumentBytes = 4 << 20
+)
+
 // AppendMessages implements runtime.MessageStore. The batch costs a fixed number of
-// statements whatever its size: lock the heads, copy the new rows, move the heads.
+// statements whatever its size: one locks and moves the heads (claimHeads), one copies
+// the new rows, and only an append that skips records or carries its own sequences
+// needs a third to correct the heads.
 //
 // A batch is assumed to be new, since retries are rare: the first attempt plans and
 // copies without looking for stored IDs. Under the head locks the only way the copy
@@ -69,9 +117,12 @@ func MessageRow(scope runtime.Scope, m runtime.Message) []any {
 // back and a second one reads the stored digests first, so PlanAppend can skip
 // identical repeats and refuse different ones with every offending ID.
 func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, batch []runtime.Message, nowMs int64) (runtime.AppendResult, error) {
-	res, err := s.appendOnce(ctx, scope, batch, nowMs, false)
+	docs := batchDocuments(batch)
+	// Every attempt's goroutines end before the append returns.
+	defer docs()
+	res, err := s.appendOnce(ctx, scope, batch, docs, nowMs, false)
 	if errors.Is(err, errRepeatedID) {
-		res, err = s.appendOnce(ctx, scope, batch, nowMs, true)
+		res, err = s.appendOnce(ctx, scope, batch, docs, nowMs, true)
 	}
 	return res, err
 }
@@ -79,14 +130,10 @@ func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, 
 // errRepeatedID ends an optimistic append that met a stored ID.
 var errRepeatedID = errors.New("the batch repeats a stored message ID")
 
-func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batch []runtime.Message, nowMs int64, lookup bool) (runtime.AppendResult, error) {
+func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batch []runtime.Message, docs func() []pgtype.TSVector, nowMs int64, lookup bool) (runtime.AppendResult, error) {
 	var res runtime.AppendResult
 	err := s.db.InTx(ctx, func(ctx context.Context, tx DBTX) error {
-		conversationIDs := make([]string, 0, len(batch))
-		for _, m := range batch {
-			conversationIDs = append(conversationIDs, m.ConversationID)
-		}
-		last, err := claimConversations(ctx, tx, scope, conversationIDs, nowMs, lockForAppend)
+		last, assumed, err := claimHeads(ctx, tx, scope, batch, nowMs)
 		if err != nil {
 			return err
 		}
@@ -105,14 +152,14 @@ func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batc
 			}
 			return err
 		}
-		if err := insertMessages(ctx, tx, scope, plan.Insert); err != nil {
+		if err := insertMessages(ctx, tx, scope, batch, plan.Insert, docs()); err != nil {
 			var pgErr *pgconn.PgError
 			if !lookup && errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "messages_pkey" {
 				return errRepeatedID
 			}
 			return translate(err)
 		}
-		if err := advanceHeads(ctx, tx, scope, plan.LastSequence); err != nil {
+		if err := correctHeads(ctx, tx, scope, last, assumed, plan.LastSequence); err != nil {
 			return err
 		}
 		res = runtime.AppendResult{Appended: len(plan.Insert), SkippedIDs: plan.SkippedIDs}
@@ -177,29 +224,109 @@ func digests(ctx context.Context, tx DBTX, scope runtime.Scope, batch []runtime.
 	return out, translate(rows.Err())
 }
 
-// insertMessages copies the new rows in one COPY; the error is left untranslated for
-// the caller to recognize a repeated ID. Sequences cannot collide: every appender of
-// these conversations holds their head locks.
-func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, msgs []runtime.Message) error {
+// insertMessages copies the new rows msgs of batch in one COPY, each with the search
+// document docs holds for its record of batch (a record the plan inserts is the first
+// of its ID in the batch), or built now where docs holds none; the error is left untranslated for the caller to recognize a
+// repeated ID. Sequences cannot collide: every appender of these conversations holds
+// their head locks.
+func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, msgs []runtime.Message, docs []pgtype.TSVector) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	type key struct{ conversation, id string }
+	first := make(map[key]int, len(batch))
+	for i := len(batch) - 1; i >= 0; i-- {
+		first[key{batch[i].ConversationID, batch[i].ID}] = i
+	}
+	var late documentBuilder
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"messages"}, MessageColumns, pgx.CopyFromSlice(len(msgs), func(i int) ([]any, error) {
-		return MessageRow(scope, msgs[i]), nil
+		m := msgs[i]
+		doc := docs[first[key{m.ConversationID, m.ID}]]
+		if !doc.Valid {
+			doc = late.build(m.Content)
+		}
+		return messageRow(scope, m, doc), nil
 	}))
 	return err
 }
 
-// advanceHeads records each conversation's new last sequence in one statement.
-func advanceHeads(ctx context.Context, tx DBTX, scope runtime.Scope, last map[string]int64) error {
-	if len(last) == 0 {
-		return nil
+// claimHeads locks the head rows of the batch's conversations in ID order (so that
+// concurrent appenders cannot deadlock), creating missing ones, and returns each one's
+// last sequence before the append. In the same statement it moves each head ahead by
+// the number of the batch's records in its conversation, the outcome of the common
+// append (new records, server-assigned sequences), which then needs no statement of
+// its own; assumed holds those new values for correctHeads. A tombstoned conversation
+// is refused with 409 CONFLICT, reason conversation_deleted.
+//
+// The upsert locks a conflicting head row even where its WHERE clause leaves a
+// tombstone unchanged, and returns only the rows it inserted or updated: a
+// conversation missing from the result is a tombstone.
+func claimHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []runtime.Message, nowMs int64) (last, assumed map[string]int64, err error) {
+	assumed = map[string]int64{}
+	for _, m := range batch {
+		assumed[m.ConversationID]++
 	}
-	ids := make([]string, 0, len(last))
-	seqs := make([]int64, 0, len(last))
-	for id, seq := range last {
-		ids = append(ids, id)
-		seqs = append(seqs, seq)
+	ids := slices.Sorted(maps.Keys(assumed))
+	counts := make([]int64, len(ids))
+	for i, id := range ids {
+		counts[i] = assumed[id]
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO conversations AS c (tenant_id, project_id, conversation_id, last_sequence, created_at_ms)
+		SELECT $1, $2, v.id, v.n, $5 FROM unnest($3::text[], $4::bigint[]) AS v(id, n) ORDER BY v.id
+		ON CONFLICT (tenant_id, project_id, conversation_id) DO UPDATE
+		SET last_sequence = c.last_sequence + excluded.last_sequence
+		WHERE c.deleted_at_ms IS NULL
+		RETURNING c.conversation_id, c.last_sequence`,
+		scope.TenantID, scope.ProjectID, ids, counts, nowMs)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	defer rows.Close()
+	last = make(map[string]int64, len(ids))
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return nil, nil, translate(err)
+		}
+		last[id] = seq - assumed[id]
+		assumed[id] = seq
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, translate(err)
+	}
+	if len(last) < len(ids) {
+		var deleted []string
+		for _, id := range ids {
+			if _, ok := last[id]; !ok {
+				deleted = append(deleted, id)
+			}
+		}
+		return nil, nil, runtime.Errorf(contract.CodeConflict, "the conversation has been deleted").
+			With("reason", "conversation_deleted").With("conversationIds", deleted)
+	}
+	return last, assumed, nil
+}
+
+// correctHeads sets the last sequence of each conversation whose head claimHeads moved
+// to another value than the plan's outcome: where records were skipped, refused or
+// given their own sequences. The common append changes nothing here.
+func correctHeads(ctx context.Context, tx DBTX, scope runtime.Scope, before, assumed, planned map[string]int64) error {
+	var ids []string
+	var seqs []int64
+	for id, was := range before {
+		want := was
+		if seq, ok := planned[id]; ok {
+			want = seq
+		}
+		if want != assumed[id] {
+			ids = append(ids, id)
+			seqs = append(seqs, want)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
 	}
 	_, err := tx.Exec(ctx, `
 		UPDATE conversations c SET last_sequence = v.last_sequence

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -22,6 +23,19 @@ type conversationTable struct {
 	// Column names the conversation; with tenant_id and project_id it must lead an
 	// index, so that a batch of a deletion finds its rows without a scan.
 	Column string
+	// Size lists the columns that may hold more than a few bytes (content, metadata,
+	// search documents): a deletion step sums their stored sizes to bound its bytes.
+	Size []string
+}
+
+// sizeExpr is the stored size of t's large columns in a row, read from the values'
+// headers (pg_column_size never fetches or decompresses a TOASTed value).
+func (t conversationTable) sizeExpr() string {
+	terms := make([]string, len(t.Size))
+	for i, c := range t.Size {
+		terms[i] = "coalesce(pg_column_size(" + pgx.Identifier{c}.Sanitize() + "), 0)"
+	}
+	return "(" + strings.Join(terms, " + ") + ")::bigint"
 }
 
 // conversationTables lists every table holding rows of a conversation, in the order
@@ -30,13 +44,13 @@ type conversationTable struct {
 // that creates such a table adds it here: the deletion job then removes its rows, and
 // the test that scans every column of every table after a deletion proves it.
 var conversationTables = []conversationTable{
-	{Name: "messages", Column: "conversation_id"},
+	{Name: "messages", Column: "conversation_id", Size: []string{"content", "metadata", "search"}},
 	// Windows go last: deleting one cascades to the derivations that name it from
 	// another conversation (a derivation's conversation_id is its target's).
-	{Name: "window_derivations", Column: "conversation_id"},
-	{Name: "model_invocations", Column: "conversation_id"},
-	{Name: "context_window_items", Column: "conversation_id"},
-	{Name: "context_windows", Column: "conversation_id"},
+	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}},
+	{Name: "model_invocations", Column: "conversation_id", Size: []string{"response_content", "error", "metadata"}},
+	{Name: "context_window_items", Column: "conversation_id", Size: []string{"content", "knowledge_evidence", "metadata"}},
+	{Name: "context_windows", Column: "conversation_id", Size: []string{"metadata"}},
 }
 
 // OperationStore keeps operations and enqueues their jobs on River in the same
@@ -69,15 +83,21 @@ type operationArgs struct {
 // Kind names the job kind in River.
 func (operationArgs) Kind() string { return "agent_context_operation" }
 
-// InsertOpts bounds the attempts: after the last one the operation is marked failed.
+// InsertOpts leaves River attempts beyond the operation's own: a job whose worker died
+// in its last attempt is rescued for another run instead of being discarded by River's
+// rescuer, which would leave the operation running forever.
 func (operationArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: operationMaxAttempts}
+	return river.InsertOpts{MaxAttempts: operationMaxAttempts + operationRescueAttempts}
 }
 
-// operationMaxAttempts is how often an operation's job runs before its operation fails.
-// River's backoff (attempt⁴ seconds) spreads ten attempts over about four hours, so a
-// database outage of that length does not fail the operation.
+// operationMaxAttempts is how often an operation's job may fail before its operation is
+// marked failed. River's backoff (attempt⁴ seconds) spreads ten attempts over about
+// four hours, so a database outage of that length does not fail the operation.
 const operationMaxAttempts = 10
+
+// operationRescueAttempts is how many more runs River allows, for jobs rescued after a
+// crash once the failures used up operationMaxAttempts.
+const operationRescueAttempts = 15
 
 // inTx runs fn in a transaction that River can enqueue in.
 func (s *OperationStore) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
@@ -265,9 +285,10 @@ func lockRunning(ctx context.Context, tx pgx.Tx, scope runtime.Scope, id string,
 
 // DeleteConversationStep implements runtime.OperationStore. Rows are picked by ctid so
 // one statement serves every table whatever its key; a batch runs table by table in
-// the order of conversationTables. The total is counted on the first step: after the
-// tombstone no row of the conversation can be added, so it stays exact.
-func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runtime.Scope, operationID, conversationID string, batch int, nowMs int64) (bool, error) {
+// the order of conversationTables, each statement taking rows while the bytes of those
+// before it stay under what is left of the budget. The total is counted on the first
+// step: after the tombstone no row of the conversation can be added, so it stays exact.
+func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runtime.Scope, operationID, conversationID string, bounds runtime.StepBounds, nowMs int64) (bool, error) {
 	var done bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		running, total, err := lockRunning(ctx, tx, scope, operationID, nil)
@@ -288,20 +309,35 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 			}
 			total = &n
 		}
-		var deleted int64
+		var deleted, bytes int64
 		for _, t := range conversationTables {
-			if deleted >= int64(batch) {
+			if deleted >= int64(bounds.Rows) || bytes >= bounds.Bytes {
 				break
 			}
-			name, column := pgx.Identifier{t.Name}.Sanitize(), pgx.Identifier{t.Column}.Sanitize()
-			tag, err := tx.Exec(ctx, fmt.Sprintf(`
-				DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
-					SELECT ctid FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND %[2]s = $3 LIMIT $4))`,
-				name, column), scope.TenantID, scope.ProjectID, conversationID, int64(batch)-deleted)
-			if err != nil {
+			var rows, size int64
+			if err := tx.QueryRow(ctx, fmt.Sprintf(`
+				WITH picked AS (
+				    SELECT ctid, %[3]s AS size FROM %[1]s
+				    WHERE tenant_id = $1 AND project_id = $2 AND %[2]s = $3
+				    LIMIT $4
+				), bounded AS (
+				    SELECT ctid FROM (
+				        SELECT ctid, sum(size) OVER (ORDER BY ctid ROWS UNBOUNDED PRECEDING) - size AS before
+				        FROM picked
+				    ) p
+				    WHERE before < $5
+				), gone AS (
+				    DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT ctid FROM bounded))
+				    RETURNING %[3]s AS size
+				)
+				SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone`,
+				pgx.Identifier{t.Name}.Sanitize(), pgx.Identifier{t.Column}.Sanitize(), t.sizeExpr()),
+				scope.TenantID, scope.ProjectID, conversationID, int64(bounds.Rows)-deleted, bounds.Bytes-bytes).
+				Scan(&rows, &size); err != nil {
 				return translate(err)
 			}
-			deleted += tag.RowsAffected()
+			deleted += rows
+			bytes += size
 		}
 		if deleted > 0 {
 			_, err := tx.Exec(ctx, `
@@ -336,21 +372,30 @@ type retentionCursor struct {
 	AffectedConversations int64  `json:"affectedConversations"`
 }
 
-// retentionStepSQL examines the next $6 messages after the keyset ($4, $5) in
+// retentionStepSQL examines the next messages after the keyset ($4, $5) in
 // (conversation_id, sequence) order, confined by the filter %s (retentionScopeWide or
-// retentionOneConversation, so that each variant plans as a plain index range), and
-// deletes (unless
-// $9, a dry run) those created before $7 (NULL: any time) and, when $8 > 0, older than
-// the $8 newest of their conversation. Messages of tombstoned conversations are left to
-// their deletion. It returns the number examined, the last one examined, and the
+// retentionOneConversation, so that each variant plans as a plain index range): at
+// most $6, and only while the stored bytes of those before stay under $10. It deletes
+// (unless $9, a dry run) those created before $7 (NULL: any time) and, when $8 > 0,
+// older than the $8 newest of their conversation. Messages of tombstoned conversations
+// are left to their deletion. It returns the number of candidates read and the number
+// examined (fewer when the byte bound cut them), the last one examined, and the
 // conversations and number of messages deleted (or that would be).
 const retentionStepSQL = `
-WITH win AS (
-    SELECT conversation_id, sequence, created_at_ms
+WITH cand AS (
+    SELECT conversation_id, sequence, created_at_ms,
+           (pg_column_size(content) + coalesce(pg_column_size(metadata), 0) + pg_column_size(search))::bigint AS size
     FROM messages
     WHERE tenant_id = $1 AND project_id = $2 AND %s
     ORDER BY conversation_id, sequence
     LIMIT $6
+), win AS (
+    SELECT conversation_id, sequence, created_at_ms FROM (
+        SELECT conversation_id, sequence, created_at_ms,
+               sum(size) OVER (ORDER BY conversation_id, sequence ROWS UNBOUNDED PRECEDING) - size AS before
+        FROM cand
+    ) c
+    WHERE before < $10
 ), live AS (
     SELECT c.conversation_id, k.sequence AS keep_from
     FROM (SELECT DISTINCT conversation_id FROM win) c
@@ -380,6 +425,7 @@ WITH win AS (
     SELECT conversation_id FROM deleted
 )
 SELECT
+    (SELECT count(*) FROM cand),
     (SELECT count(*) FROM win),
     (SELECT conversation_id FROM win ORDER BY conversation_id DESC, sequence DESC LIMIT 1),
     (SELECT sequence FROM win ORDER BY conversation_id DESC, sequence DESC LIMIT 1),
@@ -394,7 +440,7 @@ var (
 )
 
 // RetentionStep implements runtime.OperationStore.
-func (s *OperationStore) RetentionStep(ctx context.Context, scope runtime.Scope, operationID string, plan runtime.RetentionPlan, batch int, nowMs int64) (bool, error) {
+func (s *OperationStore) RetentionStep(ctx context.Context, scope runtime.Scope, operationID string, plan runtime.RetentionPlan, bounds runtime.StepBounds, nowMs int64) (bool, error) {
 	var done bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var cur retentionCursor
@@ -408,13 +454,13 @@ func (s *OperationStore) RetentionStep(ctx context.Context, scope runtime.Scope,
 		if plan.ConversationID != "" {
 			conversation, query = &plan.ConversationID, retentionOneConversation
 		}
-		var examined, hits int64
+		var candidates, examined, hits int64
 		var lastConversation *string
 		var lastSequence *int64
 		var affected []string
 		if err := tx.QueryRow(ctx, query, scope.TenantID, scope.ProjectID, conversation,
-			cur.ConversationID, cur.Sequence, int64(batch), plan.CutoffMs, plan.KeepLast, plan.DryRun).
-			Scan(&examined, &lastConversation, &lastSequence, &hits, &affected); err != nil {
+			cur.ConversationID, cur.Sequence, int64(bounds.Rows), plan.CutoffMs, plan.KeepLast, plan.DryRun, bounds.Bytes).
+			Scan(&candidates, &examined, &lastConversation, &lastSequence, &hits, &affected); err != nil {
 			return translate(err)
 		}
 		cur.DeletedMessages += hits
@@ -431,7 +477,9 @@ func (s *OperationStore) RetentionStep(ctx context.Context, scope runtime.Scope,
 		if err != nil {
 			return err
 		}
-		if examined < int64(batch) {
+		// The walk is over when fewer candidates than the bound were left and the
+		// byte bound cut none of them.
+		if candidates < int64(bounds.Rows) && examined == candidates {
 			result, err := json.Marshal(contract.RetentionResult{
 				DeletedMessages: cur.DeletedMessages, AffectedConversations: cur.AffectedConversations,
 			})

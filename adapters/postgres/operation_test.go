@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -38,6 +40,13 @@ type operationBundle struct {
 
 func setupOperations(t testing.TB, batch int) *operationBundle {
 	t.Helper()
+	return setupBoundedOperations(t, batch, 0)
+}
+
+// setupBoundedOperations is setupOperations with steps bounded to batchBytes too
+// (0: the default).
+func setupBoundedOperations(t testing.TB, batch int, batchBytes int64) *operationBundle {
+	t.Helper()
 	pool := pgtest.NewDB(t)
 	db := postgres.NewDB(pool)
 	store, err := postgres.NewOperationStore(db, nil)
@@ -47,7 +56,7 @@ func setupOperations(t testing.TB, batch int) *operationBundle {
 		store:    store,
 		messages: postgres.NewMessageStore(db, postgres.MessageStoreOptions{}),
 		ops: runtime.NewOperations(runtime.OperationsConfig{
-			Store: store, Schema: db, Clock: fixedClock{opNow}, BatchSize: batch,
+			Store: store, Schema: db, Clock: fixedClock{opNow}, BatchSize: batch, BatchBytes: batchBytes,
 		}),
 		scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
 	}
@@ -298,6 +307,92 @@ func TestDeleteConversationSteps(t *testing.T) {
 		{ConversationID: "c", ID: "late", Role: contract.RoleUser, Content: "late"},
 	}, opNow.UnixMilli())
 	require.Equal(t, contract.CodeConflict, runtime.ErrorCode(err))
+}
+
+// hexText returns n bytes of random hex: text Postgres cannot compress, so it is
+// stored at its full size.
+func hexText(t testing.TB, n int) string {
+	t.Helper()
+	raw := make([]byte, n/2)
+	_, err := rand.Read(raw)
+	require.NoError(t, err)
+	return hex.EncodeToString(raw)
+}
+
+// stepOnce runs exactly one step of an operation (the deadline has passed) and
+// returns the operation after it.
+func (b *operationBundle) stepOnce(t *testing.T, id string) contract.Operation {
+	t.Helper()
+	_, err := b.ops.RunOperation(context.Background(), b.scope, id, opNow)
+	require.NoError(t, err)
+	op, err := b.store.Operation(context.Background(), b.scope, id)
+	require.NoError(t, err)
+	return op
+}
+
+// A deletion step is bounded by bytes as well as rows: window items of up to 4 MiB
+// each would otherwise make a step of a thousand rows gigabytes long. A step takes
+// rows while those before stay under the budget, so it always progresses.
+func TestDeleteConversationStepBoundedBytes(t *testing.T) {
+	t.Parallel()
+	const itemBytes = 100 << 10
+	b := setupBoundedOperations(t, 1000, 150<<10)
+	ctx := context.Background()
+	b.seed(t, b.scope, "c", 2)
+	items := make([]contract.WindowItem, 4)
+	for i := range items {
+		items[i] = contract.WindowItem{ID: fmt.Sprintf("i%d", i), Ordinal: i, Kind: "message", Content: hexText(t, itemBytes)}
+	}
+	windows := postgres.NewWindowStore(postgres.NewDB(b.pool))
+	_, _, err := windows.CreateWindow(ctx, b.scope, &contract.Window{
+		ID: "w", Conversation: contract.ConversationRef{ConversationID: "c"}, Stage: "original", Purpose: "p",
+		Items: items, ItemCount: len(items), ContentBytes: 4 * itemBytes, ContentSHA256: "x", CreatedAtMs: 1,
+	})
+	require.NoError(t, err)
+
+	res, _, err := b.ops.DeleteConversation(ctx, b.scope, &contract.DeleteConversationRequest{ConversationID: "c"})
+	require.NoError(t, err)
+	id := res.Operation.ID
+	// Step 1: both small messages, then items while the bytes before stay under
+	// 150 KiB: two (0 and 100 KiB before them). The budget is spent: no more tables.
+	require.Equal(t, contract.OperationProgress{Done: 4, Total: ptr[int64](7)}, b.stepOnce(t, id).Progress)
+	// Step 2: the other two items; step 3: the window; step 4: nothing left, done.
+	require.Equal(t, int64(6), b.stepOnce(t, id).Progress.Done)
+	require.Equal(t, int64(7), b.stepOnce(t, id).Progress.Done)
+	op := b.stepOnce(t, id)
+	require.Equal(t, contract.OperationSucceeded, op.State)
+	require.JSONEq(t, `{"deletedRecords":7}`, string(op.Result))
+	var left int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM context_window_items) + (SELECT count(*) FROM context_windows)`).Scan(&left))
+	require.Zero(t, left)
+}
+
+// A retention step is bounded by bytes as well as rows, and a step cut by the byte
+// bound does not end the walk.
+func TestRetentionStepBoundedBytes(t *testing.T) {
+	t.Parallel()
+	b := setupBoundedOperations(t, 1000, 250<<10)
+	ctx := context.Background()
+	batch := make([]runtime.Message, 5)
+	for i := range batch {
+		batch[i] = runtime.Message{ConversationID: "c", ID: fmt.Sprintf("m%d", i), Role: contract.RoleUser,
+			Content: hexText(t, 100<<10), CreatedAtMs: 1}
+	}
+	_, err := b.messages.AppendMessages(ctx, b.scope, batch, opNow.UnixMilli())
+	require.NoError(t, err)
+	res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](0)}})
+	require.NoError(t, err)
+	id := res.Operation.ID
+
+	op := b.stepOnce(t, id)
+	require.Equal(t, contract.OperationRunning, op.State, "the byte bound cut the step, so the walk goes on")
+	require.Equal(t, int64(3), op.Progress.Done, "rows while the bytes before stay under 250 KiB: 0, 100, 200 KiB")
+	require.Equal(t, seqRange(4, 5), b.sequences(t, b.scope, "c"))
+
+	op = b.stepOnce(t, id)
+	require.Equal(t, contract.RetentionResult{DeletedMessages: 5, AffectedConversations: 1}, retentionResult(t, op))
+	require.Equal(t, contract.OperationProgress{Done: 5, Total: ptr[int64](5)}, op.Progress)
+	require.Empty(t, b.sequences(t, b.scope, "c"))
 }
 
 // A conversation that never existed is tombstoned too, and its deletion succeeds.

@@ -115,64 +115,91 @@ func truncateAt(w string, n int) string {
 	return w[:cut]
 }
 
-// documentVector returns the tsvector of a message's content. The first pass numbers
-// the distinct lexemes and keeps each word's position; the second hands every lexeme
-// its positions from one shared array, so a document costs a few allocations rather
-// than one per word.
+// documentVector returns the tsvector of a message's content.
 func documentVector(text string) pgtype.TSVector {
-	lexemes := make([]pgtype.TSVectorLexeme, 0, len(text)/8)
-	index := make(map[string]int32, len(text)/8)
-	type occurrence struct {
-		lexeme   int32
-		position uint16
+	var b documentBuilder
+	return b.build(text)
+}
+
+// documentBuilder builds tsvectors, keeping its scratch space (the lexeme index, counts
+// and occurrences) from one document to the next, so a batch of documents built by one
+// builder costs two allocations per document: its lexemes and their positions.
+// A builder is not safe for concurrent use.
+type documentBuilder struct {
+	index       map[string]int32 // lexeme → its number in words
+	words       []string
+	counts      []int32  // positions kept per lexeme
+	last        []uint16 // the last position kept per lexeme
+	occurrences []occurrence
+	size        int // what Postgres counts of the document so far
+	position    int
+}
+
+type occurrence struct {
+	lexeme   int32
+	position uint16
+}
+
+// build returns the tsvector of text. The first pass numbers the distinct lexemes and
+// keeps each word's position; the second hands every lexeme its positions from one
+// shared array.
+func (b *documentBuilder) build(text string) pgtype.TSVector {
+	if b.index == nil {
+		b.index = make(map[string]int32, 64)
 	}
-	occurrences := make([]occurrence, 0, len(text)/4)
-	var counts []int32
-	var last []uint16 // the last position kept per lexeme
-	size, position := 0, 0
-	add := func(lexeme string) {
-		position++
-		p := uint16(min(position, maxPositions))
-		i, ok := index[lexeme]
-		if !ok {
-			// What Postgres counts: the lexeme, alignment, a position count and the
-			// first position.
-			if size+len(lexeme)+5 > maxVectorBytes {
-				return
-			}
-			size += len(lexeme) + 5
-			i = int32(len(lexemes))
-			index[lexeme] = i
-			lexemes = append(lexemes, pgtype.TSVectorLexeme{Word: lexeme})
-			counts = append(counts, 1)
-			last = append(last, p)
-			occurrences = append(occurrences, occurrence{i, p})
-			return
-		}
-		if counts[i] < maxPositionsPerLexeme && last[i] < p && size+2 <= maxVectorBytes {
-			size += 2
-			counts[i]++
-			last[i] = p
-			occurrences = append(occurrences, occurrence{i, p})
-		}
-	}
-	scanText(text, add, func(run []rune) {
+	clear(b.index)
+	b.words, b.counts, b.last, b.occurrences = b.words[:0], b.counts[:0], b.last[:0], b.occurrences[:0]
+	b.size, b.position = 0, 0
+	scanText(text, b.add, func(run []rune) {
+		// One string per run; its bigrams and last character are substrings of it.
+		s, at := string(run), 0
 		for i := 0; i+1 < len(run); i++ {
-			add(string(run[i : i+2]))
+			first := utf8.RuneLen(run[i])
+			b.add(s[at : at+first+utf8.RuneLen(run[i+1])])
+			at += first
 		}
-		add(string(run[len(run)-1:]))
+		b.add(s[at:])
 	})
-	positions := make([]pgtype.TSVectorPosition, len(occurrences))
+	lexemes := make([]pgtype.TSVectorLexeme, len(b.words))
+	positions := make([]pgtype.TSVectorPosition, len(b.occurrences))
 	next := 0
-	for i := range lexemes {
-		lexemes[i].Positions = positions[next : next : next+int(counts[i])]
-		next += int(counts[i])
+	for i, w := range b.words {
+		lexemes[i] = pgtype.TSVectorLexeme{Word: w, Positions: positions[next : next : next+int(b.counts[i])]}
+		next += int(b.counts[i])
 	}
-	for _, o := range occurrences {
+	for _, o := range b.occurrences {
 		l := &lexemes[o.lexeme]
 		l.Positions = append(l.Positions, pgtype.TSVectorPosition{Position: o.position})
 	}
 	return pgtype.TSVector{Lexemes: lexemes, Valid: true}
+}
+
+// add records the next word of the document.
+func (b *documentBuilder) add(lexeme string) {
+	b.position++
+	p := uint16(min(b.position, maxPositions))
+	i, ok := b.index[lexeme]
+	if !ok {
+		// What Postgres counts: the lexeme, alignment, a position count and the first
+		// position.
+		if b.size+len(lexeme)+5 > maxVectorBytes {
+			return
+		}
+		b.size += len(lexeme) + 5
+		i = int32(len(b.words))
+		b.index[lexeme] = i
+		b.words = append(b.words, lexeme)
+		b.counts = append(b.counts, 1)
+		b.last = append(b.last, p)
+		b.occurrences = append(b.occurrences, occurrence{i, p})
+		return
+	}
+	if b.counts[i] < maxPositionsPerLexeme && b.last[i] < p && b.size+2 <= maxVectorBytes {
+		b.size += 2
+		b.counts[i]++
+		b.last[i] = p
+		b.occurrences = append(b.occurrences, occurrence{i, p})
+	}
 }
 
 // searchQuery returns the tsquery (as text) that requires every word of text, and the

@@ -1,12 +1,15 @@
 package postgres
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/runtime"
 )
 
 func words(text string) (ws []string, runs []string) {
@@ -40,6 +43,26 @@ func TestDocumentVector(t *testing.T) {
 	}, got)
 	require.True(t, v.Valid)
 	require.Empty(t, documentVector("!!! ...").Lexemes)
+}
+
+// An append builds ahead only the documents of its first 4 MiB of content, each as
+// documentVector would; the rest are left for the COPY to build one at a time.
+func TestBatchDocumentsBoundsEarlyWork(t *testing.T) {
+	t.Parallel()
+	mib := strings.Repeat("a", 1<<20)
+	var batch []runtime.Message
+	for i := range 100 {
+		batch = append(batch, runtime.Message{Content: fmt.Sprintf("word%d 東京タワー", i)})
+	}
+	batch = append(batch, runtime.Message{Content: mib}, runtime.Message{Content: mib}, runtime.Message{Content: mib},
+		runtime.Message{Content: mib}, runtime.Message{Content: "after"})
+	docs := batchDocuments(batch)()
+	require.Len(t, docs, len(batch))
+	for i := range 103 {
+		require.Equal(t, documentVector(batch[i].Content), docs[i], i)
+	}
+	require.False(t, docs[103].Valid)
+	require.False(t, docs[104].Valid)
 }
 
 func TestSearchQuery(t *testing.T) {
@@ -92,8 +115,12 @@ func FuzzDocumentVector(f *testing.F) {
 	for _, seed := range []string{"hello world", "東京タワー", strings.Repeat("ab ", 300), "'\\''"} {
 		f.Add(seed)
 	}
+	var reused documentBuilder
 	f.Fuzz(func(t *testing.T, text string) {
 		v := documentVector(text)
+		// A builder that built other documents before builds the same one.
+		reused.build(text + " 東京 previous document")
+		require.Equal(t, v, reused.build(text))
 		seen := map[string]bool{}
 		for _, l := range v.Lexemes {
 			require.NotEmpty(t, l.Word)
@@ -116,7 +143,8 @@ func BenchmarkDocumentVector(b *testing.B) {
 	text := strings.Repeat("The deployment policy says: roll back the gateway within 5 minutes of an error. ", 4) +
 		"東京タワーに行きました"
 	b.SetBytes(int64(len(text)))
+	var builder documentBuilder // as an append reuses one per worker
 	for b.Loop() {
-		documentVector(text)
+		builder.build(text)
 	}
 }

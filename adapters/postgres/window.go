@@ -22,6 +22,12 @@ func NewWindowStore(db *DB) *WindowStore { return &WindowStore{db: db} }
 
 var _ runtime.WindowStore = (*WindowStore)(nil)
 
+// errRecordExists ends a create's transaction when the ID is taken: the stored record
+// is returned for comparison, and rolling back undoes whatever the create did first
+// (above all, implicitly creating a conversation), so a retry, identical or
+// conflicting, writes nothing.
+var errRecordExists = errors.New("postgres: a record with this ID exists")
+
 // windowItemColumns are the columns of one COPY of a window's items.
 var windowItemColumns = []string{
 	"tenant_id", "project_id", "window_id", "ordinal", "conversation_id", "item_id", "kind",
@@ -41,7 +47,7 @@ func (s *WindowStore) CreateWindow(ctx context.Context, scope runtime.Scope, w *
 	var stored contract.Window
 	created := false
 	err := s.db.InTx(ctx, func(ctx context.Context, tx DBTX) error {
-		if _, err := claimConversations(ctx, tx, scope, []string{w.Conversation.ConversationID}, w.CreatedAtMs, lockShared); err != nil {
+		if err := claimConversation(ctx, tx, scope, w.Conversation.ConversationID, w.CreatedAtMs); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `
@@ -55,8 +61,10 @@ func (s *WindowStore) CreateWindow(ctx context.Context, scope runtime.Scope, w *
 			return translate(err)
 		}
 		if tag.RowsAffected() == 0 {
-			stored, err = windowHeader(ctx, tx, scope, w.ID)
-			return err
+			if stored, err = windowHeader(ctx, tx, scope, w.ID); err != nil {
+				return err
+			}
+			return errRecordExists
 		}
 		if err := copyWindowItems(ctx, tx, scope, w); err != nil {
 			return err
@@ -65,7 +73,7 @@ func (s *WindowStore) CreateWindow(ctx context.Context, scope runtime.Scope, w *
 		stored.Items = nil
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errRecordExists) {
 		return contract.Window{}, false, err
 	}
 	return stored, created, nil
@@ -431,7 +439,7 @@ func (s *WindowStore) SaveInvocation(ctx context.Context, scope runtime.Scope, i
 	created := false
 	err := s.db.InTx(ctx, func(ctx context.Context, tx DBTX) error {
 		conversation := inv.Conversation.ConversationID
-		if _, err := claimConversations(ctx, tx, scope, []string{conversation}, inv.CreatedAtMs, lockShared); err != nil {
+		if err := claimConversation(ctx, tx, scope, conversation, inv.CreatedAtMs); err != nil {
 			return err
 		}
 		var windowConversation string
@@ -482,12 +490,15 @@ func (s *WindowStore) SaveInvocation(ctx context.Context, scope runtime.Scope, i
 				FROM model_invocations m
 				WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.invocation_id = $3`,
 				scope.TenantID, scope.ProjectID, inv.ID))
-			return translate(err)
+			if err != nil {
+				return translate(err)
+			}
+			return errRecordExists
 		}
 		stored, created = *inv, true
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errRecordExists) {
 		return contract.ModelInvocation{}, false, err
 	}
 	return stored, created, nil

@@ -35,7 +35,8 @@ func BenchmarkWindowCreate2000(b *testing.B) {
 	req := windowRequest("", "bench", contract.StageAssembled, contract.MaxWindowItems, benchContent)
 	b.ResetTimer()
 	for i := range b.N {
-		req.ID = fmt.Sprintf("bench-%d", i)
+		id := fmt.Sprintf("bench-%d", i)
+		req.ID = &id
 		if _, _, err := wb.windows.CreateWindow(ctx, wb.p, req); err != nil {
 			b.Fatal(err)
 		}

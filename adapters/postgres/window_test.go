@@ -43,7 +43,8 @@ func windowPrincipal(tenant, project, subject string) runtime.Principal {
 
 func windowPtr[T any](v T) *T { return &v }
 
-// windowRequest builds a create request with n items whose content comes from content.
+// windowRequest builds a create request with n items whose content comes from content;
+// an empty id leaves the ID to the server.
 func windowRequest(id, conversation, stage string, n int, content func(i int) string) *contract.CreateWindowRequest {
 	items := make([]contract.WindowItemInput, n)
 	for i := range items {
@@ -52,8 +53,12 @@ func windowRequest(id, conversation, stage string, n int, content func(i int) st
 			Role: windowPtr(contract.RoleUser), Content: windowPtr(content(i)),
 		}
 	}
+	var windowID *string
+	if id != "" {
+		windowID = &id
+	}
 	return &contract.CreateWindowRequest{
-		ID: id, Conversation: &contract.ConversationRef{ConversationID: conversation},
+		ID: windowID, Conversation: &contract.ConversationRef{ConversationID: conversation},
 		Stage: stage, Purpose: "chat_completion", TokenCount: windowPtr(int64(n * 10)), Items: items,
 	}
 }
@@ -173,6 +178,30 @@ func TestWindowStoreIdempotentCreate(t *testing.T) {
 	require.NotEqual(t, r1.ID, r2.ID)
 }
 
+// TestWindowStoreRetryWritesNothing retries a create naming another conversation: the
+// 409 must not leave that conversation implicitly created, nor anything else.
+func TestWindowStoreRetryWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setupWindows(t)
+	ctx := context.Background()
+	_, _, err := b.windows.CreateWindow(ctx, b.p, windowRequest("w1", "c1", contract.StageOriginal, 2, trickyContent))
+	require.NoError(t, err)
+	_, _, err = b.windows.CreateWindow(ctx, b.p, windowRequest("w1", "c-new", contract.StageOriginal, 2, trickyContent))
+	requireWindowError(t, err, contract.CodeIdempotencyConflict, "")
+	_, created, err := b.windows.CreateWindow(ctx, b.p, windowRequest("w1", "c1", contract.StageOriginal, 2, trickyContent))
+	require.NoError(t, err)
+	require.False(t, created)
+
+	rows, err := b.pool.Query(ctx, `SELECT conversation_id FROM conversations ORDER BY conversation_id`)
+	require.NoError(t, err)
+	conversations, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"c1"}, conversations)
+	var windows, items int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM context_windows), (SELECT count(*) FROM context_window_items)`).Scan(&windows, &items))
+	require.Equal(t, [2]int{1, 2}, [2]int{windows, items})
+}
+
 func TestWindowStoreEmptyWindowAndEvidence(t *testing.T) {
 	t.Parallel()
 	b := setupWindows(t)
@@ -225,9 +254,9 @@ func TestWindowStoreDeletedConversation(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = b.windows.CreateWindow(ctx, b.p, windowRequest("w3", "other", contract.StageCompressed, 1, trickyContent))
 	require.NoError(t, err)
-	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: "d1", SourceWindowID: "w1", TargetWindowID: "w2", Kind: contract.DerivationAssemble})
+	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: windowPtr("d1"), SourceWindowID: "w1", TargetWindowID: "w2", Kind: contract.DerivationAssemble})
 	require.NoError(t, err)
-	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: "d2", SourceWindowID: "w2", TargetWindowID: "w3", Kind: contract.DerivationCompress})
+	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: windowPtr("d2"), SourceWindowID: "w2", TargetWindowID: "w3", Kind: contract.DerivationCompress})
 	require.NoError(t, err)
 	_, err = b.windows.SaveInvocation(ctx, b.p, invocationRequest("i1", "doomed", "w2"))
 	require.NoError(t, err)
@@ -266,7 +295,7 @@ func TestDerivationStoreRules(t *testing.T) {
 		require.NoError(t, err)
 	}
 	req := &contract.CreateDerivationRequest{
-		ID: "ab", SourceWindowID: "a", TargetWindowID: "b", Kind: contract.DerivationCompress,
+		ID: windowPtr("ab"), SourceWindowID: "a", TargetWindowID: "b", Kind: contract.DerivationCompress,
 		Strategy: windowPtr("summarize-oldest"), StrategyVersion: windowPtr("1"),
 		InputTokenCount: windowPtr(int64(9000)), OutputTokenCount: windowPtr(int64(3000)), Metadata: []byte(`{"k": 1}`),
 	}
@@ -287,7 +316,7 @@ func TestDerivationStoreRules(t *testing.T) {
 
 	// Several derivations between the same two windows are allowed.
 	second := *req
-	second.ID = "ab-2"
+	second.ID = windowPtr("ab-2")
 	_, created, err = b.windows.CreateDerivation(ctx, b.p, &second)
 	require.NoError(t, err)
 	require.True(t, created)
@@ -297,16 +326,16 @@ func TestDerivationStoreRules(t *testing.T) {
 	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{SourceWindowID: "a", TargetWindowID: "missing", Kind: contract.DerivationTrim})
 	requireWindowError(t, err, contract.CodeNotFound, "targetWindowId")
 
-	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: "bc", SourceWindowID: "b", TargetWindowID: "c", Kind: contract.DerivationTrim})
+	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: windowPtr("bc"), SourceWindowID: "b", TargetWindowID: "c", Kind: contract.DerivationTrim})
 	require.NoError(t, err)
 	// c → a would close a → b → c → a.
-	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: "ca", SourceWindowID: "c", TargetWindowID: "a", Kind: contract.DerivationReorder})
+	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: windowPtr("ca"), SourceWindowID: "c", TargetWindowID: "a", Kind: contract.DerivationReorder})
 	requireWindowError(t, err, contract.CodeConflict, "")
 	// b → a too (a direct back edge).
-	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: "ba", SourceWindowID: "b", TargetWindowID: "a", Kind: contract.DerivationReorder})
+	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: windowPtr("ba"), SourceWindowID: "b", TargetWindowID: "a", Kind: contract.DerivationReorder})
 	requireWindowError(t, err, contract.CodeConflict, "")
 	// A shortcut a → c is no cycle.
-	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: "ac", SourceWindowID: "a", TargetWindowID: "c", Kind: contract.DerivationAssemble})
+	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: windowPtr("ac"), SourceWindowID: "a", TargetWindowID: "c", Kind: contract.DerivationAssemble})
 	require.NoError(t, err)
 }
 
@@ -366,7 +395,7 @@ func TestLineageStore(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for _, d := range [][3]string{{"d1", "original", "assembled"}, {"d2", "assembled", "compressed"}} {
-		_, _, err := b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: d[0], SourceWindowID: d[1], TargetWindowID: d[2], Kind: contract.DerivationAssemble})
+		_, _, err := b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: windowPtr(d[0]), SourceWindowID: d[1], TargetWindowID: d[2], Kind: contract.DerivationAssemble})
 		require.NoError(t, err)
 	}
 	l, err := b.windows.Lineage(ctx, b.p, &contract.LineageRequest{WindowID: "compressed"})
@@ -429,7 +458,7 @@ func derivationIDs(l contract.Lineage) []string {
 
 func invocationRequest(id, conversation, window string) *contract.CreateModelInvocationRequest {
 	return &contract.CreateModelInvocationRequest{
-		ID: id, Conversation: &contract.ConversationRef{ConversationID: conversation}, RequestWindowID: window,
+		ID: &id, Conversation: &contract.ConversationRef{ConversationID: conversation}, RequestWindowID: window,
 		Provider: "openai", Model: "gpt-4.1-mini", State: contract.InvocationSucceeded,
 		InputTokens: 3000, OutputTokens: 250, CachedTokens: 1024, LatencyMs: 840,
 		FinishReason: windowPtr("stop"), ResponseContent: windowPtr("answer\x00with NUL — ✓"),
@@ -473,7 +502,7 @@ func TestInvocationStore(t *testing.T) {
 	failed.Error = &contract.InvocationError{Code: "rate_limited", Message: "slow down"}
 	failed.ResponseContent = nil
 	failed.ToolName = windowPtr("web_search")
-	failed.AgentID = "planner"
+	failed.AgentID = windowPtr("planner")
 	failed.Metadata = []byte(`{"attempt": 2}`)
 	saved, err = b.windows.SaveInvocation(ctx, b.p, failed)
 	require.NoError(t, err)
@@ -502,7 +531,7 @@ func TestWindowStoreScopes(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = b.windows.CreateWindow(ctx, b.p, windowRequest("w2", "c", contract.StageAssembled, 1, trickyContent))
 	require.NoError(t, err)
-	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: "d", SourceWindowID: "w1", TargetWindowID: "w2", Kind: contract.DerivationAssemble})
+	_, _, err = b.windows.CreateDerivation(ctx, b.p, &contract.CreateDerivationRequest{ID: windowPtr("d"), SourceWindowID: "w1", TargetWindowID: "w2", Kind: contract.DerivationAssemble})
 	require.NoError(t, err)
 	_, err = b.windows.SaveInvocation(ctx, b.p, invocationRequest("i", "c", "w2"))
 	require.NoError(t, err)

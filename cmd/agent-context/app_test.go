@@ -133,7 +133,14 @@ func (m minter) bearer(caps ...string) string {
 // in project "alpha" holding caps.
 func (m minter) tenantBearer(tenant string, caps ...string) string {
 	m.t.Helper()
-	args := []string{"mint", "--sub", "agent-" + tenant, "--tenant", tenant, "--project", "alpha"}
+	return m.scopeBearer(tenant, "alpha", caps...)
+}
+
+// scopeBearer returns an Authorization value for subject "agent-<tenant>" of
+// tenant/project holding caps.
+func (m minter) scopeBearer(tenant, project string, caps ...string) string {
+	m.t.Helper()
+	args := []string{"mint", "--sub", "agent-" + tenant, "--tenant", tenant, "--project", project}
 	for _, c := range caps {
 		args = append(args, "--cap", c)
 	}

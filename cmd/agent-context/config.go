@@ -99,6 +99,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		cfg.TokenAlgorithms = algs
 	}
+	if strings.IndexFunc(cfg.ServiceToken, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		// A token read from a file often keeps its newline; no client could send it
+		// (the bearer token ends at the first space), so every call would be refused.
+		errs = append(errs, "AGENT_CONTEXT_SERVICE_TOKEN must not contain whitespace or control characters")
+	}
 	if cfg.JWKSFile != "" && cfg.JWKSURL != "" {
 		errs = append(errs, "set only one of AGENT_CONTEXT_JWKS_FILE and AGENT_CONTEXT_JWKS_URL")
 	}

@@ -56,24 +56,30 @@ func (c *tenantClient) ok(t *testing.T, status int, path string, body any) map[s
 
 // TestTenantIsolation writes the same IDs in two tenants and proves, on every route,
 // that neither reads, searches, deletes or counts the other's records, and that a third
-// tenant sees nothing at all. It fails when a route of contract.Routes() is not
+// tenant, and the first tenant in another project, see nothing at all. It fails when a route of contract.Routes() is not
 // exercised here, so every new route must join the suite.
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
 	app, minter := startSecuredApp(t)
 	used := &routeSet{seen: map[string]bool{}}
-	client := func(tenant string) *tenantClient {
-		return &tenantClient{app: app, name: tenant, bearer: minter.tenantBearer(tenant, contract.AllCapabilities...), used: used}
+	client := func(tenant, project string) *tenantClient {
+		return &tenantClient{app: app, name: tenant + "-" + project,
+			bearer: minter.scopeBearer(tenant, project, contract.AllCapabilities...), used: used}
 	}
-	a, b, stranger := client("tenant-a"), client("tenant-b"), client("tenant-c")
+	a, b := client("tenant-a", "alpha"), client("tenant-b", "alpha")
+	// Scopes without data: another tenant, and a's tenant in another project.
+	strangers := []*tenantClient{client("tenant-c", "alpha"), client("tenant-a", "beta")}
 	secret := func(c *tenantClient) string { return "zq" + strings.ReplaceAll(c.name, "-", "") + "secret" }
 
-	// The same IDs in both tenants, each with content only it knows.
+	// The same IDs in both tenants, each with content only it knows. Appends dedupe
+	// within a scope only: each tenant's batch is written in full.
 	for _, c := range []*tenantClient{a, b} {
-		c.ok(t, http.StatusOK, contract.RouteMessagesBatch.Path, map[string]any{"messages": []any{
+		appended := c.ok(t, http.StatusOK, contract.RouteMessagesBatch.Path, map[string]any{"messages": []any{
 			map[string]any{"id": "m-1", "scope": map[string]any{"conversationId": "conv-1"}, "role": "user", "content": "hello " + secret(c)},
 			map[string]any{"id": "m-2", "scope": map[string]any{"conversationId": "conv-1"}, "role": "assistant", "content": "answer " + secret(c)},
 		}})
+		require.EqualValues(t, 2, appended["appended"], "%s: %v", c.name, appended)
+		require.EqualValues(t, 0, appended["skipped"], "%s: %v", c.name, appended)
 		for _, w := range []struct{ id, stage string }{{"w-1", "original"}, {"w-2", "assembled"}} {
 			c.ok(t, http.StatusCreated, contract.RouteWindowsCreate.Path, map[string]any{
 				"id": w.id, "conversation": map[string]any{"conversationId": "conv-1"}, "stage": w.stage,
@@ -127,37 +133,52 @@ func TestTenantIsolation(t *testing.T) {
 				Windows     []map[string]any `json:"windows"`
 				Derivations []map[string]any `json:"derivations"`
 			}
-			self.post(t, contract.RouteWindowsLineage.Path, map[string]any{"windowId": "w-2"}).requireOK(t, http.StatusOK, &lineage)
+			r := self.post(t, contract.RouteWindowsLineage.Path, map[string]any{"windowId": "w-2"})
+			r.requireOK(t, http.StatusOK, &lineage)
 			require.Len(t, lineage.Windows, 2)
 			require.Len(t, lineage.Derivations, 1)
+			require.NotContains(t, string(r.Body), theirs)
 		})
 	}
 
-	t.Run("a tenant without data sees nothing", func(t *testing.T) {
-		for _, route := range []contract.Route{contract.RouteMessagesRecent, contract.RouteMessages} {
-			var page struct {
-				Messages []any `json:"messages"`
+	for _, stranger := range strangers {
+		t.Run(stranger.name+" sees nothing", func(t *testing.T) {
+			for _, route := range []contract.Route{contract.RouteMessagesRecent, contract.RouteMessages} {
+				var page struct {
+					Messages []any `json:"messages"`
+				}
+				stranger.post(t, route.Path, map[string]any{"scope": map[string]any{"conversationId": "conv-1"}}).requireOK(t, http.StatusOK, &page)
+				require.Empty(t, page.Messages)
 			}
-			stranger.post(t, route.Path, map[string]any{"scope": map[string]any{"conversationId": "conv-1"}}).requireOK(t, http.StatusOK, &page)
-			require.Empty(t, page.Messages)
-		}
-		var hits struct {
-			Hits []any `json:"hits"`
-		}
-		stranger.post(t, contract.RouteMessagesSearch.Path, map[string]any{"query": secret(a)}).requireOK(t, http.StatusOK, &hits)
-		require.Empty(t, hits.Hits)
-		stranger.post(t, contract.RouteWindowsGet.Path, map[string]any{"windowId": "w-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
-		stranger.post(t, contract.RouteWindowsLineage.Path, map[string]any{"windowId": "w-2"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
-		stranger.post(t, contract.RouteModelInvocationsGet.Path, map[string]any{"invocationId": "inv-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
-		// Another tenant's windows cannot be linked to or invoked against.
-		stranger.post(t, contract.RouteDerivationsCreate.Path, map[string]any{
-			"id": "d-x", "sourceWindowId": "w-1", "targetWindowId": "w-2", "kind": "trim",
-		}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
-		stranger.post(t, contract.RouteModelInvocationsCreate.Path, map[string]any{
-			"id": "inv-x", "conversation": map[string]any{"conversationId": "conv-1"}, "requestWindowId": "w-2",
-			"provider": "openai", "model": "m", "state": "succeeded", "inputTokens": 1, "outputTokens": 1,
-		}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
-	})
+			var hits struct {
+				Hits []any `json:"hits"`
+			}
+			for _, query := range []string{secret(a), secret(b), "hello"} {
+				stranger.post(t, contract.RouteMessagesSearch.Path, map[string]any{"query": query}).requireOK(t, http.StatusOK, &hits)
+				require.Empty(t, hits.Hits, query)
+			}
+			stranger.post(t, contract.RouteWindowsGet.Path, map[string]any{"windowId": "w-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			stranger.post(t, contract.RouteWindowsLineage.Path, map[string]any{"windowId": "w-2"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			stranger.post(t, contract.RouteModelInvocationsGet.Path, map[string]any{"invocationId": "inv-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			// Another scope's windows cannot be linked to or invoked against.
+			stranger.post(t, contract.RouteDerivationsCreate.Path, map[string]any{
+				"id": "d-x", "sourceWindowId": "w-1", "targetWindowId": "w-2", "kind": "trim",
+			}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			stranger.post(t, contract.RouteModelInvocationsCreate.Path, map[string]any{
+				"id": "inv-x", "conversation": map[string]any{"conversationId": "conv-1"}, "requestWindowId": "w-2",
+				"provider": "openai", "model": "m", "state": "succeeded", "inputTokens": 1, "outputTokens": 1,
+			}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			// Nothing to count and nothing to delete.
+			var status contract.MaintenanceStatus
+			stranger.call(t, http.MethodGet, contract.RouteMaintenanceStatus.Path, nil).requireOK(t, http.StatusOK, &status)
+			require.Equal(t, contract.OperationCounts{}, status.Operations)
+			dry := stranger.ok(t, http.StatusAccepted, contract.RouteConversationsRetention.Path, map[string]any{
+				"policy": map[string]any{"keepLastMessages": 0}, "dryRun": true,
+			})
+			result := awaitTenantOperation(t, stranger, dry["operation"].(map[string]any)["id"].(string))
+			require.JSONEq(t, `{"deletedMessages":0,"affectedConversations":0}`, mustJSON(t, result["result"]))
+		})
+	}
 
 	t.Run("retention and deletion stay in their tenant", func(t *testing.T) {
 		dry := b.ok(t, http.StatusAccepted, contract.RouteConversationsRetention.Path, map[string]any{
@@ -166,6 +187,23 @@ func TestTenantIsolation(t *testing.T) {
 		opID := dry["operation"].(map[string]any)["id"].(string)
 		result := awaitTenantOperation(t, b, opID)
 		require.EqualValues(t, 1, result["result"].(map[string]any)["deletedMessages"], "only tenant-b's conversation counts")
+
+		// A real retention run in tenant-b deletes tenant-b's oldest message only, and
+		// only tenant-b's status records the run.
+		run := b.ok(t, http.StatusAccepted, contract.RouteConversationsRetention.Path, map[string]any{
+			"policy": map[string]any{"keepLastMessages": 1},
+		})
+		result = awaitTenantOperation(t, b, run["operation"].(map[string]any)["id"].(string))
+		require.JSONEq(t, `{"deletedMessages":1,"affectedConversations":1}`, mustJSON(t, result["result"]))
+		var recent contract.MessagesResponse
+		a.post(t, contract.RouteMessagesRecent.Path, map[string]any{"scope": map[string]any{"conversationId": "conv-1"}}).
+			requireOK(t, http.StatusOK, &recent)
+		require.Len(t, recent.Messages, 2, "tenant-a's messages with the same IDs are untouched")
+		var statusA, statusB contract.MaintenanceStatus
+		a.call(t, http.MethodGet, contract.RouteMaintenanceStatus.Path, nil).requireOK(t, http.StatusOK, &statusA)
+		b.call(t, http.MethodGet, contract.RouteMaintenanceStatus.Path, nil).requireOK(t, http.StatusOK, &statusB)
+		require.Nil(t, statusA.Retention.LastRunAtMs, "tenant-b's retention run is not tenant-a's")
+		require.NotNil(t, statusB.Retention.LastRunAtMs)
 
 		deleted := b.ok(t, http.StatusAccepted, contract.RouteConversationsDelete.Path, map[string]any{"conversationId": "conv-1"})
 		deleteID := deleted["operation"].(map[string]any)["id"].(string)
@@ -194,14 +232,41 @@ func TestTenantIsolation(t *testing.T) {
 		require.Empty(t, page.Messages)
 	})
 
+	require.Empty(t, unexercised(contract.Routes(), used), "routes not covered by the tenant isolation suite: add them")
+}
+
+// unexercised lists the protected routes of routes that the suite never called.
+func unexercised(routes []contract.Route, used *routeSet) []string {
 	var missing []string
-	for _, r := range contract.Routes() {
+	for _, r := range routes {
 		if !r.Public() && !used.seen[r.Method+" "+r.Path] {
 			missing = append(missing, r.Method+" "+r.Path)
 		}
 	}
 	slices.Sort(missing)
-	require.Empty(t, missing, "routes not covered by the tenant isolation suite: add them")
+	return missing
+}
+
+// TestIsolationSuiteNoticesNewRoutes proves the guard at the end of TestTenantIsolation
+// bites: a route added to the table but not called is reported, a public one is not.
+func TestIsolationSuiteNoticesNewRoutes(t *testing.T) {
+	t.Parallel()
+	used := &routeSet{seen: map[string]bool{}}
+	for _, r := range contract.Routes() {
+		used.add(r.Method, r.Path)
+	}
+	require.Empty(t, unexercised(contract.Routes(), used))
+	added := append(contract.Routes(),
+		contract.Route{Method: http.MethodPost, Path: contract.PrefixContext + "/entries", Capabilities: []string{contract.CapContextWrite}},
+		contract.Route{Method: http.MethodGet, Path: "/metrics"})
+	require.Equal(t, []string{"POST " + contract.PrefixContext + "/entries"}, unexercised(added, used))
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // awaitTenantOperation polls an operation until it finishes and returns it; it fails the

@@ -46,6 +46,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) == 0 {
 		return usageError{"no command given\n" + usage}
 	}
+	if (args[0] == "serve" || args[0] == "version") && len(args) > 1 {
+		// Configuration is environment only: a flag here would be silently ignored.
+		return usageError{fmt.Sprintf("%s takes no arguments (configure it with AGENT_CONTEXT_* variables), got %q\n%s",
+			args[0], args[1], usage)}
+	}
 	switch args[0] {
 	case "serve":
 		cfg, err := LoadConfig(getenv)

@@ -3,8 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,6 +30,82 @@ func TestServeHealthAndReady(t *testing.T) {
 	require.Positive(t, ready.SchemaVersion)
 
 	app.do(t, http.MethodGet, "/nope", nil).requireError(t, http.StatusNotFound, contract.CodeRouteNotFound)
+
+	// HEAD is GET without the body.
+	for _, path := range []string{"/health", "/ready"} {
+		r := app.do(t, http.MethodHead, path, nil)
+		require.Equal(t, http.StatusOK, r.Status, path)
+		require.Empty(t, r.Body)
+		require.Equal(t, "application/json", r.Header.Get("Content-Type"))
+	}
+}
+
+// rawRequest writes a request byte for byte (net/http refuses to send some of these)
+// and returns the status line and the rest of the answer.
+func rawRequest(t *testing.T, addr, request string) (statusLine, rest string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = io.WriteString(conn, request)
+	require.NoError(t, err)
+	out, err := io.ReadAll(conn)
+	require.NoError(t, err)
+	statusLine, rest, _ = strings.Cut(string(out), "\r\n")
+	return statusLine, rest
+}
+
+// TestWireGarbage sends what a careless or hostile client might: bytes HTTP forbids in a
+// header (net/http answers those itself with a plain 400 before any routing, see
+// docs/foundation.md), oversized headers, compressed and BOM-prefixed bodies. Nothing
+// is ever a 5xx, and nothing malformed reaches a handler.
+func TestWireGarbage(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.ServiceToken = "static-secret" })
+	addr := strings.TrimPrefix(app.base, "http://")
+	path := contract.RouteMessagesRecent.Path
+	body := `{"scope":{"conversationId":"c"}}`
+	request := func(extraHeaders string) string {
+		return "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer static-secret\r\n" +
+			"Content-Type: application/json\r\n" + extraHeaders + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body
+	}
+	status, rest := rawRequest(t, addr, request(""))
+	require.Equal(t, "HTTP/1.1 200 OK", status, rest)
+
+	for name, header := range map[string]string{
+		"control character in a scope header":      "x-infra-tenant-id: a\x01b\r\n",
+		"NUL in a scope header":                    "x-infra-subject: a\x00b\r\n",
+		"DEL in the request ID":                    "X-Request-Id: a\x7fb\r\n",
+		"control character in the user credential": "x-infra-user-authorization: Bearer a\x1bb\r\n",
+	} {
+		status, rest := rawRequest(t, addr, request(header))
+		require.Equal(t, "HTTP/1.1 400 Bad Request", status, "%s: %s", name, rest)
+	}
+	// Bytes HTTP allows but IDs do not: the envelope names the header.
+	for header, value := range map[string]string{
+		"x-infra-tenant-id":  "a\tb",
+		"x-infra-project-id": "caf\xe9",
+		"x-infra-subject":    strings.Repeat("s", contract.MaxIDChars+1),
+	} {
+		status, rest := rawRequest(t, addr, request(header+": "+value+"\r\n"))
+		require.Equal(t, "HTTP/1.1 400 Bad Request", status, rest)
+		require.Contains(t, rest, `"code":"VALIDATION_FAILED"`)
+		require.Contains(t, rest, `"field":"`+header+`"`)
+	}
+	status, _ = rawRequest(t, addr, request("X-Filler: "+strings.Repeat("f", 70<<10)+"\r\n"))
+	require.Equal(t, "HTTP/1.1 431 Request Header Fields Too Large", status)
+
+	bearer := []string{"Authorization", "Bearer static-secret"}
+	r := app.do(t, http.MethodPost, path, "\uFEFF"+body, bearer...)
+	r.requireOK(t, http.StatusOK, nil)
+	e := app.do(t, http.MethodPost, path, body, append(bearer, "Content-Encoding", "gzip")...).
+		requireError(t, http.StatusUnsupportedMediaType, contract.CodeUnsupportedMediaType)
+	require.Equal(t, "Content-Encoding", e.Details["field"])
+	rid := strings.Repeat("r", contract.MaxRequestIDChars)
+	r = app.do(t, http.MethodPost, path, body, append(bearer, "X-Request-Id", rid)...)
+	r.requireOK(t, http.StatusOK, nil)
+	require.Equal(t, rid, r.Header.Get("X-Request-Id"))
 }
 
 func TestMigrateStatusWithDSN(t *testing.T) {
@@ -55,6 +137,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"AGENT_CONTEXT_LOG_FORMAT":        "xml",
 		"AGENT_CONTEXT_BIND":              "5120",
 		"AGENT_CONTEXT_DB_MAX_CONNS":      "-1",
+		"AGENT_CONTEXT_SERVICE_TOKEN":     "s3cret\n",
 	} {
 		_, err := LoadConfig(func(k string) string {
 			if k == name {
@@ -75,4 +158,19 @@ func TestCommandLine(t *testing.T) {
 	require.ErrorAs(t, run(context.Background(), nil, func(string) string { return "" }, &out), &usage)
 	require.ErrorAs(t, run(context.Background(), []string{"bogus"}, func(string) string { return "" }, &out), &usage)
 	require.ErrorAs(t, run(context.Background(), []string{"migrate"}, func(string) string { return "" }, &out), &usage)
+
+	for _, args := range [][]string{{"serve", "--bind", "0.0.0.0:80"}, {"version", "extra"}} {
+		require.ErrorAs(t, run(context.Background(), args, func(string) string { return "" }, &out), &usage, "%v", args)
+	}
+
+	// An unknown migrate action is a usage error before the embedded cluster starts.
+	dataDir := t.TempDir()
+	err := run(context.Background(), []string{"migrate", "sideways"}, func(k string) string {
+		return map[string]string{"AGENT_CONTEXT_DATA_DIR": dataDir}[k]
+	}, &out)
+	require.ErrorAs(t, err, &usage)
+	require.ErrorContains(t, err, "sideways")
+	entries, err := os.ReadDir(dataDir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no cluster may be created for a typo")
 }

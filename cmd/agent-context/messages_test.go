@@ -163,6 +163,13 @@ func TestMessagesAppendLimits(t *testing.T) {
 		requireError(t, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
 	require.Equal(t, "messages[1].content", e.Details["field"])
 	require.EqualValues(t, contract.MaxMessageContentBytes, e.Details["limit"])
+	// 1 MiB counts bytes: 524,288 two-byte characters fit, one more byte does not.
+	twoByte := strings.Repeat("é", contract.MaxMessageContentBytes/2)
+	require.Equal(t, 1, app.appendOK(t, batchOf(rec("c", "full2", "user", twoByte))).Appended)
+	e = app.post(t, pathBatch, batchOf(rec("c", "over2", "user", twoByte+"a"))).
+		requireError(t, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
+	require.Equal(t, "messages[0].content", e.Details["field"])
+	require.Equal(t, []string{"full", "full2"}, recordIDs(app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c"}})))
 
 	meta := func(n int) map[string]any {
 		r := rec("c", fmt.Sprintf("meta%d", n), "user", "x")
@@ -174,7 +181,22 @@ func TestMessagesAppendLimits(t *testing.T) {
 	require.Equal(t, "messages[0].metadata", e.Details["field"])
 	require.EqualValues(t, contract.MaxMetadataBytes, e.Details["limit"])
 
+	// Every malformed record is refused with the envelope naming it, and nothing of its
+	// batch is stored: each body below starts with a valid record of conversation
+	// "partial".
+	const valid = `{"id":"ok","scope":{"conversationId":"partial"},"role":"user","content":"x"}`
 	for body, field := range map[string]string{
+		`{"messages":[` + valid + `,{"id":"a","scope":{"conversationId":"c"},"role":"robot","content":"x"}]}`:                                                 "messages[1].role",
+		`{"messages":[` + valid + `,{"id":"a","scope":{"conversationId":"c"},"role":"USER","content":"x"}]}`:                                                  "messages[1].role",
+		`{"messages":[` + valid + `,{"id":"a","scope":{"conversationId":"c"},"role":null,"content":"x"}]}`:                                                    "messages[1].role",
+		`{"messages":[` + valid + `,{"id":"a","scope":{"conversationId":"c"},"role":"user","content":5}]}`:                                                    "messages[1].content",
+		`{"messages":[` + valid + `,{"id":"a","scope":{"conversationId":"c"},"role":"user","content":"\ud800"}]}`:                                             "messages[1].content",
+		`{"messages":[` + valid + `,{"id":"a","scope":{"conversationId":"c"},"role":"user","content":"x","sequence":"1"}]}`:                                   "messages[1].sequence",
+		`{"messages":[` + valid + `,{"id":"a","scope":{"conversationId":"c"},"role":"user","content":"x","role":"user"}]}`:                                    "messages[1].role",
+		`{"messages":[` + valid + `,{"id":"a","scope":{"conversationId":"c"},"role":"user","content":"x","metadata":{"k":1,"k":2}}]}`:                         "messages[1].metadata.k",
+		`{"messages":[` + valid + `,{"id":"` + strings.Repeat("i", contract.MaxIDChars+1) + `","scope":{"conversationId":"c"},"role":"user","content":"x"}]}`: "messages[1].id",
+		`{"messages":[` + valid + `,null]}`: "messages[1].id",
+		`{"messages":[` + valid + `,`:       "messages",
 		`{"messages":[{"id":"a","scope":{"conversationId":"c"},"role":"robot","content":"x"}]}`:                   "messages[0].role",
 		`{"messages":[{"id":"","scope":{"conversationId":"c"},"role":"user","content":"x"}]}`:                     "messages[0].id",
 		`{"messages":[{"id":"a b","scope":{"conversationId":"c"},"role":"user","content":"x"}]}`:                  "messages[0].id",
@@ -190,6 +212,52 @@ func TestMessagesAppendLimits(t *testing.T) {
 		e := app.post(t, pathBatch, body).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
 		require.Equal(t, field, e.Details["field"], body)
 	}
+	require.Empty(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "partial"}}))
+	// A 191-character ID is the longest allowed, counted in characters, not bytes.
+	id191 := strings.Repeat("é", contract.MaxIDChars)
+	require.Equal(t, 1, app.appendOK(t, batchOf(rec(id191, id191, "user", "x"))).Appended)
+	require.Len(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": id191}}), 1)
+}
+
+// Numbers the decoder cannot hold (beyond int64, fractional, exponent spelling) are
+// answered like any other out-of-range number: 400 with details.field and the bound in
+// details.limit, on every route, and nothing is written.
+func TestMessagesAbsurdNumbers(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	for _, n := range []string{"1e100", "99999999999999999999", "-99999999999999999999", "2.5", "1e3", "-1", "0", "501"} {
+		for path, bound := range map[string]float64{pathRecent: 500, pathPage: 500, pathSearch: 100} {
+			body := `{"scope":{"conversationId":"c"},"limit":` + n + `}`
+			if path == pathSearch {
+				body = `{"query":"q","limit":` + n + `}`
+			}
+			if path == pathSearch && n == "501" {
+				continue
+			}
+			e := app.post(t, path, body).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+			require.Equal(t, "limit", e.Details["field"], "%s %s", path, n)
+			require.Equal(t, bound, e.Details["limit"], "%s %s", path, n)
+		}
+		if n == "0" || n == "501" {
+			continue
+		}
+		for _, field := range []string{"sequence", "createdAtMs"} {
+			body := `{"messages":[{"id":"ok","scope":{"conversationId":"c"},"role":"user","content":"x"},` +
+				`{"id":"a","scope":{"conversationId":"c"},"role":"user","content":"x","` + field + `":` + n + `}]}`
+			e := app.post(t, pathBatch, body).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+			require.Equal(t, "messages[1]."+field, e.Details["field"], n)
+			require.Equal(t, float64(runtime.MaxSequence), e.Details["limit"], n)
+		}
+	}
+	// 2^53 is one above the largest sequence.
+	e := app.post(t, pathBatch, `{"messages":[{"id":"a","scope":{"conversationId":"c"},"role":"user","content":"x","sequence":9007199254740992}]}`).
+		requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+	require.Equal(t, float64(runtime.MaxSequence), e.Details["limit"])
+	require.Empty(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c"}}))
+	// Other fields keep the decoder's answer: a wrong type has no bound to report.
+	e = app.post(t, pathRecent, `{"scope":{"conversationId":5}}`).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+	require.Equal(t, "scope.conversationId", e.Details["field"])
+	require.NotContains(t, e.Details, "limit")
 }
 
 func TestMessagesIdempotentAppend(t *testing.T) {
@@ -367,12 +435,23 @@ func TestMessagesPagesUnderConcurrentAppends(t *testing.T) {
 	t.Parallel()
 	app := startApp(t)
 	scope := map[string]any{"conversationId": "live"}
+	// appendBatch runs on another goroutine too, so it reports instead of failing t.
 	appendBatch := func(prefix string) int {
 		var recs []map[string]any
 		for j := range 5 {
 			recs = append(recs, rec("live", fmt.Sprintf("%s-%d", prefix, j), "user", "x"))
 		}
-		return app.post(t, pathBatch, batchOf(recs...)).Status
+		body, err := json.Marshal(batchOf(recs...))
+		if err != nil {
+			return 0
+		}
+		resp, err := app.client.Post(app.base+pathBatch, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
 	}
 	for i := range 20 {
 		require.Equal(t, http.StatusOK, appendBatch(fmt.Sprintf("seed%d", i)))
@@ -411,6 +490,13 @@ func TestMessagesPagesUnderConcurrentAppends(t *testing.T) {
 	}
 	for s := range statuses {
 		require.Equal(t, http.StatusOK, s)
+	}
+	// Once the writer is done, one page holds all 300 records, in order.
+	all := app.page(t, map[string]any{"scope": scope, "limit": 500})
+	require.Len(t, all.Messages, 300)
+	require.Nil(t, all.NextCursor)
+	for i, m := range all.Messages {
+		require.Equal(t, int64(i+1), m.Sequence)
 	}
 }
 
@@ -549,6 +635,8 @@ func startMsgBenchApp(b *testing.B) *msgBenchApp {
 	pool, err := postgres.NewPool(ctx, dsn, postgres.PoolOptions{MaxConns: 4, ApplicationName: "bench-loader"})
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
+	// Connect before the clock starts, so that no timed operation pays for it.
+	require.NoError(b, pool.Ping(ctx))
 	return &msgBenchApp{base: "http://" + m.Addr(), client: &http.Client{Timeout: time.Minute}, pool: pool}
 }
 
@@ -609,6 +697,8 @@ func BenchmarkMessagesAppend(b *testing.B) {
 		return out
 	}
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
+	// One untimed request opens the client's connection and the server's pool.
+	app.post(b, pathBatch, []byte(`{"messages":[{"id":"warm-up","scope":{"conversationId":"warm-up"},"role":"user","content":"x"}]}`), nil)
 	next := map[string]int64{}
 	var httpTime, copyTime time.Duration
 	rows := 0
@@ -658,6 +748,8 @@ func BenchmarkMessagesReadLatency(b *testing.B) {
 	loadMessages(b, app.pool, conversations, perConversation)
 
 	rng := rand.New(rand.NewPCG(3, 5))
+	// One untimed request opens the client's connection and the server's pool.
+	app.post(b, pathRecent, []byte(`{"scope":{"conversationId":"conv-0"}}`), nil)
 	var recent, first, next []time.Duration
 	timed := func(into *[]time.Duration, path string, body any, out any) {
 		data, err := json.Marshal(body)

@@ -14,6 +14,10 @@ import (
 )
 
 func migrateCommand(ctx context.Context, cfg Config, action string, stdout io.Writer) error {
+	if action != "up" && action != "down" && action != "status" {
+		// Checked before anything starts: a typo must not boot the embedded cluster.
+		return usageError{fmt.Sprintf("unknown migrate action %q (want up, down or status)", action)}
+	}
 	dsn := cfg.DatabaseURL
 	if dsn == "" {
 		cluster, err := pgcluster.Start(ctx, pgcluster.Options{
@@ -36,7 +40,7 @@ func migrateCommand(ctx context.Context, cfg Config, action string, stdout io.Wr
 		return m.Up(ctx)
 	case "down":
 		return m.Down(ctx)
-	case "status":
+	default: // status
 		statuses, err := m.Status(ctx)
 		if err != nil {
 			return err
@@ -51,8 +55,6 @@ func migrateCommand(ctx context.Context, cfg Config, action string, stdout io.Wr
 			fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Version, state, at, s.Name)
 		}
 		return w.Flush()
-	default:
-		return usageError{fmt.Sprintf("unknown migrate action %q (want up, down or status)", action)}
 	}
 }
 

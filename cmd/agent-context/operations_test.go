@@ -130,8 +130,28 @@ func columnsContaining(t *testing.T, pool *pgxpool.Pool, needle string) []string
 	return found
 }
 
-// Deleting a conversation hides it at once, keeps it tombstoned, and — once the
-// operation has succeeded — leaves no byte of its content in any column of any table.
+// deletionSecrets are the unique strings TestConversationDeleteEndToEnd writes into
+// every kind of content a conversation holds, so that the scan after the deletion
+// names what was left behind.
+var deletionSecrets = []string{
+	"quixoticzebra",       // message content (and its search document)
+	"wombatmetadata",      // message metadata
+	"narwhalitem",         // window item content
+	"pangolinitemmeta",    // window item metadata
+	"axolotlevidence",     // window item knowledge evidence
+	"capybarawindowmeta",  // window metadata
+	"ibexderivationmeta",  // derivation metadata
+	"ibexstrategy",        // derivation strategy
+	"tapircrossmeta",      // metadata of a derivation from the conversation into another
+	"marmotresponse",      // invocation responseContent
+	"geckoinvocationmeta", // invocation metadata
+	"jackalerror",         // a failed invocation's error message
+}
+
+// Deleting a conversation hides it at once — messages, windows, invocations,
+// derivations, search — keeps it tombstoned for appends, windows and invocations, and,
+// once the operation has succeeded, leaves no byte of its content in any column of any
+// table: only the tombstone and the operation record name it.
 func TestConversationDeleteEndToEnd(t *testing.T) {
 	t.Parallel()
 	app := startApp(t)
@@ -145,6 +165,32 @@ func TestConversationDeleteEndToEnd(t *testing.T) {
 	records = append(records, rec("kept", "k1", "user", "the placidotter stays here"))
 	app.appendOK(t, batchOf(records...))
 	require.Len(t, app.searchIDs(t, map[string]any{"query": "quixoticzebra"}), 12)
+
+	items := winItems(3, func(i int) string { return fmt.Sprintf("narwhalitem %d", i) })
+	items[1]["metadata"] = map[string]any{"note": "pangolinitemmeta"}
+	items = append(items, map[string]any{"id": "kb", "ordinal": 3, "kind": "knowledge_evidence", "content": "narwhalitem kb",
+		"knowledgeEvidence": map[string]any{"provider": "p", "resourceRef": "r", "excerpt": "axolotlevidence"}})
+	w1 := winBody("w1", conv, "original", items)
+	w1["metadata"] = map[string]any{"note": "capybarawindowmeta"}
+	app.createWindow(t, w1)
+	app.createWindow(t, winBody("w2", conv, "compressed", winItems(1, func(int) string { return "narwhalitem summary" })))
+	app.createWindow(t, winBody("kw", "kept", "assembled", winItems(1, func(int) string { return "keptwindowcontent" })))
+	app.post(t, pathDerivations, map[string]any{"id": "d1", "sourceWindowId": "w1", "targetWindowId": "w2", "kind": "compress",
+		"strategy": "ibexstrategy", "metadata": map[string]any{"note": "ibexderivationmeta"}}).requireOK(t, http.StatusCreated, nil)
+	app.post(t, pathDerivations, map[string]any{"id": "d2", "sourceWindowId": "w2", "targetWindowId": "kw", "kind": "assemble",
+		"metadata": map[string]any{"note": "tapircrossmeta"}}).requireOK(t, http.StatusCreated, nil)
+	inv := winInvocation("i1", conv, "w2")
+	inv["responseContent"] = "marmotresponse"
+	inv["metadata"] = map[string]any{"note": "geckoinvocationmeta"}
+	app.post(t, pathInvocations, inv).requireOK(t, http.StatusOK, nil)
+	failed := winInvocation("i2", conv, "w2")
+	failed["state"], failed["responseContent"] = "failed", nil
+	failed["error"] = map[string]any{"code": "upstream", "message": "jackalerror"}
+	app.post(t, pathInvocations, failed).requireOK(t, http.StatusOK, nil)
+	pool := openPool(t, app.dsn)
+	for _, secret := range deletionSecrets {
+		require.NotEmpty(t, columnsContaining(t, pool, secret), "the scan finds %s before the deletion", secret)
+	}
 
 	before := time.Now().UnixMilli()
 	r := app.post(t, pathDelete, map[string]any{"conversationId": conv})
@@ -179,32 +225,57 @@ func TestConversationDeleteEndToEnd(t *testing.T) {
 	require.Empty(t, app.searchIDs(t, map[string]any{"query": "quixoticzebra"}))
 	require.Empty(t, app.searchIDs(t, map[string]any{"query": "quixoticzebra", "scope": scope}))
 	require.Equal(t, []string{"k1"}, app.searchIDs(t, map[string]any{"query": "placidotter"}))
+	for _, w := range []string{"w1", "w2"} {
+		app.post(t, pathWindowsGet, map[string]any{"windowId": w}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		app.post(t, pathWindowsLineage, map[string]any{"windowId": w}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	}
+	for _, i := range []string{"i1", "i2"} {
+		app.post(t, pathInvocationsGet, map[string]any{"invocationId": i}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	}
+	var lineage contract.Lineage
+	app.post(t, pathWindowsLineage, map[string]any{"windowId": "kw"}).requireOK(t, http.StatusOK, &lineage)
+	require.Len(t, lineage.Windows, 1, "the derivation from the deleted conversation is gone from the lineage")
+	require.Empty(t, lineage.Derivations)
 
-	// Tombstoned: an append is refused and changes nothing.
-	e := app.post(t, pathBatch, batchOf(rec(conv, "late", "user", "too late"), rec("kept", "k2", "user", "fine"))).
-		requireError(t, http.StatusConflict, contract.CodeConflict)
-	require.Equal(t, "conversation_deleted", e.Details["reason"])
+	// Tombstoned: an append, a window or an invocation naming it is refused and
+	// changes nothing; a derivation cannot name its windows.
+	for _, refused := range []struct {
+		path string
+		body any
+	}{
+		{pathBatch, batchOf(rec(conv, "late", "user", "too late"), rec("kept", "k2", "user", "fine"))},
+		{pathWindows, winBody("w3", conv, "original", winItems(1, winSmall))},
+		{pathInvocations, winInvocation("i3", conv, "w2")},
+	} {
+		e := app.post(t, refused.path, refused.body).requireError(t, http.StatusConflict, contract.CodeConflict)
+		require.Equal(t, "conversation_deleted", e.Details["reason"], refused.path)
+	}
 	require.Equal(t, []string{"k1"}, recordIDs(app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "kept"}})))
+	app.post(t, pathDerivations, map[string]any{"sourceWindowId": "kw", "targetWindowId": "w1", "kind": "trim"}).
+		requireError(t, http.StatusNotFound, contract.CodeNotFound)
 
 	// Deleting again returns the same operation.
 	status, again := app.deleteConversation(t, conv)
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, op.ID, again.ID)
 
+	// 12 messages, 2 windows with 5 items, the derivation between them and 2
+	// invocations; the derivation into "kept" goes with its source window.
 	done := app.waitOperation(t, op.ID)
 	require.Equal(t, contract.OperationSucceeded, done.State, "%+v", done)
-	require.Equal(t, contract.OperationProgress{Done: 12, Total: ptrTo[int64](12)}, done.Progress)
-	require.JSONEq(t, `{"deletedRecords":12}`, string(done.Result))
+	require.Equal(t, contract.OperationProgress{Done: 22, Total: ptrTo[int64](22)}, done.Progress)
+	require.JSONEq(t, `{"deletedRecords":22}`, string(done.Result))
 	require.NotNil(t, done.StartedAtMs)
 	require.NotNil(t, done.CompletedAtMs)
 	require.GreaterOrEqual(t, *done.CompletedAtMs, *done.StartedAtMs)
 	require.Equal(t, *done.CompletedAtMs, done.UpdatedAtMs)
 	require.Nil(t, done.Error)
 
-	pool := openPool(t, app.dsn)
-	require.Empty(t, columnsContaining(t, pool, "quixoticzebra"))
-	require.Empty(t, columnsContaining(t, pool, "wombatmetadata"))
+	for _, secret := range deletionSecrets {
+		require.Empty(t, columnsContaining(t, pool, secret), "%s remains after the deletion", secret)
+	}
 	require.Contains(t, columnsContaining(t, pool, "placidotter"), "messages.content", "the scan finds what is there")
+	require.Contains(t, columnsContaining(t, pool, "keptwindowcontent"), "context_window_items.content")
 	require.Equal(t, []string{"conversations.conversation_id", "operations.conversation_id", "operations.request"},
 		columnsContaining(t, pool, conv), "only the tombstone and the operation record name the conversation")
 
@@ -442,6 +513,8 @@ func TestOperationSurvivesRestart(t *testing.T) {
 
 	// The worker that died: it ran a few steps (each committed with its progress), and
 	// River still shows its job running, attempted an hour ago by a client that is gone.
+	// The deletion's worker died in the operation's last attempt (the tenth): its job is
+	// rescued all the same, not discarded with its operation left running.
 	pool := openPool(t, first.dsn)
 	db := postgres.NewDB(pool)
 	store, err := postgres.NewOperationStore(db, nil)
@@ -456,9 +529,10 @@ func TestOperationSurvivesRestart(t *testing.T) {
 		}
 	}
 	tag, err := pool.Exec(context.Background(), `
-		UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '1 hour',
-		                     attempted_by = ARRAY['a-replica-that-died']
-		WHERE kind = 'agent_context_operation'`)
+		UPDATE river_job SET state = 'running', attempted_at = now() - interval '1 hour',
+		                     attempted_by = ARRAY['a-replica-that-died'],
+		                     attempt = CASE WHEN args->>'operationId' = $1 THEN 10 ELSE 1 END
+		WHERE kind = 'agent_context_operation'`, del.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), tag.RowsAffected())
 	midway := first.operation(t, ret.ID)
@@ -502,7 +576,7 @@ func TestOperationSurvivesRestart(t *testing.T) {
 	}
 	jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
 	require.NoError(t, err)
-	require.Equal(t, []jobRow{{"completed", 2}, {"completed", 2}}, jobs)
+	require.Equal(t, []jobRow{{"completed", 2}, {"completed", 11}}, jobs)
 }
 
 // The configured default policy runs on its own in every scope holding messages, and
@@ -556,7 +630,7 @@ func TestOperationsConfigErrors(t *testing.T) {
 	require.Equal(t, 720*time.Hour, cfg.RetentionMaxAge)
 	require.Zero(t, cfg.JobWorkers)
 	require.Equal(t, time.Hour, cfg.RetentionInterval)
-	require.Equal(t, 30*time.Second, cfg.JobRescueAfter)
+	require.Equal(t, 15*time.Second, cfg.JobRescueAfter)
 }
 
 func ptrTo[T any](v T) *T { return &v }

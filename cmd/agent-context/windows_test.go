@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,14 +97,30 @@ func TestWindowsCreateAndGet(t *testing.T) {
 	require.Regexp(t, "^[0-9a-f]{64}$", created.ContentSHA256)
 	require.Positive(t, created.CreatedAtMs)
 
-	// Identical retry: 200 with the stored window.
+	// Identical retry: 200 with the stored window. Optional members spelled null are
+	// the same content as absent ones, and metadata compares canonically.
 	var again contract.Window
 	app.post(t, pathWindows, body).requireOK(t, http.StatusOK, &again)
+	require.Equal(t, created, again)
+	spelled := winBody("window-1", "conversation-1", "assembled", winItems(3, winSmall))
+	spelled["metadata"] = json.RawMessage(`{ "trace" : "t-1" }`)
+	for _, it := range spelled["items"].([]map[string]any) {
+		it["sourceRecordId"], it["knowledgeEvidence"], it["metadata"] = nil, nil, nil
+	}
+	app.post(t, pathWindows, spelled).requireOK(t, http.StatusOK, &again)
 	require.Equal(t, created, again)
 	// Same ID, different content: 409 naming the ID.
 	changed := winBody("window-1", "conversation-1", "assembled", winItems(3, func(i int) string { return "other" }))
 	e := app.post(t, pathWindows, changed).requireError(t, http.StatusConflict, contract.CodeIdempotencyConflict)
 	require.Equal(t, []any{"window-1"}, e.Details["ids"])
+	// A conflicting retry naming a new conversation does not create that conversation.
+	elsewhere := winBody("window-1", "conversation-elsewhere", "assembled", winItems(3, winSmall))
+	elsewhere["metadata"] = body["metadata"]
+	app.post(t, pathWindows, elsewhere).requireError(t, http.StatusConflict, contract.CodeIdempotencyConflict)
+	var conversations int
+	require.NoError(t, openPool(t, app.dsn).QueryRow(context.Background(),
+		`SELECT count(*) FROM conversations WHERE conversation_id = 'conversation-elsewhere'`).Scan(&conversations))
+	require.Zero(t, conversations)
 
 	var got contract.Window
 	app.post(t, pathWindowsGet, map[string]any{"windowId": "window-1"}).requireOK(t, http.StatusOK, &got)
@@ -116,12 +134,15 @@ func TestWindowsCreateAndGet(t *testing.T) {
 	require.JSONEq(t, `{"trace":"t-1"}`, string(got.Metadata))
 	require.Equal(t, created.ContentSHA256, got.ContentSHA256)
 
-	// Without an ID the server generates one.
+	// Without an ID (absent or null) the server generates one.
 	generated := app.createWindow(t, winBody("", "conversation-1", "original", []map[string]any{}))
 	require.NotEmpty(t, generated.ID)
-	app.post(t, pathWindowsGet, map[string]any{"windowId": generated.ID}).requireOK(t, http.StatusOK, &got)
-	require.NotNil(t, got.Items)
-	require.Empty(t, got.Items)
+	nullID := winBody("", "conversation-1", "original", []map[string]any{})
+	nullID["id"] = nil
+	require.NotEqual(t, generated.ID, app.createWindow(t, nullID).ID)
+	var empty map[string]json.RawMessage
+	app.post(t, pathWindowsGet, map[string]any{"windowId": generated.ID}).requireOK(t, http.StatusOK, &empty)
+	require.JSONEq(t, `[]`, string(empty["items"]), "an empty window has items: []")
 
 	app.post(t, pathWindowsGet, map[string]any{"windowId": "missing"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
 }
@@ -184,6 +205,7 @@ func TestWindowsSizeLimits(t *testing.T) {
 		requireError(t, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
 	requireWinField(t, e, "items[0].content")
 	require.EqualValues(t, contract.MaxWindowItemContentBytes, e.Details["limit"])
+	app.post(t, pathWindowsGet, map[string]any{"windowId": "w"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
 
 	exact := app.createWindow(t, winBody("exact", "c", "original", winItems(4, func(int) string { return quarter })))
 	require.EqualValues(t, contract.MaxWindowContentBytes, exact.ContentBytes)
@@ -216,6 +238,10 @@ func TestWindowsRequestValidation(t *testing.T) {
 		{"tokenCount negative", `{"conversation": {"conversationId": "c"}, "stage": "original", "purpose": "p", "tokenCount": -1, "items": []}`, 400, "tokenCount"},
 		{"tokenCount fractional", `{"conversation": {"conversationId": "c"}, "stage": "original", "purpose": "p", "tokenCount": 1.5, "items": []}`, 400, "tokenCount"},
 		{"metadata over 64 KiB", `{"conversation": {"conversationId": "c"}, "stage": "original", "purpose": "p", "tokenCount": 1, "items": [], "metadata": {"k": "` + strings.Repeat("m", 64<<10) + `"}}`, 413, "metadata"},
+		{"empty id", `{"id": "", "conversation": {"conversationId": "c"}, "stage": "original", "purpose": "p", "tokenCount": 1, "items": []}`, 400, "id"},
+		{"ordinal repeated", `{"conversation": {"conversationId": "c"}, "stage": "original", "purpose": "p", "tokenCount": 1, "items": [{"id": "i", "ordinal": 0, "kind": "message", "content": ""}, {"id": "j", "ordinal": 0, "kind": "message", "content": ""}]}`, 400, "items[1].ordinal"},
+		{"item id over 191", `{"conversation": {"conversationId": "c"}, "stage": "original", "purpose": "p", "tokenCount": 1, "items": [{"id": "` + strings.Repeat("i", 192) + `", "ordinal": 0, "kind": "message", "content": ""}]}`, 400, "items[0].id"},
+		{"item metadata number beyond a double", `{"conversation": {"conversationId": "c"}, "stage": "original", "purpose": "p", "tokenCount": 1, "items": [{"id": "i", "ordinal": 0, "kind": "message", "content": "", "metadata": {"n": 1e400}}]}`, 400, "items[0].metadata"},
 	}
 	for _, tc := range cases {
 		path := pathWindows
@@ -229,6 +255,18 @@ func TestWindowsRequestValidation(t *testing.T) {
 		e := app.post(t, path, tc.body).requireError(t, tc.status, code)
 		require.Equal(t, tc.field, e.Details["field"], tc.name)
 	}
+	// The last item of a full window is wrong: nothing of the window is stored.
+	late := winItems(contract.MaxWindowItems, winSmall)
+	late[contract.MaxWindowItems-1]["kind"] = "image"
+	e := app.post(t, pathWindows, winBody("late", "c", "original", late)).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+	requireWinField(t, e, "items[1999].kind")
+
+	// Nothing was half-stored: no window, no item, not even the implicit conversation.
+	var windows, items, conversations int
+	require.NoError(t, openPool(t, app.dsn).QueryRow(context.Background(), `
+		SELECT (SELECT count(*) FROM context_windows), (SELECT count(*) FROM context_window_items),
+			(SELECT count(*) FROM conversations)`).Scan(&windows, &items, &conversations))
+	require.Equal(t, [3]int{0, 0, 0}, [3]int{windows, items, conversations})
 }
 
 func TestWindowsKnowledgeEvidenceRoundTrip(t *testing.T) {
@@ -562,4 +600,102 @@ func TestWindowsConversationDeleteRemovesEveryRow(t *testing.T) {
 	app.post(t, pathWindowsLineage, map[string]any{"windowId": "kept"}).requireOK(t, http.StatusOK, &l)
 	require.Len(t, l.Windows, 1)
 	require.Empty(t, l.Derivations)
+}
+
+// requireShape asserts a response body equals want exactly (every member present, null
+// where empty), after copying the server's createdAtMs into want.
+func requireShape(t *testing.T, resp *testResponse, status int, want string) {
+	t.Helper()
+	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(resp.Body, &got))
+	created, ok := got["createdAtMs"].(float64)
+	require.True(t, ok, "createdAtMs: %s", resp.Body)
+	require.Positive(t, created)
+	var expected map[string]any
+	require.NoError(t, json.Unmarshal([]byte(want), &expected))
+	expected["createdAtMs"] = created
+	require.Equal(t, expected, got)
+}
+
+// TestWindowsWireShapes sends the spec's examples and compares the whole answers with
+// the documents the spec shows: every member present, null where empty.
+func TestWindowsWireShapes(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	window := `{"id": "window-1", "conversation": {"conversationId": "conversation-1"}, "stage": "assembled",
+		"purpose": "chat_completion", "tokenCount": 320,
+		"items": [{"id": "item-1", "ordinal": 0, "kind": "message", "role": "user", "content": "hello",
+			"sourceRecordId": "message-1", "knowledgeEvidence": null, "metadata": null},
+			{"id": "item-2", "ordinal": 1, "kind": "tool_result", "content": ""}],
+		"metadata": null}`
+	sum := sha256.Sum256([]byte(`[{"content":"hello","id":"item-1","kind":"message","knowledgeEvidence":null,"metadata":null,"ordinal":0,"role":"user","sourceRecordId":"message-1"},` +
+		`{"content":"","id":"item-2","kind":"tool_result","knowledgeEvidence":null,"metadata":null,"ordinal":1,"role":null,"sourceRecordId":null}]`))
+	header := `"id": "window-1", "conversation": {"conversationId": "conversation-1"}, "stage": "assembled",
+		"purpose": "chat_completion", "tokenCount": 320, "metadata": null, "itemCount": 2, "contentBytes": 5,
+		"contentSha256": "` + hex.EncodeToString(sum[:]) + `"`
+	requireShape(t, app.post(t, pathWindows, window), http.StatusCreated, `{`+header+`}`)
+	requireShape(t, app.post(t, pathWindows, window), http.StatusOK, `{`+header+`}`)
+	requireShape(t, app.post(t, pathWindowsGet, `{"windowId": "window-1"}`), http.StatusOK, `{`+header+`,
+		"items": [{"id": "item-1", "ordinal": 0, "kind": "message", "role": "user", "content": "hello",
+			"sourceRecordId": "message-1", "knowledgeEvidence": null, "metadata": null},
+			{"id": "item-2", "ordinal": 1, "kind": "tool_result", "role": null, "content": "",
+			"sourceRecordId": null, "knowledgeEvidence": null, "metadata": null}]}`)
+
+	app.createWindow(t, winBody("window-2", "conversation-1", "compressed", winItems(1, winSmall)))
+	derivation := `{"id": "derivation-1", "sourceWindowId": "window-1", "targetWindowId": "window-2",
+		"kind": "compress", "strategy": "summarize-oldest", "strategyVersion": "1",
+		"inputTokenCount": 9000, "outputTokenCount": 3000, "inputItemCount": 40, "outputItemCount": 12,
+		"metadata": null}`
+	requireShape(t, app.post(t, pathDerivations, derivation), http.StatusCreated, derivation)
+	requireShape(t, app.post(t, pathDerivations, derivation), http.StatusOK, derivation)
+	bare := `{"id": "derivation-2", "sourceWindowId": "window-1", "targetWindowId": "window-2", "kind": "trim"}`
+	requireShape(t, app.post(t, pathDerivations, bare), http.StatusCreated, `{"id": "derivation-2",
+		"sourceWindowId": "window-1", "targetWindowId": "window-2", "kind": "trim", "strategy": null,
+		"strategyVersion": null, "inputTokenCount": null, "outputTokenCount": null, "inputItemCount": null,
+		"outputItemCount": null, "metadata": null}`)
+
+	var lineage map[string][]map[string]any
+	app.post(t, pathWindowsLineage, `{"windowId": "window-2"}`).requireOK(t, http.StatusOK, &lineage)
+	require.Len(t, lineage["windows"], 2)
+	require.ElementsMatch(t, []string{"id", "stage", "purpose", "tokenCount", "itemCount", "createdAtMs"}, slices.Collect(maps.Keys(lineage["windows"][0])))
+	require.Len(t, lineage["derivations"], 2)
+	require.Len(t, lineage["derivations"][0], 12, "a lineage derivation is the full record")
+
+	invocation := `{"id": "invocation-1", "conversation": {"conversationId": "conversation-1"},
+		"requestWindowId": "window-2", "agentId": "planner", "toolName": null, "provider": "openai",
+		"model": "gpt-4.1-mini", "state": "succeeded", "inputTokens": 3000, "outputTokens": 250,
+		"cachedTokens": 1024, "startedAtMs": 1700000000000, "completedAtMs": 1700000000840, "latencyMs": 840,
+		"finishReason": "stop", "responseContent": "...", "error": null, "metadata": null}`
+	requireShape(t, app.post(t, pathInvocations, invocation), http.StatusOK, invocation)
+	requireShape(t, app.post(t, pathInvocations, invocation), http.StatusOK, invocation)
+	requireShape(t, app.post(t, pathInvocationsGet, `{"invocationId": "invocation-1"}`), http.StatusOK, invocation)
+}
+
+// TestWindowsEmptyIDs checks that an explicit empty ID is an invalid client-chosen ID,
+// not a request to generate one (only an absent or null ID is), on every create route.
+func TestWindowsEmptyIDs(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	app.createWindow(t, winBody("w1", "c", "original", winItems(1, winSmall)))
+	app.createWindow(t, winBody("w2", "c", "assembled", winItems(1, winSmall)))
+	e := app.post(t, pathDerivations, map[string]any{"id": "", "sourceWindowId": "w1", "targetWindowId": "w2", "kind": "assemble"}).
+		requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+	requireWinField(t, e, "id")
+	for _, field := range []string{"id", "agentId"} {
+		inv := winInvocation("i1", "c", "w2")
+		inv[field] = ""
+		e = app.post(t, pathInvocations, inv).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+		requireWinField(t, e, field)
+	}
+	var d contract.Derivation
+	app.post(t, pathDerivations, map[string]any{"id": nil, "sourceWindowId": "w1", "targetWindowId": "w2", "kind": "assemble"}).
+		requireOK(t, http.StatusCreated, &d)
+	require.NotEmpty(t, d.ID)
+	inv := winInvocation("", "c", "w2")
+	inv["id"], inv["agentId"] = nil, nil
+	var m contract.ModelInvocation
+	app.post(t, pathInvocations, inv).requireOK(t, http.StatusOK, &m)
+	require.NotEmpty(t, m.ID)
+	require.Equal(t, "service", m.AgentID, "agentId null is the caller's subject")
 }

@@ -1,0 +1,101 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// scriptedRunner is an OperationRunner whose RunOperation answers as scripted and
+// which records the operations it was asked to fail.
+type scriptedRunner struct {
+	finished bool
+	err      error
+	failed   []string
+}
+
+func (r *scriptedRunner) RunOperation(context.Context, runtime.Scope, string, time.Time) (bool, error) {
+	return r.finished, r.err
+}
+
+func (r *scriptedRunner) FailOperation(_ context.Context, _ runtime.Scope, id string, _ error) error {
+	r.failed = append(r.failed, id)
+	return nil
+}
+
+func (r *scriptedRunner) ScheduleDefaultRetention(context.Context, time.Time, time.Time) (bool, error) {
+	return true, nil
+}
+
+// An operation's job finishes, snoozes unfinished work back into the queue, retries a
+// failed run, fails its operation once the operation's attempts are used up, and hands
+// its job back without failing anything when the queue stops.
+func TestOperationWorkerOutcomes(t *testing.T) {
+	t.Parallel()
+	transient := errors.New("connection reset")
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	cases := []struct {
+		name     string
+		ctx      context.Context
+		finished bool
+		err      error
+		attempt  int
+		want     func(t *testing.T, err error)
+		failed   bool
+	}{
+		{name: "finished", ctx: context.Background(), finished: true, attempt: 1,
+			want: func(t *testing.T, err error) { require.NoError(t, err) }},
+		{name: "unfinished snoozes", ctx: context.Background(), attempt: 1,
+			want: func(t *testing.T, err error) {
+				var snooze *rivertype.JobSnoozeError
+				require.ErrorAs(t, err, &snooze)
+			}},
+		{name: "failed run retries", ctx: context.Background(), err: transient, attempt: operationMaxAttempts - 1,
+			want: func(t *testing.T, err error) {
+				require.ErrorIs(t, err, transient)
+				var cancel *rivertype.JobCancelError
+				require.False(t, errors.As(err, &cancel))
+			}},
+		{name: "last attempt fails the operation", ctx: context.Background(), err: transient, attempt: operationMaxAttempts,
+			failed: true, want: func(t *testing.T, err error) {
+				var cancel *rivertype.JobCancelError
+				require.ErrorAs(t, err, &cancel)
+				require.ErrorIs(t, err, transient)
+			}},
+		{name: "a rescued run past the last attempt fails it too", ctx: context.Background(), err: transient,
+			attempt: operationMaxAttempts + 3, failed: true, want: func(t *testing.T, err error) {
+				var cancel *rivertype.JobCancelError
+				require.ErrorAs(t, err, &cancel)
+			}},
+		{name: "stopping hands the job back", ctx: stopped, err: context.Canceled, attempt: operationMaxAttempts,
+			want: func(t *testing.T, err error) {
+				var snooze *rivertype.JobSnoozeError
+				require.ErrorAs(t, err, &snooze)
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runner := &scriptedRunner{finished: tc.finished, err: tc.err}
+			w := &operationWorker{runner: runner, budget: time.Second}
+			job := &river.Job[operationArgs]{
+				JobRow: &rivertype.JobRow{Attempt: tc.attempt, MaxAttempts: operationArgs{}.InsertOpts().MaxAttempts},
+				Args:   operationArgs{TenantID: "t", ProjectID: "p", OperationID: "op-1"},
+			}
+			tc.want(t, w.Work(tc.ctx, job))
+			if tc.failed {
+				require.Equal(t, []string{"op-1"}, runner.failed)
+			} else {
+				require.Empty(t, runner.failed)
+			}
+		})
+	}
+}

@@ -1,0 +1,69 @@
+package contract_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/contract"
+)
+
+// specCapabilities is the capability table of 02-auth.md written out by hand, so that a
+// wrong entry in contract.Routes() (which the server enforces as it stands) is caught.
+// A route added to contract.Routes() must be added here too.
+var specCapabilities = map[string][]string{
+	"GET /health": nil,
+	"GET /ready":  nil,
+	"POST /internal/v1/context/messages/batch":          {"messages:append"},
+	"POST /internal/v1/context/messages/recent":         {"messages:read"},
+	"POST /internal/v1/context/messages":                {"messages:read"},
+	"GET /internal/v1/context/maintenance/status":       {"messages:read"},
+	"POST /internal/v1/context/messages/search":         {"messages:search"},
+	"POST /internal/v1/context/conversations/delete":    {"messages:delete"},
+	"POST /internal/v1/context/conversations/retention": {"messages:delete"},
+	"POST /internal/v1/context/operations":              {"messages:delete", "context:admin"},
+	"POST /internal/v1/context/windows":                 {"context:write"},
+	"POST /internal/v1/context/derivations":             {"context:write"},
+	"POST /internal/v1/context/model-invocations":       {"context:write"},
+	"POST /internal/v1/context/windows/get":             {"context:read"},
+	"POST /internal/v1/context/windows/lineage":         {"context:read"},
+	"POST /internal/v1/context/model-invocations/get":   {"context:read"},
+}
+
+func TestRoutesMatchTheSpecTable(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, r := range contract.Routes() {
+		key := r.Method + " " + r.Path
+		require.False(t, seen[key], "%s is listed twice", key)
+		seen[key] = true
+		want, ok := specCapabilities[key]
+		require.True(t, ok, "%s is not in the spec table of this test: add it with its capabilities from 02-auth.md", key)
+		require.Equal(t, want, r.Capabilities, key)
+		for _, c := range r.Capabilities {
+			require.True(t, slices.Contains(contract.AllCapabilities, c), "%s requires unknown capability %s", key, c)
+		}
+	}
+	require.Len(t, seen, len(specCapabilities), "a route of the table is missing from contract.Routes()")
+}
+
+// TestCodeTable: every code has a status that matches its class, and the code table's
+// retryable codes are exactly the spec's.
+func TestCodeTable(t *testing.T) {
+	t.Parallel()
+	retryable := []string{}
+	for code, info := range contract.Codes {
+		require.NotEmpty(t, info.Category, code)
+		require.GreaterOrEqual(t, info.Status, 400, code)
+		if info.Retryable {
+			retryable = append(retryable, code)
+		}
+	}
+	slices.Sort(retryable)
+	require.Equal(t, []string{
+		contract.CodeEmbeddingUnavailable, contract.CodeKnowledgeUnavailable, contract.CodeKnowledgeUpstreamError,
+		contract.CodeRateLimited, contract.CodeServiceUnavailable,
+	}, retryable)
+	require.Len(t, contract.Codes, 22)
+}
