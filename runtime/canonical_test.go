@@ -61,7 +61,7 @@ func FuzzWindowDigest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, content, other string) {
 		if !utf8.ValidString(content) || !utf8.ValidString(other) {
-			t.Skip()
+			return // the decoder refuses invalid UTF-8 before a digest is ever taken
 		}
 		meta, err := json.Marshal(map[string]string{other: content})
 		require.NoError(t, err)
