@@ -86,6 +86,14 @@ type DeleteConversationResult struct {
 	DeletedRecords int64 `json:"deletedRecords"`
 }
 
+// Bounds of a retention policy (03-conversations.md): a shorter age or a keep-last of
+// 0 would wipe every conversation in scope; deleting a conversation does that.
+const (
+	MinRetentionMaxAgeMs = 60_000
+	MaxRetentionKeepLast = 1_000_000
+	MinRetentionKeepLast = 1
+)
+
 // RetentionPolicy says which messages retention deletes. At least one field is set.
 // With both, a message is deleted only when it is older than MaxAgeMs and not among the
 // newest KeepLastMessages of its conversation.

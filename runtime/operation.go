@@ -17,17 +17,18 @@ import (
 // transaction that also records its progress, so a step interrupted by a crash left
 // nothing behind and a step that committed is never counted twice.
 type OperationStore interface {
-	// DeleteConversation, in one transaction, tombstones the conversation (creating
-	// its head row when it never existed), stores op as its pending deletion
-	// operation and enqueues the job that removes its rows. When the conversation
-	// already has a deletion operation it changes nothing and returns that one with
-	// created false. Errors: SERVICE_UNAVAILABLE.
-	DeleteConversation(ctx context.Context, scope Scope, conversationID string, op contract.Operation) (stored contract.Operation, created bool, err error)
-	// CreateRetention stores op as a pending retention operation and enqueues its
-	// job, in one transaction. Errors: SERVICE_UNAVAILABLE.
-	CreateRetention(ctx context.Context, scope Scope, op contract.Operation, req contract.RetentionRequest) error
+	// CreateOperations stores ops as pending operations. Their jobs are the caller's
+	// to enqueue in the same transaction. Errors: SERVICE_UNAVAILABLE.
+	CreateOperations(ctx context.Context, ops []NewOperation) error
 	// Operation returns one operation. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
 	Operation(ctx context.Context, scope Scope, id string) (contract.Operation, error)
+	// ConversationDeletion returns the deletion operation of a conversation. Errors:
+	// NOT_FOUND (none yet), SERVICE_UNAVAILABLE.
+	ConversationDeletion(ctx context.Context, scope Scope, conversationID string) (contract.Operation, error)
+	// RestartOperation moves a failed operation back to pending, without its error,
+	// and returns it; its job is the caller's to enqueue. An operation in another state
+	// is returned unchanged. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
+	RestartOperation(ctx context.Context, scope Scope, id string, nowMs int64) (contract.Operation, error)
 	// MaintenanceCounts counts the scope's pending and running operations and those
 	// that failed at or after failedSinceMs, and returns when the scope's latest
 	// succeeded retention run (dry runs excluded) completed. Errors:
@@ -43,42 +44,47 @@ type OperationStore interface {
 	// progress. When none remained it marks the operation succeeded and reports
 	// done. An operation that is no longer running is done without any change.
 	DeleteConversationStep(ctx context.Context, scope Scope, operationID, conversationID string, bounds StepBounds, nowMs int64) (done bool, err error)
-	// RetentionStep examines the messages after the operation's cursor, within
-	// bounds, deletes (or, in a dry run, counts) those plan selects, and advances the
-	// cursor and the counts. After the last message it marks the operation succeeded
-	// with its RetentionResult and reports done. An operation that is no longer
-	// running is done without any change.
+	// RetentionStep deletes (or, in a dry run, counts) the next messages plan
+	// selects, within bounds, after the operation's cursor, and advances the cursor
+	// and the counts. When none is left it marks the operation succeeded with its
+	// RetentionResult and reports done. An operation that is no longer running is
+	// done without any change.
 	RetentionStep(ctx context.Context, scope Scope, operationID string, plan RetentionPlan, bounds StepBounds, nowMs int64) (done bool, err error)
 	// FailOperation marks a pending or running operation failed with opErr.
 	FailOperation(ctx context.Context, scope Scope, id string, opErr contract.OperationError, nowMs int64) error
 
-	// ScheduleRetention examines up to limit scopes that hold messages, in order
-	// after the scope after (nil: from the first), and creates a pending retention
-	// operation of the default policy req, with its job, for each that has none
-	// created at or after sinceMs and none pending or running, in one transaction.
-	// It returns the last scope examined, nil when none was left.
-	ScheduleRetention(ctx context.Context, req contract.RetentionRequest, after *Scope, sinceMs, nowMs int64, limit int) (last *Scope, err error)
+	// DueRetentionScopes examines up to limit scopes that hold messages, in order
+	// after the scope after (nil: from the first), and returns those that have had
+	// no default-policy retention created at or after sinceMs and have none pending
+	// or running, and the last scope examined (nil when none was left).
+	DueRetentionScopes(ctx context.Context, after *Scope, sinceMs int64, limit int) (due []Scope, last *Scope, err error)
+}
+
+// NewOperation is an operation to store with what its job needs besides its request.
+type NewOperation struct {
+	Scope     Scope
+	Operation contract.Operation
+	// ConversationID is the conversation a deletion removes; empty for other kinds.
+	ConversationID string
+	// DefaultPolicy marks a run of the configured default retention policy.
+	DefaultPolicy bool
+	DryRun        bool
 }
 
 // StepBounds bound the work of one job step, and so the length of its transaction
 // and the time it holds locks: at most Rows rows, holding at most about Bytes bytes
-// as stored. Bytes matter as much as rows, because one row may hold megabytes (a
-// window item up to 4 MiB, a message up to 1 MiB): a thousand of them would make a
-// step of gigabytes that outlives the job's timeout. A step always takes at least one
-// row, so it progresses even past a row larger than Bytes.
+// as stored, and no statement longer than Timeout. Bytes matter as much as rows,
+// because one row may hold megabytes (a window item up to 4 MiB, a message up to
+// 1 MiB): a thousand of them would make a step of gigabytes that outlives the job's
+// timeout. A step always takes at least one row, so it progresses even past a row
+// larger than Bytes.
 type StepBounds struct {
 	Rows  int
 	Bytes int64
-}
-
-// RetentionPlan is what one retention run deletes: messages of ConversationID (empty:
-// every conversation of the scope) created before CutoffMs (nil: at any time) and not
-// among the newest KeepLast of their conversation (0: none is kept for being recent).
-type RetentionPlan struct {
-	ConversationID string
-	CutoffMs       *int64
-	KeepLast       int64
-	DryRun         bool
+	// Timeout bounds every statement of a step (0: the connection's own bound). The
+	// job queue's timeout of a run must exceed it, so that a statement never outlives
+	// the run that waits for it.
+	Timeout time.Duration
 }
 
 // SchemaInfo reports the database's applied and newest known schema versions.
@@ -88,7 +94,7 @@ type SchemaInfo interface {
 
 // OperationsConfig configures the operation use cases.
 type OperationsConfig struct {
-	Store  OperationStore
+	DB     UnitOfWork
 	Schema SchemaInfo
 	Clock  Clock
 	// Logger records why operations failed (their error carries only a safe message).
@@ -96,15 +102,18 @@ type OperationsConfig struct {
 	// DefaultMaxAge is the default retention policy that runs periodically in every
 	// scope holding messages; 0 means none.
 	DefaultMaxAge time.Duration
-	// BatchSize bounds the rows one job step touches (default 1000), and BatchBytes
-	// the bytes they hold (default 32 MiB); see StepBounds.
-	BatchSize  int
-	BatchBytes int64
+	// BatchSize bounds the rows one job step touches (default 1000), BatchBytes the
+	// bytes they hold (default 32 MiB) and StepTimeout its statements (default:
+	// the connection's statement timeout); see StepBounds.
+	BatchSize   int
+	BatchBytes  int64
+	StepTimeout time.Duration
 }
 
 // Operations holds the use cases of conversation deletion, retention, operation lookup
 // and maintenance status (03-conversations.md), and runs the work of their jobs.
 type Operations struct {
+	db            UnitOfWork
 	store         OperationStore
 	schema        SchemaInfo
 	clock         Clock
@@ -119,9 +128,6 @@ const (
 	DefaultOperationBatchBytes = 32 << 20
 )
 
-// scheduleBatch is how many scopes one ScheduleRetention call examines.
-const scheduleBatch = 500
-
 // Vector projection facts reported by the maintenance status. No entry projection
 // exists yet, so nothing is ever pending (docs/operations.md).
 const (
@@ -132,8 +138,9 @@ const (
 
 // NewOperations returns the operation use cases.
 func NewOperations(cfg OperationsConfig) *Operations {
-	o := &Operations{store: cfg.Store, schema: cfg.Schema, clock: cfg.Clock, log: cfg.Logger,
-		defaultMaxAge: cfg.DefaultMaxAge, bounds: StepBounds{Rows: cfg.BatchSize, Bytes: cfg.BatchBytes}}
+	o := &Operations{db: cfg.DB, store: cfg.DB.Stores().Operations, schema: cfg.Schema, clock: cfg.Clock,
+		log: cfg.Logger, defaultMaxAge: cfg.DefaultMaxAge,
+		bounds: StepBounds{Rows: cfg.BatchSize, Bytes: cfg.BatchBytes, Timeout: cfg.StepTimeout}}
 	if o.clock == nil {
 		o.clock = SystemClock{}
 	}
@@ -147,65 +154,6 @@ func NewOperations(cfg OperationsConfig) *Operations {
 		o.bounds.Bytes = DefaultOperationBatchBytes
 	}
 	return o
-}
-
-// DeleteConversation tombstones a conversation and starts its physical deletion. It
-// returns the operation and whether it was created now: deleting an already deleted
-// conversation returns the existing operation.
-func (o *Operations) DeleteConversation(ctx context.Context, scope Scope, req *contract.DeleteConversationRequest) (*contract.OperationResponse, bool, error) {
-	if err := ValidateID("conversationId", req.ConversationID); err != nil {
-		return nil, false, err
-	}
-	op, err := o.newOperation(contract.OperationConversationDelete, contract.DeleteConversationRequest{ConversationID: req.ConversationID})
-	if err != nil {
-		return nil, false, err
-	}
-	stored, created, err := o.store.DeleteConversation(ctx, scope, req.ConversationID, op)
-	if err != nil {
-		return nil, false, err
-	}
-	return &contract.OperationResponse{Operation: stored}, created, nil
-}
-
-// Retention validates a retention request and starts it as an operation.
-func (o *Operations) Retention(ctx context.Context, scope Scope, req *contract.RetentionRequest) (*contract.OperationResponse, error) {
-	norm, err := validateRetention(req)
-	if err != nil {
-		return nil, err
-	}
-	op, err := o.newOperation(contract.OperationRetention, norm)
-	if err != nil {
-		return nil, err
-	}
-	if err := o.store.CreateRetention(ctx, scope, op, norm); err != nil {
-		return nil, err
-	}
-	return &contract.OperationResponse{Operation: op}, nil
-}
-
-// validateRetention checks a retention request and returns its normalized form, the
-// operation's request echo.
-func validateRetention(req *contract.RetentionRequest) (contract.RetentionRequest, error) {
-	p := req.Policy
-	if p == nil || (p.MaxAgeMs == nil && p.KeepLastMessages == nil) {
-		return contract.RetentionRequest{}, Invalid("policy", "policy needs maxAgeMs, keepLastMessages or both")
-	}
-	for _, f := range []struct {
-		field string
-		value *int64
-	}{{"policy.maxAgeMs", p.MaxAgeMs}, {"policy.keepLastMessages", p.KeepLastMessages}} {
-		if f.value != nil && (*f.value < 0 || *f.value > MaxSequence) {
-			return contract.RetentionRequest{}, TooMany(f.field, MaxSequence,
-				"%s must be between 0 and %d", f.field, int64(MaxSequence))
-		}
-	}
-	if req.ConversationID != nil {
-		if err := ValidateID("conversationId", *req.ConversationID); err != nil {
-			return contract.RetentionRequest{}, err
-		}
-	}
-	policy := *p
-	return contract.RetentionRequest{Policy: &policy, ConversationID: req.ConversationID, DryRun: req.DryRun}, nil
 }
 
 // newOperation returns a pending operation created now with request echoed.
@@ -328,28 +276,6 @@ func (o *Operations) stepFunc(op contract.Operation) (stepFunc, error) {
 	return nil, fmt.Errorf("no job runs operations of kind %q", op.Kind)
 }
 
-// retentionPlan derives what a retention operation deletes from its request. The age
-// cutoff is fixed by the time the operation was created, so a run resumed later
-// deletes exactly what the first attempt would have.
-func retentionPlan(op contract.Operation) (RetentionPlan, error) {
-	var req contract.RetentionRequest
-	if err := json.Unmarshal(op.Request, &req); err != nil || req.Policy == nil {
-		return RetentionPlan{}, fmt.Errorf("decode the request of operation %s: %v", op.ID, err)
-	}
-	plan := RetentionPlan{DryRun: req.DryRun}
-	if req.ConversationID != nil {
-		plan.ConversationID = *req.ConversationID
-	}
-	if req.Policy.MaxAgeMs != nil {
-		cutoff := op.CreatedAtMs - *req.Policy.MaxAgeMs
-		plan.CutoffMs = &cutoff
-	}
-	if req.Policy.KeepLastMessages != nil {
-		plan.KeepLast = *req.Policy.KeepLastMessages
-	}
-	return plan, nil
-}
-
 // FailOperation marks an operation failed because of cause. The operation's error
 // carries cause's code and client-safe message; an internal cause is reported as
 // INTERNAL without its text, which goes to the log only.
@@ -362,30 +288,4 @@ func (o *Operations) FailOperation(ctx context.Context, scope Scope, id string, 
 	o.log.ErrorContext(ctx, "operation failed", slog.String("operation_id", id),
 		slog.String("tenant", scope.TenantID), slog.String("project", scope.ProjectID), slog.Any("error", cause))
 	return o.store.FailOperation(ctx, scope, id, opErr, o.clock.Now().UnixMilli())
-}
-
-// ScheduleDefaultRetention creates a retention operation of the default policy in
-// every scope holding messages that has not had one since since (the start of this
-// periodic run, so a run resumed after an interruption never schedules a scope twice)
-// and has none in flight. It works until deadline and reports whether it finished.
-func (o *Operations) ScheduleDefaultRetention(ctx context.Context, since, deadline time.Time) (bool, error) {
-	if o.defaultMaxAge <= 0 {
-		return true, nil
-	}
-	maxAge := o.defaultMaxAge.Milliseconds()
-	req := contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: &maxAge}}
-	var after *Scope
-	for {
-		last, err := o.store.ScheduleRetention(ctx, req, after, since.UnixMilli(), o.clock.Now().UnixMilli(), scheduleBatch)
-		if err != nil {
-			return false, err
-		}
-		if last == nil {
-			return true, nil
-		}
-		if !o.clock.Now().Before(deadline) {
-			return false, nil
-		}
-		after = last
-	}
 }

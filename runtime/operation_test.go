@@ -51,14 +51,19 @@ func newStubOperations(ops ...contract.Operation) *stubOperations {
 	return s
 }
 
-func (s *stubOperations) DeleteConversation(_ context.Context, _ runtime.Scope, _ string, op contract.Operation) (contract.Operation, bool, error) {
-	s.created = append(s.created, op)
-	return op, true, nil
+func (s *stubOperations) CreateOperations(_ context.Context, ops []runtime.NewOperation) error {
+	for _, o := range ops {
+		s.created = append(s.created, o.Operation)
+	}
+	return nil
 }
 
-func (s *stubOperations) CreateRetention(_ context.Context, _ runtime.Scope, op contract.Operation, _ contract.RetentionRequest) error {
-	s.created = append(s.created, op)
-	return nil
+func (s *stubOperations) ConversationDeletion(context.Context, runtime.Scope, string) (contract.Operation, error) {
+	return contract.Operation{}, runtime.NotFound("conversationId", "operation")
+}
+
+func (s *stubOperations) RestartOperation(ctx context.Context, scope runtime.Scope, id string, _ int64) (contract.Operation, error) {
+	return s.Operation(ctx, scope, id)
 }
 
 func (s *stubOperations) Operation(_ context.Context, _ runtime.Scope, id string) (contract.Operation, error) {
@@ -108,8 +113,26 @@ func (s *stubOperations) FailOperation(_ context.Context, _ runtime.Scope, id st
 	return nil
 }
 
-func (s *stubOperations) ScheduleRetention(context.Context, contract.RetentionRequest, *runtime.Scope, int64, int64, int) (*runtime.Scope, error) {
-	return nil, nil
+func (s *stubOperations) DueRetentionScopes(context.Context, *runtime.Scope, int64, int) ([]runtime.Scope, *runtime.Scope, error) {
+	return nil, nil, nil
+}
+
+// stubConversations accepts every tombstone.
+type stubConversations struct{}
+
+func (stubConversations) Tombstone(context.Context, runtime.Scope, string, int64) error { return nil }
+
+// stubJobs records the jobs enqueued.
+type stubJobs struct{ jobs []runtime.Job }
+
+func (j *stubJobs) Enqueue(_ context.Context, jobs ...runtime.Job) error {
+	j.jobs = append(j.jobs, jobs...)
+	return nil
+}
+
+// opsDB is a unit of work over store.
+func opsDB(store *stubOperations) stubDB {
+	return stubDB{runtime.Stores{Operations: store, Conversations: stubConversations{}, Jobs: &stubJobs{}}}
 }
 
 type stubSchema struct{ current, latest int64 }
@@ -120,7 +143,7 @@ var opScope = runtime.Scope{TenantID: "t", ProjectID: "p"}
 
 func newOps(store *stubOperations, defaultMaxAge time.Duration) *runtime.Operations {
 	return runtime.NewOperations(runtime.OperationsConfig{
-		Store: store, Schema: stubSchema{4, 5}, Clock: &opClock{t: time.UnixMilli(10_000)}, DefaultMaxAge: defaultMaxAge,
+		DB: opsDB(store), Schema: stubSchema{4, 5}, Clock: &opClock{t: time.UnixMilli(10_000)}, DefaultMaxAge: defaultMaxAge,
 	})
 }
 
@@ -137,9 +160,13 @@ func TestRetentionRequestValidation(t *testing.T) {
 		{"no policy", contract.RetentionRequest{}, "policy"},
 		{"empty policy", contract.RetentionRequest{Policy: &contract.RetentionPolicy{}}, "policy"},
 		{"negative age", contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: int64p(-1)}}, "policy.maxAgeMs"},
-		{"negative keep", contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: int64p(1), KeepLastMessages: int64p(-1)}}, "policy.keepLastMessages"},
-		{"huge keep", contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: int64p(runtime.MaxSequence + 1)}}, "policy.keepLastMessages"},
-		{"bad conversation", contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: int64p(1)}, ConversationID: new("a b")}, "conversationId"},
+		{"age below a minute", contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: int64p(59_999)}}, "policy.maxAgeMs"},
+		{"age past the integer bound", contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: int64p(runtime.MaxSequence + 1)}}, "policy.maxAgeMs"},
+		{"negative keep", contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: int64p(60_000), KeepLastMessages: int64p(-1)}}, "policy.keepLastMessages"},
+		{"keep zero", contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: int64p(0)}}, "policy.keepLastMessages"},
+		{"keep zero beside an age", contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: int64p(60_000), KeepLastMessages: int64p(0)}}, "policy.keepLastMessages"},
+		{"absurd keep", contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: int64p(1_000_001)}}, "policy.keepLastMessages"},
+		{"bad conversation", contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: int64p(60_000)}, ConversationID: new("a b")}, "conversationId"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,14 +183,14 @@ func TestRetentionRequestValidation(t *testing.T) {
 
 	store := newStubOperations()
 	res, err := newOps(store, 0).Retention(context.Background(), opScope, &contract.RetentionRequest{
-		Policy: &contract.RetentionPolicy{KeepLastMessages: int64p(0)}, DryRun: true,
+		Policy: &contract.RetentionPolicy{KeepLastMessages: int64p(1)}, DryRun: true,
 	})
 	require.NoError(t, err)
 	op := res.Operation
 	require.Equal(t, []contract.Operation{op}, store.created)
 	require.Regexp(t, `^op-[0-9a-f-]{36}$`, op.ID)
 	require.Equal(t, contract.OperationPending, op.State)
-	require.JSONEq(t, `{"policy":{"maxAgeMs":null,"keepLastMessages":0},"conversationId":null,"dryRun":true}`, string(op.Request))
+	require.JSONEq(t, `{"policy":{"maxAgeMs":null,"keepLastMessages":1},"conversationId":null,"dryRun":true}`, string(op.Request))
 	require.Equal(t, op.CreatedAtMs, op.UpdatedAtMs)
 }
 
@@ -229,7 +256,7 @@ func TestRunOperationSteps(t *testing.T) {
 	})
 	store.stepsLeft = 5
 	clock := &opClock{t: time.UnixMilli(10_000)}
-	ops := runtime.NewOperations(runtime.OperationsConfig{Store: store, Clock: clock})
+	ops := runtime.NewOperations(runtime.OperationsConfig{DB: opsDB(store), Clock: clock})
 
 	finished, err := ops.RunOperation(context.Background(), opScope, "op-1", time.UnixMilli(0))
 	require.NoError(t, err)
@@ -293,7 +320,7 @@ func TestRetentionPlan(t *testing.T) {
 		Request: []byte(`{"policy":{"maxAgeMs":20000,"keepLastMessages":3},"conversationId":"c","dryRun":true}`),
 	})
 	store.stepsLeft = 2
-	ops := runtime.NewOperations(runtime.OperationsConfig{Store: store, BatchSize: 7, BatchBytes: 4096})
+	ops := runtime.NewOperations(runtime.OperationsConfig{DB: opsDB(store), BatchSize: 7, BatchBytes: 4096})
 	_, err := ops.RunOperation(context.Background(), opScope, "op-1", time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, []runtime.StepBounds{{Rows: 7, Bytes: 4096}, {Rows: 7, Bytes: 4096}}, store.bounds)
@@ -323,7 +350,7 @@ func TestOperationsStatus(t *testing.T) {
 	store.counts = contract.OperationCounts{Pending: 1, Running: 2, FailedLast24h: 3}
 	store.lastRun = int64p(77)
 	ops := runtime.NewOperations(runtime.OperationsConfig{
-		Store: store, Schema: stubSchema{5, 5}, Clock: &opClock{t: time.UnixMilli(100_000_000)}, DefaultMaxAge: 30 * time.Minute,
+		DB: opsDB(store), Schema: stubSchema{5, 5}, Clock: &opClock{t: time.UnixMilli(100_000_000)}, DefaultMaxAge: 30 * time.Minute,
 	})
 	st, err := ops.Status(context.Background(), opScope)
 	require.NoError(t, err)

@@ -27,19 +27,6 @@ type Principal struct {
 // Can reports whether the principal holds capability.
 func (p Principal) Can(capability string) bool { return p.Capabilities[capability] }
 
-type principalKey struct{}
-
-// WithPrincipal returns ctx carrying p.
-func WithPrincipal(ctx context.Context, p Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
-// PrincipalFrom returns the principal stored in ctx by WithPrincipal.
-func PrincipalFrom(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
-	return p, ok
-}
-
 // TokenVerifier verifies a runtime token (a JWT) and returns what it asserts. It
 // returns *Error with INTERNAL_TOKEN_INVALID or INTERNAL_TOKEN_EXPIRED; the message
 // never reveals an expected value.

@@ -79,7 +79,7 @@ const winNowMs = 1_700_000_000_000
 func setupWindowUseCases() (*runtime.Windows, *stubWindowStore, runtime.Principal) {
 	store := &stubWindowStore{}
 	p := runtime.Principal{Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}, Subject: "agent-7"}
-	return runtime.NewWindows(store, winClock(time.UnixMilli(winNowMs))), store, p
+	return runtime.NewWindows(stubDB{runtime.Stores{Windows: store}}, winClock(time.UnixMilli(winNowMs))), store, p
 }
 
 func validWindow() *contract.CreateWindowRequest {

@@ -88,7 +88,6 @@ func (s *Server) routeMiddleware(route contract.Route) echo.MiddlewareFunc {
 				return runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
 					With("requiredCapability", route.Capabilities[0])
 			}
-			c.SetRequest(c.Request().WithContext(runtime.WithPrincipal(c.Request().Context(), p)))
 			return next(c)
 		}
 	}

@@ -25,8 +25,8 @@ type Config struct {
 	Ready  ReadinessChecker
 	// MaxBodyBytes bounds every request body (default 32 MiB, the contract's limit).
 	MaxBodyBytes int64
-	// Conversations serves the conversation message routes.
-	Conversations *runtime.Conversations
+	// Messages serves the conversation message routes.
+	Messages *runtime.Messages
 	// Windows serves the window, derivation, lineage and model invocation routes.
 	Windows *runtime.Windows
 	// Operations serves conversation deletion, retention, operations and the
@@ -43,9 +43,9 @@ type Server struct {
 	maxBody  int64
 	draining atomic.Bool
 
-	conversations *runtime.Conversations
-	windows       *runtime.Windows
-	operations    *runtime.Operations
+	messages   *runtime.Messages
+	windows    *runtime.Windows
+	operations *runtime.Operations
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -57,7 +57,7 @@ func New(cfg Config) *Server {
 		ready:   cfg.Ready,
 		maxBody: cfg.MaxBodyBytes,
 	}
-	s.conversations = cfg.Conversations
+	s.messages = cfg.Messages
 	s.windows = cfg.Windows
 	s.operations = cfg.Operations
 	if s.log == nil {
@@ -73,7 +73,7 @@ func New(cfg Config) *Server {
 
 	s.handle(contract.RouteHealth, s.health)
 	s.handle(contract.RouteReady, s.readyHandler)
-	s.conversationRoutes()
+	s.messageRoutes()
 	s.windowRoutes()
 	s.operationRoutes()
 	return s

@@ -34,3 +34,23 @@ func claimConversation(ctx context.Context, tx DBTX, scope runtime.Scope, id str
 	}
 	return nil
 }
+
+// ConversationStore implements runtime.ConversationStore over conversation heads.
+type ConversationStore struct {
+	db DBTX
+}
+
+var _ runtime.ConversationStore = (*ConversationStore)(nil)
+
+// Tombstone implements runtime.ConversationStore. The head row is locked like an
+// appender locks it, so the tombstone commits either before an append (which then sees
+// it) or after (and the deletion removes what the append wrote).
+func (s *ConversationStore) Tombstone(ctx context.Context, scope runtime.Scope, conversationID string, nowMs int64) error {
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO conversations AS c (tenant_id, project_id, conversation_id, created_at_ms, deleted_at_ms)
+		VALUES ($1, $2, $3, $4, $4)
+		ON CONFLICT (tenant_id, project_id, conversation_id) DO UPDATE
+		SET deleted_at_ms = coalesce(c.deleted_at_ms, excluded.deleted_at_ms)`,
+		scope.TenantID, scope.ProjectID, conversationID, nowMs)
+	return translate(err)
+}

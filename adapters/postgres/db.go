@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -11,18 +12,48 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/agent-context/agent-context/migrations"
+	"github.com/agent-context/agent-context/runtime"
 )
 
 // DBTX is what both *pgxpool.Pool and pgx.Tx offer, so store code runs unchanged
-// inside or outside a transaction.
+// inside or outside a transaction: every store is built over the DBTX it is given.
 type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	// Begin starts a transaction on a pool and a savepoint inside a transaction.
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// inTx is the one transaction helper: it runs fn in a transaction begun on db (a
+// savepoint when db is a transaction already), committed when fn returns nil and
+// rolled back otherwise. The rollback uses a context that outlives a canceled request,
+// so a client hanging up never leaves a transaction open on the connection.
+func inTx(ctx context.Context, db DBTX, fn func(tx pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return translate(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return translate(tx.Commit(ctx))
+}
+
+// setLocalTimeout bounds the statements of tx, until it ends, by d (0: unchanged).
+func setLocalTimeout(ctx context.Context, tx DBTX, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", strconv.FormatInt(d.Milliseconds(), 10))
+	return translate(err)
 }
 
 var (
@@ -78,27 +109,56 @@ func registerVectorTypes(ctx context.Context, conn *pgx.Conn) error {
 	return pgxvec.RegisterTypes(ctx, conn)
 }
 
-// DB is the Postgres side of the runtime's ports.
-type DB struct {
-	Pool *pgxpool.Pool
+// DBOptions tune the stores.
+type DBOptions struct {
+	// SearchTimeout is the statement timeout of a message search, so that one
+	// expensive query cannot hold the database; 0 means DefaultSearchTimeout.
+	SearchTimeout time.Duration
+	Logger        *slog.Logger
 }
 
-// NewDB wraps a pool.
-func NewDB(pool *pgxpool.Pool) *DB { return &DB{Pool: pool} }
+// DB is the Postgres side of the runtime's ports: runtime.UnitOfWork over a pool,
+// with an insert-only River client that enqueues jobs in any transaction.
+type DB struct {
+	Pool   *pgxpool.Pool
+	queue  *river.Client[pgx.Tx]
+	opts   DBOptions
+	stores runtime.Stores
+}
 
-// InTx runs fn in a transaction: committed when fn returns nil, rolled back otherwise.
-// The rollback uses a context that outlives a canceled request, so a client hanging up
-// never leaves a transaction open on the connection.
-func (db *DB) InTx(ctx context.Context, fn func(ctx context.Context, tx DBTX) error) error {
-	tx, err := db.Pool.Begin(ctx)
+var _ runtime.UnitOfWork = (*DB)(nil)
+
+// NewDB returns the unit of work over pool.
+func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
+	if opts.SearchTimeout <= 0 {
+		opts.SearchTimeout = DefaultSearchTimeout
+	}
+	queue, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: opts.Logger})
 	if err != nil {
-		return translate(err)
+		return nil, fmt.Errorf("create the job queue client: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(ctx, tx); err != nil {
-		return err
+	db := &DB{Pool: pool, queue: queue, opts: opts}
+	db.stores = db.over(pool)
+	return db, nil
+}
+
+// Stores implements runtime.UnitOfWork.
+func (db *DB) Stores() runtime.Stores { return db.stores }
+
+// WithinTx implements runtime.UnitOfWork.
+func (db *DB) WithinTx(ctx context.Context, fn func(ctx context.Context, tx runtime.Stores) error) error {
+	return inTx(ctx, db.Pool, func(tx pgx.Tx) error { return fn(ctx, db.over(tx)) })
+}
+
+// over builds every store over h.
+func (db *DB) over(h DBTX) runtime.Stores {
+	return runtime.Stores{
+		Messages:      &MessageStore{db: h, searchTimeout: db.opts.SearchTimeout},
+		Conversations: &ConversationStore{db: h},
+		Windows:       &WindowStore{db: h},
+		Operations:    &OperationStore{db: h},
+		Jobs:          &JobQueue{db: h, client: db.queue},
 	}
-	return translate(tx.Commit(ctx))
 }
 
 // Versions reports the applied schema version and the newest embedded one; /ready

@@ -51,6 +51,26 @@ const (
 	DefaultRescueAfter = 15 * time.Second
 )
 
+// jobTiming is a queue's timing, all derived from its rescue window: a run starts
+// steps until its budget is spent, each step's statements are bounded by
+// stepTimeout, and River cancels a run after jobTimeout, so budget + stepTimeout
+// must stay under jobTimeout (no statement outlives the run that waits for it), and
+// jobTimeout under rescueAfter (a live worker is never taken for a dead one).
+type jobTiming struct {
+	rescueAfter, budget, stepTimeout, jobTimeout time.Duration
+}
+
+func timing(rescueAfter time.Duration) jobTiming {
+	if rescueAfter <= 0 {
+		rescueAfter = DefaultRescueAfter
+	}
+	return jobTiming{rescueAfter: rescueAfter, budget: rescueAfter / 4, stepTimeout: rescueAfter / 5, jobTimeout: rescueAfter / 2}
+}
+
+// StepTimeout is the statement bound of one job step for a queue with rescueAfter
+// (0: DefaultRescueAfter); runtime.OperationsConfig.StepTimeout takes it.
+func StepTimeout(rescueAfter time.Duration) time.Duration { return timing(rescueAfter).stepTimeout }
+
 // Jobs runs operations' jobs on River, which coordinates the replicas through the
 // database: any replica picks up any job, and a job whose worker died is rescued after
 // RescueAfter and resumed where its last committed step left it.
@@ -63,13 +83,10 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultJobWorkers
 	}
-	if opts.RescueAfter <= 0 {
-		opts.RescueAfter = DefaultRescueAfter
-	}
+	tm := timing(opts.RescueAfter)
 	workers := river.NewWorkers()
-	budget := opts.RescueAfter / 4
-	river.AddWorker(workers, &operationWorker{runner: runner, budget: budget})
-	river.AddWorker(workers, &retentionSweepWorker{runner: runner, budget: budget})
+	river.AddWorker(workers, &operationWorker{runner: runner, budget: tm.budget})
+	river.AddWorker(workers, &retentionSweepWorker{runner: runner, budget: tm.budget})
 	var periodic []*river.PeriodicJob
 	if opts.RetentionInterval > 0 {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.RetentionInterval),
@@ -80,11 +97,11 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opts.Workers}},
 		Workers:              workers,
 		PeriodicJobs:         periodic,
-		JobTimeout:           opts.RescueAfter / 2,
-		RescueStuckJobsAfter: opts.RescueAfter,
+		JobTimeout:           tm.jobTimeout,
+		RescueStuckJobsAfter: tm.rescueAfter,
 		// A stop lets running jobs end their current run (at most a budget long),
 		// then cancels them; a cancelled run hands its job back (see Work).
-		SoftStopTimeout: opts.RescueAfter / 2,
+		SoftStopTimeout: tm.jobTimeout,
 		Logger:          opts.Logger,
 	})
 	if err != nil {
@@ -112,9 +129,18 @@ func (j *Jobs) Stop(ctx context.Context) error {
 	return nil
 }
 
+// operationMaxAttempts is how often an operation's job may fail before its operation is
+// marked failed. River's backoff (attempt⁴ seconds) spreads ten attempts over about
+// four hours, so a database outage of that length does not fail the operation.
+const operationMaxAttempts = 10
+
+// operationRescueAttempts is how many more runs River allows, for jobs rescued after a
+// crash once the failures used up operationMaxAttempts.
+const operationRescueAttempts = 15
+
 // operationWorker runs operations' jobs.
 type operationWorker struct {
-	river.WorkerDefaults[operationArgs]
+	river.WorkerDefaults[runtime.OperationJob]
 	runner OperationRunner
 	budget time.Duration
 }
@@ -122,7 +148,7 @@ type operationWorker struct {
 // Work runs the operation for one budget. Unfinished work is snoozed (back in the
 // queue at once, without using up an attempt), so a long deletion is a series of short
 // runs that any replica may continue.
-func (w *operationWorker) Work(ctx context.Context, job *river.Job[operationArgs]) error {
+func (w *operationWorker) Work(ctx context.Context, job *river.Job[runtime.OperationJob]) error {
 	scope := runtime.Scope{TenantID: job.Args.TenantID, ProjectID: job.Args.ProjectID}
 	finished, err := w.runner.RunOperation(ctx, scope, job.Args.OperationID, time.Now().Add(w.budget))
 	switch {

@@ -86,9 +86,9 @@ func TestOperationWorkerOutcomes(t *testing.T) {
 			t.Parallel()
 			runner := &scriptedRunner{finished: tc.finished, err: tc.err}
 			w := &operationWorker{runner: runner, budget: time.Second}
-			job := &river.Job[operationArgs]{
-				JobRow: &rivertype.JobRow{Attempt: tc.attempt, MaxAttempts: operationArgs{}.InsertOpts().MaxAttempts},
-				Args:   operationArgs{TenantID: "t", ProjectID: "p", OperationID: "op-1"},
+			job := &river.Job[runtime.OperationJob]{
+				JobRow: &rivertype.JobRow{Attempt: tc.attempt, MaxAttempts: insertOpts(runtime.OperationJob{}).MaxAttempts},
+				Args:   runtime.OperationJob{TenantID: "t", ProjectID: "p", OperationID: "op-1"},
 			}
 			tc.want(t, w.Work(tc.ctx, job))
 			if tc.failed {
@@ -97,5 +97,18 @@ func TestOperationWorkerOutcomes(t *testing.T) {
 				require.Empty(t, runner.failed)
 			}
 		})
+	}
+}
+
+// Every rescue window gives a timing in which a run's last step, bounded by the step
+// timeout, ends before River's job timeout, which comes before the rescue.
+func TestJobTimingKeepsStatementsInsideTheJob(t *testing.T) {
+	t.Parallel()
+	for _, rescue := range []time.Duration{0, 100 * time.Millisecond, time.Second, DefaultRescueAfter, time.Hour} {
+		tm := timing(rescue)
+		require.Positive(t, tm.stepTimeout, "rescue window %s", rescue)
+		require.Less(t, tm.budget+tm.stepTimeout, tm.jobTimeout, "rescue window %s", rescue)
+		require.Less(t, tm.jobTimeout, tm.rescueAfter, "rescue window %s", rescue)
+		require.Equal(t, tm.stepTimeout, StepTimeout(rescue))
 	}
 }

@@ -24,29 +24,14 @@ import (
 // otherwise.
 const DefaultSearchTimeout = 5 * time.Second
 
-// MessageStoreOptions tune the message store.
-type MessageStoreOptions struct {
-	// SearchTimeout is the statement timeout of a search, so that one expensive query
-	// cannot hold the database; 0 means DefaultSearchTimeout.
-	SearchTimeout time.Duration
-}
-
 // MessageStore keeps conversation messages in the messages table, with conversation
 // heads (sequence allocation, tombstones) in conversations.
 type MessageStore struct {
-	db            *DB
+	db            DBTX
 	searchTimeout time.Duration
 }
 
 var _ runtime.MessageStore = (*MessageStore)(nil)
-
-// NewMessageStore returns the store over db.
-func NewMessageStore(db *DB, opts MessageStoreOptions) *MessageStore {
-	if opts.SearchTimeout <= 0 {
-		opts.SearchTimeout = DefaultSearchTimeout
-	}
-	return &MessageStore{db: db, searchTimeout: opts.SearchTimeout}
-}
 
 // MessageColumns are the columns of the messages table an append copies, in the order
 // of MessageRow.
@@ -57,14 +42,14 @@ var MessageColumns = []string{
 
 // MessageRow is the row an append copies for m (with its sequence and time filled in),
 // search document included. Benchmarks and bulk loaders copy the very same rows.
-func MessageRow(scope runtime.Scope, m runtime.Message) []any {
+func MessageRow(scope runtime.Scope, m contract.ConversationRecord) []any {
 	return messageRow(scope, m, documentVector(m.Content))
 }
 
-func messageRow(scope runtime.Scope, m runtime.Message, doc pgtype.TSVector) []any {
+func messageRow(scope runtime.Scope, m contract.ConversationRecord, doc pgtype.TSVector) []any {
 	return []any{
-		scope.TenantID, scope.ProjectID, m.ConversationID, m.ID, m.Sequence, m.Role, m.Content,
-		m.CreatedAtMs, m.Metadata, doc,
+		scope.TenantID, scope.ProjectID, m.Scope.ConversationID, m.ID, m.Sequence, m.Role, m.Content,
+		m.CreatedAtMs, []byte(m.Metadata), doc,
 	}
 }
 
@@ -75,7 +60,7 @@ func messageRow(scope runtime.Scope, m runtime.Message, doc pgtype.TSVector) []a
 // first maxEarlyDocumentBytes of content are built ahead; the others are left invalid,
 // for insertMessages to build one at a time as the COPY streams them, so the documents
 // of a batch of large messages are never all held at once.
-func batchDocuments(batch []runtime.Message) (wait func() []pgtype.TSVector) {
+func batchDocuments(batch []contract.ConversationRecord) (wait func() []pgtype.TSVector) {
 	docs := make([]pgtype.TSVector, len(batch))
 	early, size := 0, 0
 	for early < len(batch) && size+len(batch[early].Content) <= maxEarlyDocumentBytes {
@@ -116,13 +101,13 @@ const (
 // violation); then, or when the plan without stored records fails, the attempt rolls
 // back and a second one reads the stored digests first, so PlanAppend can skip
 // identical repeats and refuse different ones with every offending ID.
-func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, batch []runtime.Message, nowMs int64) (runtime.AppendResult, error) {
+func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, batch []contract.ConversationRecord, planner runtime.AppendPlanner, nowMs int64) (runtime.AppendResult, error) {
 	docs := batchDocuments(batch)
 	// Every attempt's goroutines end before the append returns.
 	defer docs()
-	res, err := s.appendOnce(ctx, scope, batch, docs, nowMs, false)
+	res, err := s.appendOnce(ctx, scope, batch, planner, docs, nowMs, false)
 	if errors.Is(err, errRepeatedID) {
-		res, err = s.appendOnce(ctx, scope, batch, docs, nowMs, true)
+		res, err = s.appendOnce(ctx, scope, batch, planner, docs, nowMs, true)
 	}
 	return res, err
 }
@@ -130,9 +115,9 @@ func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, 
 // errRepeatedID ends an optimistic append that met a stored ID.
 var errRepeatedID = errors.New("the batch repeats a stored message ID")
 
-func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batch []runtime.Message, docs func() []pgtype.TSVector, nowMs int64, lookup bool) (runtime.AppendResult, error) {
+func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batch []contract.ConversationRecord, planner runtime.AppendPlanner, docs func() []pgtype.TSVector, nowMs int64, lookup bool) (runtime.AppendResult, error) {
 	var res runtime.AppendResult
-	err := s.db.InTx(ctx, func(ctx context.Context, tx DBTX) error {
+	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		last, assumed, err := claimHeads(ctx, tx, scope, batch, nowMs)
 		if err != nil {
 			return err
@@ -143,7 +128,7 @@ func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batc
 				return err
 			}
 		}
-		plan, err := runtime.PlanAppend(batch, last, existing, nowMs)
+		plan, err := planner(batch, last, existing, nowMs)
 		if err != nil {
 			// Without the stored records a repeat may look like a sequence collision,
 			// and a refusal may not name every conflicting ID: decide with them.
@@ -185,11 +170,11 @@ func hasMessages(last map[string]int64) bool {
 // it, makes this one primary-key probe per ID whatever the statistics say (a generic
 // plan over stale ones once joined every row of the scope). The content is compared by
 // hash: a retry of 500 large records does not read them all back.
-func digests(ctx context.Context, tx DBTX, scope runtime.Scope, batch []runtime.Message, last map[string]int64) ([]runtime.MessageDigest, error) {
+func digests(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contract.ConversationRecord, last map[string]int64) ([]runtime.MessageDigest, error) {
 	var conversationIDs, ids []string
 	for _, m := range batch {
-		if last[m.ConversationID] > 0 {
-			conversationIDs = append(conversationIDs, m.ConversationID)
+		if last[m.Scope.ConversationID] > 0 {
+			conversationIDs = append(conversationIDs, m.Scope.ConversationID)
 			ids = append(ids, m.ID)
 		}
 	}
@@ -229,19 +214,19 @@ func digests(ctx context.Context, tx DBTX, scope runtime.Scope, batch []runtime.
 // of its ID in the batch), or built now where docs holds none; the error is left untranslated for the caller to recognize a
 // repeated ID. Sequences cannot collide: every appender of these conversations holds
 // their head locks.
-func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, msgs []runtime.Message, docs []pgtype.TSVector) error {
+func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, msgs []contract.ConversationRecord, docs []pgtype.TSVector) error {
 	if len(msgs) == 0 {
 		return nil
 	}
 	type key struct{ conversation, id string }
 	first := make(map[key]int, len(batch))
 	for i := len(batch) - 1; i >= 0; i-- {
-		first[key{batch[i].ConversationID, batch[i].ID}] = i
+		first[key{batch[i].Scope.ConversationID, batch[i].ID}] = i
 	}
 	var late documentBuilder
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"messages"}, MessageColumns, pgx.CopyFromSlice(len(msgs), func(i int) ([]any, error) {
 		m := msgs[i]
-		doc := docs[first[key{m.ConversationID, m.ID}]]
+		doc := docs[first[key{m.Scope.ConversationID, m.ID}]]
 		if !doc.Valid {
 			doc = late.build(m.Content)
 		}
@@ -261,10 +246,10 @@ func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, ms
 // The upsert locks a conflicting head row even where its WHERE clause leaves a
 // tombstone unchanged, and returns only the rows it inserted or updated: a
 // conversation missing from the result is a tombstone.
-func claimHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []runtime.Message, nowMs int64) (last, assumed map[string]int64, err error) {
+func claimHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contract.ConversationRecord, nowMs int64) (last, assumed map[string]int64, err error) {
 	assumed = map[string]int64{}
 	for _, m := range batch {
-		assumed[m.ConversationID]++
+		assumed[m.Scope.ConversationID]++
 	}
 	ids := slices.Sorted(maps.Keys(assumed))
 	counts := make([]int64, len(ids))
@@ -364,7 +349,7 @@ const (
 
 // ListMessages implements runtime.MessageStore. It fetches one row more than the limit
 // to know whether another follows, and stops early at the byte budget.
-func (s *MessageStore) ListMessages(ctx context.Context, scope runtime.Scope, q runtime.MessageQuery) ([]runtime.Message, bool, error) {
+func (s *MessageStore) ListMessages(ctx context.Context, scope runtime.Scope, q runtime.MessageQuery) ([]contract.ConversationRecord, bool, error) {
 	query, after := listAscSQL, q.After
 	if q.Descending {
 		query = listDescSQL
@@ -376,18 +361,18 @@ func (s *MessageStore) ListMessages(ctx context.Context, scope runtime.Scope, q 
 	if len(roles) == 0 {
 		roles = contract.Roles
 	}
-	rows, err := s.db.Pool.Query(ctx, query, scope.TenantID, scope.ProjectID, q.ConversationID, after, roles, q.Limit+1)
+	rows, err := s.db.Query(ctx, query, scope.TenantID, scope.ProjectID, q.ConversationID, after, roles, q.Limit+1)
 	if err != nil {
 		return nil, false, translate(err)
 	}
 	defer rows.Close()
-	var msgs []runtime.Message
+	var msgs []contract.ConversationRecord
 	var used int64
 	for rows.Next() {
 		if len(msgs) == q.Limit {
 			return msgs, true, nil
 		}
-		m := runtime.Message{ConversationID: q.ConversationID}
+		m := contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: q.ConversationID}}
 		if err := rows.Scan(&m.ID, &m.Role, &m.Content, &m.Sequence, &m.CreatedAtMs, &m.Metadata); err != nil {
 			return nil, false, translate(err)
 		}
@@ -401,7 +386,7 @@ func (s *MessageStore) ListMessages(ctx context.Context, scope runtime.Scope, q 
 		return nil, false, translate(err)
 	}
 	if msgs == nil {
-		msgs = []runtime.Message{}
+		msgs = []contract.ConversationRecord{}
 	}
 	return msgs, false, nil
 }
@@ -431,9 +416,9 @@ var searchConversationSQL = strings.Replace(searchSQL, "WHERE m.tenant_id = $1 A
 // SearchMessages implements runtime.MessageStore. The search runs in its own
 // transaction with a local statement timeout; running out of it is SERVICE_UNAVAILABLE
 // with reason statement_timeout.
-func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, q runtime.SearchQuery) ([]runtime.SearchHit, error) {
+func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, q runtime.SearchQuery) ([]contract.SearchHit, error) {
 	tsquery, runs := searchQuery(q.Text)
-	hits := []runtime.SearchHit{}
+	hits := []contract.SearchHit{}
 	if tsquery == "" {
 		return hits, nil
 	}
@@ -445,10 +430,9 @@ func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, 
 	if len(roles) == 0 {
 		roles = contract.Roles
 	}
-	err := s.db.InTx(ctx, func(ctx context.Context, tx DBTX) error {
-		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)",
-			strconv.FormatInt(s.searchTimeout.Milliseconds(), 10)); err != nil {
-			return translate(err)
+	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
+		if err := setLocalTimeout(ctx, tx, s.searchTimeout); err != nil {
+			return err
 		}
 		args := []any{scope.TenantID, scope.ProjectID, tsquery, roles, patterns, q.Limit}
 		query := searchSQL
@@ -462,10 +446,10 @@ func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, 
 		defer rows.Close()
 		var used int64
 		for rows.Next() {
-			var h runtime.SearchHit
+			var h contract.SearchHit
 			var score float32
 			m := &h.Message
-			if err := rows.Scan(&m.ConversationID, &m.ID, &m.Role, &m.Content, &m.Sequence, &m.CreatedAtMs,
+			if err := rows.Scan(&m.Scope.ConversationID, &m.ID, &m.Role, &m.Content, &m.Sequence, &m.CreatedAtMs,
 				&m.Metadata, &score); err != nil {
 				return translate(err)
 			}

@@ -20,30 +20,26 @@ import (
 
 type messageBundle struct {
 	pool  *pgxpool.Pool
-	store *postgres.MessageStore
+	store runtime.MessageStore
 	scope runtime.Scope
 }
 
-func setupMessages(t *testing.T, opts ...postgres.MessageStoreOptions) *messageBundle {
+func setupMessages(t *testing.T, opts ...postgres.DBOptions) *messageBundle {
 	t.Helper()
 	pool := pgtest.NewDB(t)
-	var o postgres.MessageStoreOptions
-	if len(opts) > 0 {
-		o = opts[0]
-	}
 	return &messageBundle{
 		pool:  pool,
-		store: postgres.NewMessageStore(postgres.NewDB(pool), o),
+		store: newDB(t, pool, opts...).Stores().Messages,
 		scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
 	}
 }
 
-func newMessage(conversation, id, role, content string) runtime.Message {
-	return runtime.Message{ConversationID: conversation, ID: id, Role: role, Content: content}
+func newMessage(conversation, id, role, content string) contract.ConversationRecord {
+	return contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: conversation}, ID: id, Role: role, Content: content}
 }
 
 // all lists a whole conversation in ascending order.
-func (b *messageBundle) all(t *testing.T, scope runtime.Scope, conversation string) []runtime.Message {
+func (b *messageBundle) all(t *testing.T, scope runtime.Scope, conversation string) []contract.ConversationRecord {
 	t.Helper()
 	msgs, more, err := b.store.ListMessages(context.Background(), scope, runtime.MessageQuery{
 		ConversationID: conversation, Limit: 100_000, MaxBytes: 1 << 40,
@@ -53,7 +49,7 @@ func (b *messageBundle) all(t *testing.T, scope runtime.Scope, conversation stri
 	return msgs
 }
 
-func messageIDs(msgs []runtime.Message) []string {
+func messageIDs(msgs []contract.ConversationRecord) []string {
 	out := []string{}
 	for _, m := range msgs {
 		out = append(out, m.ID)
@@ -61,7 +57,7 @@ func messageIDs(msgs []runtime.Message) []string {
 	return out
 }
 
-func messageSequences(msgs []runtime.Message) []int64 {
+func messageSequences(msgs []contract.ConversationRecord) []int64 {
 	out := []int64{}
 	for _, m := range msgs {
 		out = append(out, m.Sequence)
@@ -87,20 +83,20 @@ func TestAppendStoresRecordsWithSequenceAndTime(t *testing.T) {
 	meta.Metadata = []byte(`{"b":1,"a":[true,null]}`)
 	dated := newMessage("c2", "n1", contract.RoleTool, "")
 	dated.CreatedAtMs = 5
-	res, err := b.store.AppendMessages(ctx, b.scope, []runtime.Message{
+	res, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("c1", "m1", contract.RoleUser, "hello"), meta, dated,
 		newMessage("c1", "m3", contract.RoleSystem, "it's a \\ back'slash"),
-	}, 1234)
+	}, runtime.PlanAppend, 1234)
 	require.NoError(t, err)
 	require.Equal(t, runtime.AppendResult{Appended: 4}, res)
 
 	got := b.all(t, b.scope, "c1")
-	require.Equal(t, []runtime.Message{
-		{ConversationID: "c1", ID: "m1", Role: "user", Content: "hello", Sequence: 1, CreatedAtMs: 1234},
-		{ConversationID: "c1", ID: "m2", Role: "assistant", Content: "hi there", Sequence: 2, CreatedAtMs: 1234, Metadata: []byte(`{"b":1,"a":[true,null]}`)},
-		{ConversationID: "c1", ID: "m3", Role: "system", Content: "it's a \\ back'slash", Sequence: 3, CreatedAtMs: 1234},
+	require.Equal(t, []contract.ConversationRecord{
+		{Scope: contract.ConversationScope{ConversationID: "c1"}, ID: "m1", Role: "user", Content: "hello", Sequence: 1, CreatedAtMs: 1234},
+		{Scope: contract.ConversationScope{ConversationID: "c1"}, ID: "m2", Role: "assistant", Content: "hi there", Sequence: 2, CreatedAtMs: 1234, Metadata: []byte(`{"b":1,"a":[true,null]}`)},
+		{Scope: contract.ConversationScope{ConversationID: "c1"}, ID: "m3", Role: "system", Content: "it's a \\ back'slash", Sequence: 3, CreatedAtMs: 1234},
 	}, got)
-	require.Equal(t, []runtime.Message{{ConversationID: "c2", ID: "n1", Role: "tool", Sequence: 1, CreatedAtMs: 5}}, b.all(t, b.scope, "c2"))
+	require.Equal(t, []contract.ConversationRecord{{Scope: contract.ConversationScope{ConversationID: "c2"}, ID: "n1", Role: "tool", Sequence: 1, CreatedAtMs: 5}}, b.all(t, b.scope, "c2"))
 
 	var last int64
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT last_sequence FROM conversations WHERE conversation_id = 'c1'`).Scan(&last))
@@ -111,33 +107,33 @@ func TestAppendRetryIsSkipped(t *testing.T) {
 	t.Parallel()
 	b := setupMessages(t)
 	ctx := context.Background()
-	batch := []runtime.Message{newMessage("c", "m1", "user", "one"), newMessage("c", "m2", "user", "two")}
+	batch := []contract.ConversationRecord{newMessage("c", "m1", "user", "one"), newMessage("c", "m2", "user", "two")}
 	batch[1].Metadata = []byte(`{"k":1.0}`)
-	_, err := b.store.AppendMessages(ctx, b.scope, batch, 1)
+	_, err := b.store.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, 1)
 	require.NoError(t, err)
 
 	// The retry spells metadata differently and carries the server-filled fields the
 	// first answer showed; it is still the same content.
 	retry := b.all(t, b.scope, "c")
 	retry[1].Metadata = []byte(`{"k":1}`)
-	res, err := b.store.AppendMessages(ctx, b.scope, append(retry, newMessage("c", "m3", "user", "three")), 2)
+	res, err := b.store.AppendMessages(ctx, b.scope, append(retry, newMessage("c", "m3", "user", "three")), runtime.PlanAppend, 2)
 	require.NoError(t, err)
 	require.Equal(t, runtime.AppendResult{Appended: 1, SkippedIDs: []string{"m1", "m2"}}, res)
 	require.Equal(t, []int64{1, 2, 3}, messageSequences(b.all(t, b.scope, "c")))
 
-	res, err = b.store.AppendMessages(ctx, b.scope, batch, 3)
+	res, err = b.store.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, 3)
 	require.NoError(t, err)
 	require.Equal(t, runtime.AppendResult{Appended: 0, SkippedIDs: []string{"m1", "m2"}}, res)
 
 	// Skipped records do not move the head: the next record follows directly, also
 	// after a batch that repeats a new record within itself.
-	res, err = b.store.AppendMessages(ctx, b.scope, []runtime.Message{
+	res, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("c", "m4", "user", "four"), newMessage("c", "m4", "user", "four"), newMessage("c", "m1", "user", "one"),
-	}, 4)
+	}, runtime.PlanAppend, 4)
 	require.NoError(t, err)
 	require.Equal(t, runtime.AppendResult{Appended: 1, SkippedIDs: []string{"m4", "m1"}}, res)
 	require.Equal(t, int64(4), b.lastSequence(t, b.scope, "c"))
-	_, err = b.store.AppendMessages(ctx, b.scope, []runtime.Message{newMessage("c", "m5", "user", "five")}, 5)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m5", "user", "five")}, runtime.PlanAppend, 5)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2, 3, 4, 5}, messageSequences(b.all(t, b.scope, "c")))
 	require.Equal(t, int64(5), b.lastSequence(t, b.scope, "c"))
@@ -157,24 +153,24 @@ func TestAppendConflictWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := setupMessages(t)
 	ctx := context.Background()
-	_, err := b.store.AppendMessages(ctx, b.scope, []runtime.Message{newMessage("c", "m1", "user", "one")}, 1)
+	_, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m1", "user", "one")}, runtime.PlanAppend, 1)
 	require.NoError(t, err)
 
-	_, err = b.store.AppendMessages(ctx, b.scope, []runtime.Message{
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("c", "m2", "user", "two"), newMessage("fresh", "f1", "user", "x"),
 		newMessage("c", "m1", "user", "ONE"),
-	}, 2)
+	}, runtime.PlanAppend, 2)
 	requireMessageError(t, err, contract.CodeIdempotencyConflict, map[string]any{"ids": []string{"m1"}})
 
 	// A conflict within the batch does not hide one with a stored record.
-	_, err = b.store.AppendMessages(ctx, b.scope, []runtime.Message{
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("c", "m7", "user", "seven"), newMessage("c", "m1", "tool", "one"), newMessage("c", "m7", "user", "SEVEN"),
-	}, 2)
+	}, runtime.PlanAppend, 2)
 	requireMessageError(t, err, contract.CodeIdempotencyConflict, map[string]any{"ids": []string{"m7", "m1"}})
 
 	given := newMessage("c", "m3", "user", "three")
 	given.Sequence = 1
-	_, err = b.store.AppendMessages(ctx, b.scope, []runtime.Message{newMessage("c", "m2", "user", "two"), given}, 3)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m2", "user", "two"), given}, runtime.PlanAppend, 3)
 	requireMessageError(t, err, contract.CodeConflict, map[string]any{"reason": "sequence_conflict", "ids": []string{"m3"}})
 
 	require.Equal(t, []string{"m1"}, messageIDs(b.all(t, b.scope, "c")))
@@ -188,21 +184,21 @@ func TestAppendClientSequences(t *testing.T) {
 	t.Parallel()
 	b := setupMessages(t)
 	ctx := context.Background()
-	at := func(id string, seq int64) runtime.Message {
+	at := func(id string, seq int64) contract.ConversationRecord {
 		m := newMessage("c", id, "user", id)
 		m.Sequence = seq
 		return m
 	}
-	_, err := b.store.AppendMessages(ctx, b.scope, []runtime.Message{at("a", 10), at("b", 0), at("c", 20)}, 1)
+	_, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{at("a", 10), at("b", 0), at("c", 20)}, runtime.PlanAppend, 1)
 	require.NoError(t, err)
-	_, err = b.store.AppendMessages(ctx, b.scope, []runtime.Message{at("d", 0)}, 1)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{at("d", 0)}, runtime.PlanAppend, 1)
 	require.NoError(t, err)
-	for _, bad := range [][]runtime.Message{{at("e", 21)}, {at("e", 5)}, {at("e", 30), at("f", 29)}} {
-		_, err = b.store.AppendMessages(ctx, b.scope, bad, 1)
+	for _, bad := range [][]contract.ConversationRecord{{at("e", 21)}, {at("e", 5)}, {at("e", 30), at("f", 29)}} {
+		_, err = b.store.AppendMessages(ctx, b.scope, bad, runtime.PlanAppend, 1)
 		requireMessageError(t, err, contract.CodeConflict, map[string]any{"reason": "sequence_conflict"})
 	}
 	// The gaps stay: a later append continues after the highest sequence.
-	_, err = b.store.AppendMessages(ctx, b.scope, []runtime.Message{at("g", 0)}, 1)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{at("g", 0)}, runtime.PlanAppend, 1)
 	require.NoError(t, err)
 	require.Equal(t, []int64{10, 11, 20, 21, 22}, messageSequences(b.all(t, b.scope, "c")))
 	require.Equal(t, int64(22), b.lastSequence(t, b.scope, "c"))
@@ -220,7 +216,7 @@ func TestConcurrentMultiConversationAppends(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range batches {
-				var batch []runtime.Message
+				var batch []contract.ConversationRecord
 				for j := range conversations {
 					c := conversations[j]
 					if w%2 == 1 {
@@ -228,7 +224,7 @@ func TestConcurrentMultiConversationAppends(t *testing.T) {
 					}
 					batch = append(batch, newMessage(c, fmt.Sprintf("w%d-b%d", w, i), "user", "x"))
 				}
-				if _, err := b.store.AppendMessages(context.Background(), b.scope, batch, 1); err != nil {
+				if _, err := b.store.AppendMessages(context.Background(), b.scope, batch, runtime.PlanAppend, 1); err != nil {
 					errs <- err
 				}
 			}
@@ -263,11 +259,11 @@ func TestConcurrentAppendersGetContiguousSequences(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range batches {
-				batch := make([]runtime.Message, perBatch)
+				batch := make([]contract.ConversationRecord, perBatch)
 				for j := range batch {
 					batch[j] = newMessage("shared", fmt.Sprintf("w%d-b%d-m%d", w, i, j), "user", "x")
 				}
-				if _, err := b.store.AppendMessages(context.Background(), b.scope, batch, 1); err != nil {
+				if _, err := b.store.AppendMessages(context.Background(), b.scope, batch, runtime.PlanAppend, 1); err != nil {
 					errs <- err
 				}
 			}
@@ -296,12 +292,12 @@ func TestListMessages(t *testing.T) {
 	t.Parallel()
 	b := setupMessages(t)
 	ctx := context.Background()
-	var batch []runtime.Message
+	var batch []contract.ConversationRecord
 	roles := []string{"user", "assistant", "tool"}
 	for i := range 9 {
 		batch = append(batch, newMessage("c", fmt.Sprintf("m%d", i+1), roles[i%3], strings.Repeat("x", 10)))
 	}
-	_, err := b.store.AppendMessages(ctx, b.scope, batch, 1)
+	_, err := b.store.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, 1)
 	require.NoError(t, err)
 	list := func(q runtime.MessageQuery) ([]int64, bool) {
 		t.Helper()
@@ -345,11 +341,11 @@ func TestPagesAreStableUnderConcurrentAppends(t *testing.T) {
 	b := setupMessages(t)
 	ctx := context.Background()
 	appendN := func(prefix string, n int) error {
-		batch := make([]runtime.Message, n)
+		batch := make([]contract.ConversationRecord, n)
 		for i := range batch {
 			batch[i] = newMessage("c", fmt.Sprintf("%s-%d", prefix, i), "user", "x")
 		}
-		_, err := b.store.AppendMessages(ctx, b.scope, batch, 1)
+		_, err := b.store.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, 1)
 		return err
 	}
 	require.NoError(t, appendN("seed", 50))
@@ -412,9 +408,9 @@ func TestDeletedConversationIsInvisible(t *testing.T) {
 	t.Parallel()
 	b := setupMessages(t)
 	ctx := context.Background()
-	_, err := b.store.AppendMessages(ctx, b.scope, []runtime.Message{
+	_, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("gone", "m1", "user", "secret launch plan"), newMessage("kept", "k1", "user", "public launch plan"),
-	}, 1)
+	}, runtime.PlanAppend, 1)
 	require.NoError(t, err)
 	tombstoneConversation(t, b.pool, b.scope, "gone")
 
@@ -431,13 +427,13 @@ func TestDeletedConversationIsInvisible(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, hits)
 
-	_, err = b.store.AppendMessages(ctx, b.scope, []runtime.Message{newMessage("kept", "k2", "user", "x"), newMessage("gone", "m2", "user", "x")}, 1)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("kept", "k2", "user", "x"), newMessage("gone", "m2", "user", "x")}, runtime.PlanAppend, 1)
 	requireMessageError(t, err, contract.CodeConflict, map[string]any{"reason": "conversation_deleted"})
 	require.Equal(t, []string{"k1"}, messageIDs(b.all(t, b.scope, "kept")))
 
 	// A tombstone without any data refuses appends as well.
 	tombstoneConversation(t, b.pool, b.scope, "never")
-	_, err = b.store.AppendMessages(ctx, b.scope, []runtime.Message{newMessage("never", "m1", "user", "x")}, 1)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("never", "m1", "user", "x")}, runtime.PlanAppend, 1)
 	requireMessageError(t, err, contract.CodeConflict, map[string]any{"reason": "conversation_deleted"})
 }
 
@@ -449,11 +445,11 @@ func TestScopesAreIsolated(t *testing.T) {
 	ctx := context.Background()
 	scopes := []runtime.Scope{{TenantID: "t1", ProjectID: "p"}, {TenantID: "t2", ProjectID: "p"}, {TenantID: "t1", ProjectID: "p2"}}
 	for i, s := range scopes {
-		batch := []runtime.Message{newMessage("c", "m1", "user", fmt.Sprintf("zebra payload %d", i))}
+		batch := []contract.ConversationRecord{newMessage("c", "m1", "user", fmt.Sprintf("zebra payload %d", i))}
 		if i == 0 {
 			batch = append(batch, newMessage("c", "m2", "user", "only first"))
 		}
-		res, err := b.store.AppendMessages(ctx, s, batch, 1)
+		res, err := b.store.AppendMessages(ctx, s, batch, runtime.PlanAppend, 1)
 		require.NoError(t, err)
 		require.Equal(t, len(batch), res.Appended, "the same IDs in another scope are new records")
 	}
@@ -471,7 +467,7 @@ func TestScopesAreIsolated(t *testing.T) {
 	}
 	tombstoneConversation(t, b.pool, scopes[1], "c")
 	require.Len(t, b.all(t, scopes[0], "c"), 2, "a tombstone in another tenant changes nothing here")
-	_, err := b.store.AppendMessages(ctx, scopes[0], []runtime.Message{newMessage("c", "m3", "user", "x")}, 1)
+	_, err := b.store.AppendMessages(ctx, scopes[0], []contract.ConversationRecord{newMessage("c", "m3", "user", "x")}, runtime.PlanAppend, 1)
 	require.NoError(t, err)
 }
 
@@ -500,7 +496,7 @@ func TestSearch(t *testing.T) {
 	t.Parallel()
 	b := setupMessages(t)
 	ctx := context.Background()
-	_, err := b.store.AppendMessages(ctx, b.scope, []runtime.Message{
+	_, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("c1", "deploy-policy", "user", "Our deployment policy: deploy on Tuesdays."),
 		newMessage("c1", "deploy-only", "assistant", "The deployment finished without a policy check, long after the meeting about lunch and weather and other topics."),
 		newMessage("c1", "policy-only", "user", "The POLICY document is here."),
@@ -512,7 +508,7 @@ func TestSearch(t *testing.T) {
 		newMessage("c2", "apart", "user", "東京 and 京都 are different cities"),
 		newMessage("c3", "mixed", "user", "Release v2.1 of café-Ünïcode ÆON, see https://example.com/x?y=1"),
 		newMessage("c3", "quotes", "user", `it's a back\slash and a 'quoted' word: a & !b | c:*`),
-	}, 1)
+	}, runtime.PlanAppend, 1)
 	require.NoError(t, err)
 
 	// Every word must match; the message about both words ranks first.
@@ -564,11 +560,11 @@ func TestSearch(t *testing.T) {
 func TestSearchByteBudget(t *testing.T) {
 	t.Parallel()
 	b := setupMessages(t)
-	var batch []runtime.Message
+	var batch []contract.ConversationRecord
 	for i := range 5 {
 		batch = append(batch, newMessage("c", fmt.Sprintf("m%d", i), "user", "needle "+strings.Repeat("hay ", 10*(i+1))))
 	}
-	_, err := b.store.AppendMessages(context.Background(), b.scope, batch, 1)
+	_, err := b.store.AppendMessages(context.Background(), b.scope, batch, runtime.PlanAppend, 1)
 	require.NoError(t, err)
 	require.Len(t, b.search(t, runtime.SearchQuery{Text: "needle"}), 5)
 	require.Len(t, b.search(t, runtime.SearchQuery{Text: "needle", MaxBytes: 140}), 2)
@@ -589,7 +585,7 @@ func TestLargeContentsAreIndexed(t *testing.T) {
 	for words.Len() < contract.MaxMessageContentBytes-20 {
 		fmt.Fprintf(&words, "w%x ", rng.Uint64())
 	}
-	batch := []runtime.Message{
+	batch := []contract.ConversationRecord{
 		newMessage("c", "han", "user", han.String()),
 		newMessage("c", "words", "user", words.String()),
 		newMessage("c", "one-word", "user", strings.Repeat("é", contract.MaxMessageContentBytes/2)),
@@ -597,7 +593,7 @@ func TestLargeContentsAreIndexed(t *testing.T) {
 		// Past the content whose documents are built ahead: built as the COPY streams.
 		newMessage("c", "late", "user", "zebracorn "+strings.Repeat("x", 1000)),
 	}
-	_, err := b.store.AppendMessages(context.Background(), b.scope, batch, 1)
+	_, err := b.store.AppendMessages(context.Background(), b.scope, batch, runtime.PlanAppend, 1)
 	require.NoError(t, err)
 	first := []rune(han.String())[:3]
 	require.Contains(t, b.search(t, runtime.SearchQuery{Text: string(first)}), "han")
@@ -611,7 +607,7 @@ func TestLargeContentsAreIndexed(t *testing.T) {
 // search wait until the timeout fires.
 func TestSearchStatementTimeout(t *testing.T) {
 	t.Parallel()
-	b := setupMessages(t, postgres.MessageStoreOptions{SearchTimeout: 50 * time.Millisecond})
+	b := setupMessages(t, postgres.DBOptions{SearchTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
 	tx, err := b.pool.Begin(ctx)
 	require.NoError(t, err)

@@ -32,8 +32,8 @@ var opNow = time.UnixMilli(1_000_000)
 // without a job queue working: tests run the jobs' steps themselves.
 type operationBundle struct {
 	pool     *pgxpool.Pool
-	store    *postgres.OperationStore
-	messages *postgres.MessageStore
+	store    runtime.OperationStore
+	messages runtime.MessageStore
 	ops      *runtime.Operations
 	scope    runtime.Scope
 }
@@ -48,15 +48,13 @@ func setupOperations(t testing.TB, batch int) *operationBundle {
 func setupBoundedOperations(t testing.TB, batch int, batchBytes int64) *operationBundle {
 	t.Helper()
 	pool := pgtest.NewDB(t)
-	db := postgres.NewDB(pool)
-	store, err := postgres.NewOperationStore(db, nil)
-	require.NoError(t, err)
+	db := newDB(t, pool)
 	return &operationBundle{
 		pool:     pool,
-		store:    store,
-		messages: postgres.NewMessageStore(db, postgres.MessageStoreOptions{}),
+		store:    db.Stores().Operations,
+		messages: db.Stores().Messages,
 		ops: runtime.NewOperations(runtime.OperationsConfig{
-			Store: store, Schema: db, Clock: fixedClock{opNow}, BatchSize: batch, BatchBytes: batchBytes,
+			DB: db, Schema: db, Clock: fixedClock{opNow}, BatchSize: batch, BatchBytes: batchBytes,
 		}),
 		scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
 	}
@@ -65,14 +63,14 @@ func setupBoundedOperations(t testing.TB, batch int, batchBytes int64) *operatio
 // seed appends n messages to conversation, the i-th (from 1) created at i seconds.
 func (b *operationBundle) seed(t testing.TB, scope runtime.Scope, conversation string, n int) {
 	t.Helper()
-	batch := make([]runtime.Message, n)
+	batch := make([]contract.ConversationRecord, n)
 	for i := range batch {
-		batch[i] = runtime.Message{
-			ConversationID: conversation, ID: fmt.Sprintf("m%d", i+1), Role: contract.RoleUser,
+		batch[i] = contract.ConversationRecord{
+			Scope: contract.ConversationScope{ConversationID: conversation}, ID: fmt.Sprintf("m%d", i+1), Role: contract.RoleUser,
 			Content: fmt.Sprintf("text %s %d", conversation, i+1), CreatedAtMs: int64(i+1) * 1000,
 		}
 	}
-	_, err := b.messages.AppendMessages(context.Background(), scope, batch, opNow.UnixMilli())
+	_, err := b.messages.AppendMessages(context.Background(), scope, batch, runtime.PlanAppend, opNow.UnixMilli())
 	require.NoError(t, err)
 }
 
@@ -144,8 +142,8 @@ func TestRetentionPolicies(t *testing.T) {
 			left: map[string][]int64{"c1": seqRange(7, 10), "c2": seqRange(1, 3), "c3": seqRange(2, 5)},
 		},
 		{
-			name: "keep last zero deletes everything",
-			req:  contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](0)}},
+			name: "the shortest age deletes everything old enough",
+			req:  contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](contract.MinRetentionMaxAgeMs)}},
 			want: contract.RetentionResult{DeletedMessages: 18, AffectedConversations: 3},
 			left: map[string][]int64{"c1": nil, "c2": nil, "c3": nil},
 		},
@@ -223,7 +221,7 @@ func TestRetentionSkipsDeletedConversations(t *testing.T) {
 	b.seed(t, b.scope, "gone", 2)
 	_, _, err := b.ops.DeleteConversation(ctx, b.scope, &contract.DeleteConversationRequest{ConversationID: "gone"})
 	require.NoError(t, err)
-	res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](0)}})
+	res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](contract.MinRetentionMaxAgeMs)}})
 	require.NoError(t, err)
 	op := b.runToEnd(t, b.scope, res.Operation.ID)
 	require.Equal(t, contract.RetentionResult{DeletedMessages: 2, AffectedConversations: 1}, retentionResult(t, op))
@@ -281,14 +279,14 @@ func TestDeleteConversationSteps(t *testing.T) {
 	require.False(t, created)
 	require.Equal(t, op.ID, again.Operation.ID)
 
-	// One step (the deadline has passed): 3 of 7 rows, the total counted.
+	// One step (the deadline has passed): 3 of 7 rows; the total is not counted ahead.
 	finished, err := b.ops.RunOperation(ctx, b.scope, op.ID, opNow)
 	require.NoError(t, err)
 	require.False(t, finished)
 	op, err = b.store.Operation(ctx, b.scope, op.ID)
 	require.NoError(t, err)
 	require.Equal(t, contract.OperationRunning, op.State)
-	require.Equal(t, contract.OperationProgress{Done: 3, Total: ptr[int64](7)}, op.Progress)
+	require.Equal(t, contract.OperationProgress{Done: 3}, op.Progress)
 	require.Equal(t, opNow.UnixMilli(), *op.StartedAtMs)
 	require.Len(t, b.sequences(t, b.scope, "c"), 4)
 
@@ -303,9 +301,9 @@ func TestDeleteConversationSteps(t *testing.T) {
 	require.Equal(t, op, b.runToEnd(t, b.scope, op.ID))
 
 	// The tombstone stays: appending is refused.
-	_, err = b.messages.AppendMessages(ctx, b.scope, []runtime.Message{
-		{ConversationID: "c", ID: "late", Role: contract.RoleUser, Content: "late"},
-	}, opNow.UnixMilli())
+	_, err = b.messages.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
+		{Scope: contract.ConversationScope{ConversationID: "c"}, ID: "late", Role: contract.RoleUser, Content: "late"},
+	}, runtime.PlanAppend, opNow.UnixMilli())
 	require.Equal(t, contract.CodeConflict, runtime.ErrorCode(err))
 }
 
@@ -343,7 +341,7 @@ func TestDeleteConversationStepBoundedBytes(t *testing.T) {
 	for i := range items {
 		items[i] = contract.WindowItem{ID: fmt.Sprintf("i%d", i), Ordinal: i, Kind: "message", Content: hexText(t, itemBytes)}
 	}
-	windows := postgres.NewWindowStore(postgres.NewDB(b.pool))
+	windows := newDB(t, b.pool).Stores().Windows
 	_, _, err := windows.CreateWindow(ctx, b.scope, &contract.Window{
 		ID: "w", Conversation: contract.ConversationRef{ConversationID: "c"}, Stage: "original", Purpose: "p",
 		Items: items, ItemCount: len(items), ContentBytes: 4 * itemBytes, ContentSHA256: "x", CreatedAtMs: 1,
@@ -355,7 +353,7 @@ func TestDeleteConversationStepBoundedBytes(t *testing.T) {
 	id := res.Operation.ID
 	// Step 1: both small messages, then items while the bytes before stay under
 	// 150 KiB: two (0 and 100 KiB before them). The budget is spent: no more tables.
-	require.Equal(t, contract.OperationProgress{Done: 4, Total: ptr[int64](7)}, b.stepOnce(t, id).Progress)
+	require.Equal(t, contract.OperationProgress{Done: 4}, b.stepOnce(t, id).Progress)
 	// Step 2: the other two items; step 3: the window; step 4: nothing left, done.
 	require.Equal(t, int64(6), b.stepOnce(t, id).Progress.Done)
 	require.Equal(t, int64(7), b.stepOnce(t, id).Progress.Done)
@@ -373,14 +371,14 @@ func TestRetentionStepBoundedBytes(t *testing.T) {
 	t.Parallel()
 	b := setupBoundedOperations(t, 1000, 250<<10)
 	ctx := context.Background()
-	batch := make([]runtime.Message, 5)
+	batch := make([]contract.ConversationRecord, 5)
 	for i := range batch {
-		batch[i] = runtime.Message{ConversationID: "c", ID: fmt.Sprintf("m%d", i), Role: contract.RoleUser,
+		batch[i] = contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: "c"}, ID: fmt.Sprintf("m%d", i), Role: contract.RoleUser,
 			Content: hexText(t, 100<<10), CreatedAtMs: 1}
 	}
-	_, err := b.messages.AppendMessages(ctx, b.scope, batch, opNow.UnixMilli())
+	_, err := b.messages.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, opNow.UnixMilli())
 	require.NoError(t, err)
-	res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](0)}})
+	res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](contract.MinRetentionMaxAgeMs)}})
 	require.NoError(t, err)
 	id := res.Operation.ID
 
@@ -424,19 +422,17 @@ func TestDeleteNeverExistingConversation(t *testing.T) {
 func TestScheduleDefaultRetention(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
-	db := postgres.NewDB(pool)
-	store, err := postgres.NewOperationStore(db, nil)
-	require.NoError(t, err)
+	db := newDB(t, pool)
 	ops := runtime.NewOperations(runtime.OperationsConfig{
-		Store: store, Schema: db, Clock: fixedClock{opNow}, DefaultMaxAge: time.Hour,
+		DB: db, Schema: db, Clock: fixedClock{opNow}, DefaultMaxAge: time.Hour,
 	})
-	messages := postgres.NewMessageStore(db, postgres.MessageStoreOptions{})
+	messages := db.Stores().Messages
 	ctx := context.Background()
 	scopes := []runtime.Scope{{TenantID: "a", ProjectID: "p"}, {TenantID: "a", ProjectID: "q"}, {TenantID: "b", ProjectID: "p"}}
 	for _, sc := range scopes {
-		_, err := messages.AppendMessages(ctx, sc, []runtime.Message{
-			{ConversationID: "c", ID: "m", Role: contract.RoleUser, Content: "x", CreatedAtMs: 1},
-		}, opNow.UnixMilli())
+		_, err := messages.AppendMessages(ctx, sc, []contract.ConversationRecord{
+			{Scope: contract.ConversationScope{ConversationID: "c"}, ID: "m", Role: contract.RoleUser, Content: "x", CreatedAtMs: 1},
+		}, runtime.PlanAppend, opNow.UnixMilli())
 		require.NoError(t, err)
 	}
 	scheduled := func() map[runtime.Scope][]string {
@@ -559,8 +555,8 @@ func loadConversations(tb testing.TB, pool *pgxpool.Pool, scope runtime.Scope, c
 		}
 		conv, seq := i/perConversation, i%perConversation+1
 		i++
-		return postgres.MessageRow(scope, runtime.Message{
-			ConversationID: fmt.Sprintf("conv-%05d", conv), ID: fmt.Sprintf("m-%d", seq), Role: contract.RoleUser,
+		return postgres.MessageRow(scope, contract.ConversationRecord{
+			Scope: contract.ConversationScope{ConversationID: fmt.Sprintf("conv-%05d", conv)}, ID: fmt.Sprintf("m-%d", seq), Role: contract.RoleUser,
 			Content:  fmt.Sprintf("message %d of conversation %d with a few words of text", seq, conv),
 			Sequence: int64(seq), CreatedAtMs: int64(seq),
 		}), nil

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/agent-context/agent-context/contract"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agent-context/agent-context/runtime"
 )
 
 func words(text string) (ws []string, runs []string) {
@@ -50,12 +49,12 @@ func TestDocumentVector(t *testing.T) {
 func TestBatchDocumentsBoundsEarlyWork(t *testing.T) {
 	t.Parallel()
 	mib := strings.Repeat("a", 1<<20)
-	var batch []runtime.Message
+	var batch []contract.ConversationRecord
 	for i := range 100 {
-		batch = append(batch, runtime.Message{Content: fmt.Sprintf("word%d 東京タワー", i)})
+		batch = append(batch, contract.ConversationRecord{Content: fmt.Sprintf("word%d 東京タワー", i)})
 	}
-	batch = append(batch, runtime.Message{Content: mib}, runtime.Message{Content: mib}, runtime.Message{Content: mib},
-		runtime.Message{Content: mib}, runtime.Message{Content: "after"})
+	batch = append(batch, contract.ConversationRecord{Content: mib}, contract.ConversationRecord{Content: mib}, contract.ConversationRecord{Content: mib},
+		contract.ConversationRecord{Content: mib}, contract.ConversationRecord{Content: "after"})
 	docs := batchDocuments(batch)()
 	require.Len(t, docs, len(batch))
 	for i := range 103 {

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -20,7 +19,7 @@ import (
 // windowBundle is the window use cases over a real store on a fresh database.
 type windowBundle struct {
 	pool    *pgxpool.Pool
-	store   *postgres.WindowStore
+	store   runtime.WindowStore
 	windows *runtime.Windows
 	p       runtime.Principal
 }
@@ -28,11 +27,11 @@ type windowBundle struct {
 func setupWindows(tb testing.TB) *windowBundle {
 	tb.Helper()
 	pool := pgtest.NewDB(tb)
-	store := postgres.NewWindowStore(postgres.NewDB(pool))
+	db := newDB(tb, pool)
 	return &windowBundle{
 		pool:    pool,
-		store:   store,
-		windows: runtime.NewWindows(store, runtime.SystemClock{}),
+		store:   db.Stores().Windows,
+		windows: runtime.NewWindows(db, runtime.SystemClock{}),
 		p:       windowPrincipal("tenant-a", "project-a", "agent-1"),
 	}
 }
@@ -574,7 +573,7 @@ func TestWindowStoreOneStatementPerWindow(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	require.NoError(t, pool.Ping(ctx))
-	windows := runtime.NewWindows(postgres.NewWindowStore(postgres.NewDB(pool)), runtime.SystemClock{})
+	windows := runtime.NewWindows(newDB(t, pool), runtime.SystemClock{})
 
 	counts := map[int][2]int{}
 	for _, n := range []int{1, contract.MaxWindowItems} {

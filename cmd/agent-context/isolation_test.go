@@ -173,7 +173,7 @@ func TestTenantIsolation(t *testing.T) {
 			stranger.call(t, http.MethodGet, contract.RouteMaintenanceStatus.Path, nil).requireOK(t, http.StatusOK, &status)
 			require.Equal(t, contract.OperationCounts{}, status.Operations)
 			dry := stranger.ok(t, http.StatusAccepted, contract.RouteConversationsRetention.Path, map[string]any{
-				"policy": map[string]any{"keepLastMessages": 0}, "dryRun": true,
+				"policy": map[string]any{"keepLastMessages": 1}, "dryRun": true,
 			})
 			result := awaitTenantOperation(t, stranger, dry["operation"].(map[string]any)["id"].(string))
 			require.JSONEq(t, `{"deletedMessages":0,"affectedConversations":0}`, mustJSON(t, result["result"]))

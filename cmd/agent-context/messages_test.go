@@ -311,6 +311,30 @@ func TestMessagesClientSequences(t *testing.T) {
 	require.Equal(t, []int64{5, 6, 9, 10}, seqs)
 }
 
+// The server never assigns a sequence past the contract's integer bound: once a
+// conversation holds 2^53 − 1, an append that would need the next one is 409 CONFLICT
+// (reason sequence_exhausted) and stores nothing, not even the batch's other records.
+func TestMessagesSequenceBound(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	last := rec("c", "last", "user", "the last sequence")
+	last["sequence"] = runtime.MaxSequence
+	app.appendOK(t, batchOf(last))
+	e := app.post(t, pathBatch, batchOf(rec("other", "o1", "user", "fine"), rec("c", "next", "user", "no room"))).
+		requireError(t, http.StatusConflict, contract.CodeConflict)
+	require.Equal(t, "sequence_exhausted", e.Details["reason"])
+	require.Equal(t, []any{"next"}, e.Details["ids"])
+	require.Equal(t, float64(runtime.MaxSequence), e.Details["limit"])
+	past := rec("c", "past", "user", "given past the bound")
+	past["sequence"] = runtime.MaxSequence + 1
+	e = app.post(t, pathBatch, batchOf(past)).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+	require.Equal(t, "messages[0].sequence", e.Details["field"])
+	require.Equal(t, []string{"last"}, recordIDs(app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "c"}})))
+	require.Empty(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "other"}}), "the batch was refused whole")
+	// A retry of the stored record is still a retry.
+	require.Equal(t, 1, app.appendOK(t, batchOf(last)).Skipped)
+}
+
 func TestMessagesReads(t *testing.T) {
 	t.Parallel()
 	app := startApp(t)
@@ -715,10 +739,8 @@ func BenchmarkMessagesAppend(b *testing.B) {
 		raw := make([][]any, 0, batchSize)
 		for _, r := range records("copy", n) {
 			next[r.Scope.ConversationID]++
-			raw = append(raw, postgres.MessageRow(scope, runtime.Message{
-				ConversationID: r.Scope.ConversationID, ID: r.ID, Role: r.Role, Content: r.Content,
-				Sequence: next[r.Scope.ConversationID], CreatedAtMs: time.Now().UnixMilli(), Metadata: r.Metadata,
-			}))
+			r.Sequence, r.CreatedAtMs = next[r.Scope.ConversationID], time.Now().UnixMilli()
+			raw = append(raw, postgres.MessageRow(scope, r))
 		}
 		start = time.Now()
 		copied, err := app.pool.CopyFrom(ctx, pgx.Identifier{"messages"}, postgres.MessageColumns, pgx.CopyFromRows(raw))
@@ -803,8 +825,8 @@ func loadMessages(b *testing.B, pool *pgxpool.Pool, conversations, perConversati
 		}
 		seq, conv := i/conversations+1, i%conversations
 		i++
-		return postgres.MessageRow(scope, runtime.Message{
-			ConversationID: fmt.Sprintf("conv-%d", conv), ID: fmt.Sprintf("m-%d", seq), Role: contract.Roles[seq%4],
+		return postgres.MessageRow(scope, contract.ConversationRecord{
+			Scope: contract.ConversationScope{ConversationID: fmt.Sprintf("conv-%d", conv)}, ID: fmt.Sprintf("m-%d", seq), Role: contract.Roles[seq%4],
 			Content: msgBenchContent(rng, 20), Sequence: int64(seq), CreatedAtMs: int64(1_700_000_000_000 + i),
 		}), nil
 	}))

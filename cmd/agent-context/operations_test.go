@@ -283,6 +283,41 @@ func TestConversationDeleteEndToEnd(t *testing.T) {
 	require.Equal(t, done, again)
 }
 
+// Deleting a conversation whose deletion failed starts the same operation again: it
+// goes back to pending (202), loses its error, and its job runs it to the end.
+func TestConversationDeleteRetriesAFailedDeletion(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.JobWorkers = 0 })
+	app.appendOK(t, batchOf(rec("c", "m1", "user", "doomed words")))
+	_, op := app.deleteConversation(t, "c")
+	pool := openPool(t, app.dsn)
+	_, err := pool.Exec(context.Background(), `
+		UPDATE operations SET state = 'failed', error_code = 'INTERNAL', error_message = 'the operation failed',
+		                      completed_at_ms = updated_at_ms
+		WHERE operation_id = $1`, op.ID)
+	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), `DELETE FROM river_job WHERE args->>'operationId' = $1`, op.ID)
+	require.NoError(t, err)
+	require.Equal(t, contract.OperationFailed, app.operation(t, op.ID).State)
+
+	status, again := app.deleteConversation(t, "c")
+	require.Equal(t, http.StatusAccepted, status)
+	require.Equal(t, op.ID, again.ID)
+	require.Equal(t, contract.OperationPending, again.State)
+	require.Nil(t, again.Error)
+	require.Nil(t, again.CompletedAtMs)
+	require.NoError(t, app.main.Close())
+
+	worker := startApp(t, func(c *Config) { c.DatabaseURL = app.dsn })
+	done := worker.waitOperation(t, op.ID)
+	require.Equal(t, contract.OperationSucceeded, done.State, "%+v", done)
+	require.Empty(t, columnsContaining(t, pool, "doomed words"))
+	// Deleting again now returns the finished operation unchanged.
+	status, final := worker.deleteConversation(t, "c")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, done, final)
+}
+
 // A conversation that never existed can be deleted, and stays tombstoned.
 func TestConversationDeleteNeverExisting(t *testing.T) {
 	t.Parallel()
@@ -301,7 +336,7 @@ func TestOperationsValidation(t *testing.T) {
 	t.Parallel()
 	app := startApp(t)
 	long := strings.Repeat("x", contract.MaxIDChars+1)
-	policy := map[string]any{"maxAgeMs": 1000}
+	policy := map[string]any{"maxAgeMs": contract.MinRetentionMaxAgeMs}
 	cases := []struct {
 		name   string
 		path   string
@@ -324,7 +359,12 @@ func TestOperationsValidation(t *testing.T) {
 		{"retention: empty policy", pathRetention, `{"policy": {}}`, 400, contract.CodeValidationFailed, "policy", nil},
 		{"retention: null fields", pathRetention, `{"policy": {"maxAgeMs": null, "keepLastMessages": null}}`, 400, contract.CodeValidationFailed, "policy", nil},
 		{"retention: negative age", pathRetention, `{"policy": {"maxAgeMs": -1}}`, 400, contract.CodeValidationFailed, "policy.maxAgeMs", float64(runtime.MaxSequence)},
-		{"retention: negative keep", pathRetention, `{"policy": {"keepLastMessages": -5}}`, 400, contract.CodeValidationFailed, "policy.keepLastMessages", float64(runtime.MaxSequence)},
+		{"retention: negative keep", pathRetention, `{"policy": {"keepLastMessages": -5}}`, 400, contract.CodeValidationFailed, "policy.keepLastMessages", float64(contract.MaxRetentionKeepLast)},
+		{"retention: age below a minute", pathRetention, `{"policy": {"maxAgeMs": 59999}}`, 400, contract.CodeValidationFailed, "policy.maxAgeMs", float64(runtime.MaxSequence)},
+		{"retention: zero age", pathRetention, `{"policy": {"maxAgeMs": 0, "keepLastMessages": 5}}`, 400, contract.CodeValidationFailed, "policy.maxAgeMs", float64(runtime.MaxSequence)},
+		{"retention: keep zero", pathRetention, `{"policy": {"keepLastMessages": 0}}`, 400, contract.CodeValidationFailed, "policy.keepLastMessages", float64(contract.MaxRetentionKeepLast)},
+		{"retention: keep zero beside an age", pathRetention, `{"policy": {"maxAgeMs": 60000, "keepLastMessages": 0}}`, 400, contract.CodeValidationFailed, "policy.keepLastMessages", float64(contract.MaxRetentionKeepLast)},
+		{"retention: absurd keep", pathRetention, `{"policy": {"keepLastMessages": 1000001}}`, 400, contract.CodeValidationFailed, "policy.keepLastMessages", float64(contract.MaxRetentionKeepLast)},
 		{"retention: huge age", pathRetention, `{"policy": {"maxAgeMs": 9007199254740992}}`, 400, contract.CodeValidationFailed, "policy.maxAgeMs", float64(runtime.MaxSequence)},
 		{"retention: fractional age", pathRetention, `{"policy": {"maxAgeMs": 1.5}}`, 400, contract.CodeValidationFailed, "policy.maxAgeMs", nil},
 		{"retention: unknown policy field", pathRetention, `{"policy": {"maxAgeMs": 1, "maxCount": 3}}`, 400, contract.CodeValidationFailed, "policy.maxCount", nil},
@@ -350,9 +390,9 @@ func TestOperationsValidation(t *testing.T) {
 	}
 	app.post(t, pathStatus, `{}`).requireError(t, http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed)
 	// Valid edge values are accepted.
-	app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": 0}})
-	app.retention(t, map[string]any{"policy": map[string]any{"keepLastMessages": 0}, "conversationId": "c", "dryRun": true})
-	app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": runtime.MaxSequence, "keepLastMessages": runtime.MaxSequence}})
+	app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": contract.MinRetentionMaxAgeMs}})
+	app.retention(t, map[string]any{"policy": map[string]any{"keepLastMessages": 1}, "conversationId": "c", "dryRun": true})
+	app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": runtime.MaxSequence, "keepLastMessages": contract.MaxRetentionKeepLast}})
 }
 
 // Retention through the API: dry run, age and keep-last together, one conversation,
@@ -409,12 +449,14 @@ func TestMaintenanceStatusEndToEnd(t *testing.T) {
 	other := []string{"x-infra-tenant-id", "tenant-b"}
 	app.deleteConversation(t, "c1")
 	app.deleteConversation(t, "c2")
-	app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": 1}})
+	app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": contract.MinRetentionMaxAgeMs}})
 	app.deleteConversation(t, "c1", other...)
 
 	var raw map[string]any
 	app.do(t, http.MethodGet, pathStatus, nil).requireOK(t, http.StatusOK, &raw)
-	current, latest, err := postgres.NewDB(openPool(t, app.dsn)).Versions(context.Background())
+	db, err := postgres.NewDB(openPool(t, app.dsn), postgres.DBOptions{})
+	require.NoError(t, err)
+	current, latest, err := db.Versions(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, latest, current)
 	require.Equal(t, map[string]any{
@@ -464,9 +506,9 @@ func TestOperationsCapabilities(t *testing.T) {
 
 	forbidden(app.post(t, pathDelete, map[string]any{"conversationId": "c"}, reader...), contract.CapMessagesDelete)
 	forbidden(app.post(t, pathDelete, map[string]any{"conversationId": "c"}, admin...), contract.CapMessagesDelete)
-	forbidden(app.post(t, pathRetention, map[string]any{"policy": map[string]any{"maxAgeMs": 1}}, reader...), contract.CapMessagesDelete)
+	forbidden(app.post(t, pathRetention, map[string]any{"policy": map[string]any{"maxAgeMs": contract.MinRetentionMaxAgeMs}}, reader...), contract.CapMessagesDelete)
 	_, del := app.deleteConversation(t, "c", deleter...)
-	ret := app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": 1}}, deleter...)
+	ret := app.retention(t, map[string]any{"policy": map[string]any{"maxAgeMs": contract.MinRetentionMaxAgeMs}}, deleter...)
 
 	// Neither capability: refused before the body is read, naming messages:delete.
 	forbidden(app.post(t, pathOperations, `not json`, reader...), contract.CapMessagesDelete)
@@ -516,10 +558,9 @@ func TestOperationSurvivesRestart(t *testing.T) {
 	// The deletion's worker died in the operation's last attempt (the tenth): its job is
 	// rescued all the same, not discarded with its operation left running.
 	pool := openPool(t, first.dsn)
-	db := postgres.NewDB(pool)
-	store, err := postgres.NewOperationStore(db, nil)
+	db, err := postgres.NewDB(pool, postgres.DBOptions{})
 	require.NoError(t, err)
-	dead := runtime.NewOperations(runtime.OperationsConfig{Store: store, Schema: db, BatchSize: 4})
+	dead := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db, BatchSize: 4})
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
 	for _, id := range []string{ret.ID, del.ID} {
 		for range 2 {
@@ -539,7 +580,7 @@ func TestOperationSurvivesRestart(t *testing.T) {
 	require.Equal(t, contract.OperationRunning, midway.State)
 	require.Equal(t, int64(8), midway.Progress.Done)
 	require.Equal(t, contract.OperationRunning, first.operation(t, del.ID).State)
-	require.Equal(t, contract.OperationProgress{Done: 8, Total: ptrTo[int64](10)}, first.operation(t, del.ID).Progress)
+	require.Equal(t, contract.OperationProgress{Done: 8}, first.operation(t, del.ID).Progress)
 	require.NoError(t, first.main.Close())
 
 	second := startApp(t, func(c *Config) { c.DatabaseURL = first.dsn })

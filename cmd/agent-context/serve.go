@@ -73,23 +73,21 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db := postgres.NewDB(m.pool)
+	db, err := postgres.NewDB(m.pool, postgres.DBOptions{Logger: m.Log})
+	if err != nil {
+		return err
+	}
 	// Loaded once: every replica reads the same secret, so any replica verifies any
 	// replica's cursors.
 	cursorSecret, err := db.Secret(ctx, "cursor_hmac_v1")
 	if err != nil {
 		return fmt.Errorf("load the cursor secret: %w", err)
 	}
-	conversations := runtime.NewConversations(postgres.NewMessageStore(db, postgres.MessageStoreOptions{}),
-		runtime.NewCursorCodec(cursorSecret), runtime.SystemClock{})
-	windows := runtime.NewWindows(postgres.NewWindowStore(db), runtime.SystemClock{})
-	operationStore, err := postgres.NewOperationStore(db, m.Log)
-	if err != nil {
-		return err
-	}
-	operations := runtime.NewOperations(runtime.OperationsConfig{Store: operationStore, Schema: db,
-		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge})
-	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Conversations: conversations,
+	messages := runtime.NewMessages(db, runtime.NewCursorCodec(cursorSecret), runtime.SystemClock{})
+	windows := runtime.NewWindows(db, runtime.SystemClock{})
+	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db,
+		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter)})
+	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
 		Windows: windows, Operations: operations})
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log}

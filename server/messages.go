@@ -12,26 +12,26 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// conversationRoutes registers the conversation message routes (03-conversations.md).
-func (s *Server) conversationRoutes() {
+// messageRoutes registers the conversation message routes (03-conversations.md).
+func (s *Server) messageRoutes() {
 	s.handle(contract.RouteMessagesBatch, numberBounds(jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.AppendMessagesRequest) (int, any, error) {
-			res, err := s.conversations.Append(ctx, p.Scope, req)
+			res, err := s.messages.Append(ctx, p.Scope, req)
 			return http.StatusOK, res, err
 		}), appendBound))
 	s.handle(contract.RouteMessagesRecent, numberBounds(jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.RecentMessagesRequest) (int, any, error) {
-			res, err := s.conversations.Recent(ctx, p.Scope, req)
+			res, err := s.messages.Recent(ctx, p.Scope, req)
 			return http.StatusOK, res, err
 		}), limitBound(contract.MaxMessagesLimit)))
 	s.handle(contract.RouteMessages, numberBounds(jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.PageMessagesRequest) (int, any, error) {
-			res, err := s.conversations.Page(ctx, p.Scope, req)
+			res, err := s.messages.Page(ctx, p.Scope, req)
 			return http.StatusOK, res, err
 		}), limitBound(contract.MaxMessagesLimit)))
 	s.handle(contract.RouteMessagesSearch, numberBounds(jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.SearchMessagesRequest) (int, any, error) {
-			res, err := s.conversations.Search(ctx, p.Scope, req)
+			res, err := s.messages.Search(ctx, p.Scope, req)
 			return http.StatusOK, res, err
 		}), limitBound(contract.MaxSearchLimit)))
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,20 +17,6 @@ import (
 // every JSON client (JavaScript included) represents exactly, and far from overflow when
 // the server assigns the next sequence.
 const MaxSequence = 1<<53 - 1
-
-// Message is a conversation record as the use cases and stores see it.
-type Message struct {
-	ConversationID string
-	ID             string
-	Role           string
-	Content        string
-	// Sequence is 0 on append when the server assigns it.
-	Sequence int64
-	// CreatedAtMs is 0 on append when the server's clock fills it in.
-	CreatedAtMs int64
-	// Metadata is compact JSON, or nil for none.
-	Metadata []byte
-}
 
 // MessageDigest is what an append needs to know about a stored message whose ID a
 // batch repeats: enough to tell an identical retry from a different record without
@@ -50,7 +35,7 @@ type MessageDigest struct {
 // in, in batch order, the IDs it skips as already present, and each touched
 // conversation's new last sequence.
 type AppendPlan struct {
-	Insert       []Message
+	Insert       []contract.ConversationRecord
 	SkippedIDs   []string
 	LastSequence map[string]int64
 }
@@ -89,48 +74,48 @@ type SearchQuery struct {
 	MaxBytes int64
 }
 
-// SearchHit is a message that matches every word of a query.
-type SearchHit struct {
-	Message Message
-	Score   float64
-}
+// AppendPlanner decides what an append writes (PlanAppend is the one the use case
+// passes): given the batch, each conversation's last sequence and the stored digests of
+// the batch's IDs that already exist.
+type AppendPlanner func(batch []contract.ConversationRecord, last map[string]int64, existing []MessageDigest, nowMs int64) (AppendPlan, error)
 
-// MessageStore is the storage the conversation use cases need. Every method is
-// confined to scope, and treats a deleted conversation as one that never existed.
+// MessageStore is the storage the message use cases need. Every method is confined to
+// scope, and treats a deleted conversation as one that never existed.
 type MessageStore interface {
 	// AppendMessages writes batch atomically: it locks the batch's conversations
-	// (creating missing ones), asks PlanAppend what to write, given the stored digests
-	// of the IDs the batch repeats, and writes exactly that, or nothing on error.
-	// Errors: CONFLICT (a deleted conversation, reason conversation_deleted; a
-	// sequence collision), IDEMPOTENCY_CONFLICT, SERVICE_UNAVAILABLE.
-	AppendMessages(ctx context.Context, scope Scope, batch []Message, nowMs int64) (AppendResult, error)
+	// (creating missing ones), asks plan what to write, given the stored digests of
+	// the IDs the batch repeats, and writes exactly that, or nothing on error. The
+	// planner runs while the locks are held, so its view cannot change underneath.
+	// Errors: the planner's, CONFLICT (a deleted conversation, reason
+	// conversation_deleted), SERVICE_UNAVAILABLE.
+	AppendMessages(ctx context.Context, scope Scope, batch []contract.ConversationRecord, plan AppendPlanner, nowMs int64) (AppendResult, error)
 	// ListMessages returns up to q.Limit messages and whether another one follows them.
 	// Errors: SERVICE_UNAVAILABLE.
-	ListMessages(ctx context.Context, scope Scope, q MessageQuery) (msgs []Message, more bool, err error)
+	ListMessages(ctx context.Context, scope Scope, q MessageQuery) (msgs []contract.ConversationRecord, more bool, err error)
 	// SearchMessages returns up to q.Limit messages containing every word of q.Text,
 	// best first. Errors: SERVICE_UNAVAILABLE (reason statement_timeout when the search
 	// ran out of time).
-	SearchMessages(ctx context.Context, scope Scope, q SearchQuery) ([]SearchHit, error)
+	SearchMessages(ctx context.Context, scope Scope, q SearchQuery) ([]contract.SearchHit, error)
 }
 
-// Conversations holds the use cases of conversation messages: append, recent, page and
+// Messages holds the use cases of conversation messages: append, recent, page and
 // search (03-conversations.md).
-type Conversations struct {
+type Messages struct {
 	store   MessageStore
 	cursors *CursorCodec
 	clock   Clock
 }
 
-// NewConversations returns the use cases over store; cursors signs page cursors.
-func NewConversations(store MessageStore, cursors *CursorCodec, clock Clock) *Conversations {
+// NewMessages returns the use cases over db; cursors signs page cursors.
+func NewMessages(db UnitOfWork, cursors *CursorCodec, clock Clock) *Messages {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &Conversations{store: store, cursors: cursors, clock: clock}
+	return &Messages{store: db.Stores().Messages, cursors: cursors, clock: clock}
 }
 
 // Append validates and appends a batch of records.
-func (c *Conversations) Append(ctx context.Context, scope Scope, req *contract.AppendMessagesRequest) (*contract.AppendMessagesResponse, error) {
+func (c *Messages) Append(ctx context.Context, scope Scope, req *contract.AppendMessagesRequest) (*contract.AppendMessagesResponse, error) {
 	if len(req.Messages) == 0 {
 		return nil, Invalid("messages", "messages must hold at least one record")
 	}
@@ -138,7 +123,7 @@ func (c *Conversations) Append(ctx context.Context, scope Scope, req *contract.A
 		return nil, TooMany("messages", contract.MaxAppendMessages,
 			"messages holds %d records; at most %d are allowed", len(req.Messages), contract.MaxAppendMessages)
 	}
-	batch := make([]Message, len(req.Messages))
+	batch := make([]contract.ConversationRecord, len(req.Messages))
 	for i, r := range req.Messages {
 		m, err := validateMessage(fmt.Sprintf("messages[%d]", i), r)
 		if err != nil {
@@ -146,7 +131,7 @@ func (c *Conversations) Append(ctx context.Context, scope Scope, req *contract.A
 		}
 		batch[i] = m
 	}
-	res, err := c.store.AppendMessages(ctx, scope, batch, c.clock.Now().UnixMilli())
+	res, err := c.store.AppendMessages(ctx, scope, batch, PlanAppend, c.clock.Now().UnixMilli())
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +143,7 @@ func (c *Conversations) Append(ctx context.Context, scope Scope, req *contract.A
 }
 
 // Recent returns the newest messages of a conversation, oldest first.
-func (c *Conversations) Recent(ctx context.Context, scope Scope, req *contract.RecentMessagesRequest) (*contract.MessagesResponse, error) {
+func (c *Messages) Recent(ctx context.Context, scope Scope, req *contract.RecentMessagesRequest) (*contract.MessagesResponse, error) {
 	if err := ValidateID("scope.conversationId", req.Scope.ConversationID); err != nil {
 		return nil, err
 	}
@@ -178,11 +163,11 @@ func (c *Conversations) Recent(ctx context.Context, scope Scope, req *contract.R
 		return nil, err
 	}
 	slices.Reverse(msgs)
-	return &contract.MessagesResponse{Messages: messageRecords(msgs)}, nil
+	return &contract.MessagesResponse{Messages: msgs}, nil
 }
 
 // Page returns one page of a conversation in sequence order and the cursor of the next.
-func (c *Conversations) Page(ctx context.Context, scope Scope, req *contract.PageMessagesRequest) (*contract.MessagePage, error) {
+func (c *Messages) Page(ctx context.Context, scope Scope, req *contract.PageMessagesRequest) (*contract.MessagePage, error) {
 	if err := ValidateID("scope.conversationId", req.Scope.ConversationID); err != nil {
 		return nil, err
 	}
@@ -218,7 +203,7 @@ func (c *Conversations) Page(ctx context.Context, scope Scope, req *contract.Pag
 	if err != nil {
 		return nil, err
 	}
-	page := &contract.MessagePage{Messages: messageRecords(msgs)}
+	page := &contract.MessagePage{Messages: msgs}
 	if more && len(msgs) > 0 {
 		next := c.cursors.Encode(binding, msgs[len(msgs)-1].Sequence)
 		page.NextCursor = &next
@@ -227,7 +212,7 @@ func (c *Conversations) Page(ctx context.Context, scope Scope, req *contract.Pag
 }
 
 // Search finds messages containing every word of the query, best first.
-func (c *Conversations) Search(ctx context.Context, scope Scope, req *contract.SearchMessagesRequest) (*contract.SearchMessagesResponse, error) {
+func (c *Messages) Search(ctx context.Context, scope Scope, req *contract.SearchMessagesRequest) (*contract.SearchMessagesResponse, error) {
 	if len(req.Query) > contract.MaxSearchQueryBytes {
 		return nil, TooLarge("query", contract.MaxSearchQueryBytes)
 	}
@@ -252,11 +237,7 @@ func (c *Conversations) Search(ctx context.Context, scope Scope, req *contract.S
 	if err != nil {
 		return nil, err
 	}
-	out := make([]contract.SearchHit, len(hits))
-	for i, h := range hits {
-		out[i] = contract.SearchHit{Message: messageRecord(h.Message), Score: h.Score}
-	}
-	return &contract.SearchMessagesResponse{Hits: out}, nil
+	return &contract.SearchMessagesResponse{Hits: hits}, nil
 }
 
 // PlanAppend decides what an append writes, given the batch, each conversation's last
@@ -269,7 +250,7 @@ func (c *Conversations) Search(ctx context.Context, scope Scope, req *contract.S
 // A new record gets the next sequence of its conversation when it has none; a given
 // one must exceed every sequence the conversation has so far, else CONFLICT.
 // Either error lists the offending IDs in details.ids; then nothing is written.
-func PlanAppend(batch []Message, last map[string]int64, existing []MessageDigest, nowMs int64) (AppendPlan, error) {
+func PlanAppend(batch []contract.ConversationRecord, last map[string]int64, existing []MessageDigest, nowMs int64) (AppendPlan, error) {
 	type key struct{ conversation, id string }
 	stored := make(map[key]MessageDigest, len(existing))
 	for _, d := range existing {
@@ -280,10 +261,11 @@ func PlanAppend(batch []Message, last map[string]int64, existing []MessageDigest
 		next[id] = seq
 	}
 	planned := make(map[key]int, len(batch))
-	plan := AppendPlan{Insert: make([]Message, 0, len(batch)), LastSequence: map[string]int64{}}
-	var idConflicts, seqConflicts []string
+	plan := AppendPlan{Insert: make([]contract.ConversationRecord, 0, len(batch)), LastSequence: map[string]int64{}}
+	var idConflicts, seqConflicts, exhausted []string
 	for _, m := range batch {
-		k := key{m.ConversationID, m.ID}
+		conversation := m.Scope.ConversationID
+		k := key{conversation, m.ID}
 		if d, ok := stored[k]; ok {
 			if sameAsStored(m, d) {
 				plan.SkippedIDs = append(plan.SkippedIDs, m.ID)
@@ -304,14 +286,17 @@ func PlanAppend(batch []Message, last map[string]int64, existing []MessageDigest
 			m.CreatedAtMs = nowMs
 		}
 		switch {
+		case m.Sequence == 0 && next[conversation] >= MaxSequence:
+			exhausted = appendID(exhausted, m.ID)
+			continue
 		case m.Sequence == 0:
-			m.Sequence = next[m.ConversationID] + 1
-		case m.Sequence <= next[m.ConversationID]:
+			m.Sequence = next[conversation] + 1
+		case m.Sequence <= next[conversation]:
 			seqConflicts = appendID(seqConflicts, m.ID)
 			continue
 		}
-		next[m.ConversationID] = m.Sequence
-		plan.LastSequence[m.ConversationID] = m.Sequence
+		next[conversation] = m.Sequence
+		plan.LastSequence[conversation] = m.Sequence
 		planned[k] = len(plan.Insert)
 		plan.Insert = append(plan.Insert, m)
 	}
@@ -324,11 +309,16 @@ func PlanAppend(batch []Message, last map[string]int64, existing []MessageDigest
 			"a given sequence is not greater than every sequence already in its conversation").
 			With("reason", "sequence_conflict").With("ids", inBatchOrder(batch, seqConflicts))
 	}
+	if len(exhausted) > 0 {
+		return AppendPlan{}, Errorf(contract.CodeConflict,
+			"the conversation has no sequence left: the next would pass %d", int64(MaxSequence)).
+			With("reason", "sequence_exhausted").With("limit", int64(MaxSequence)).With("ids", inBatchOrder(batch, exhausted))
+	}
 	return plan, nil
 }
 
 // inBatchOrder sorts ids by where each first occurs in the batch.
-func inBatchOrder(batch []Message, ids []string) []string {
+func inBatchOrder(batch []contract.ConversationRecord, ids []string) []string {
 	first := make(map[string]int, len(ids))
 	for i := len(batch) - 1; i >= 0; i-- {
 		first[batch[i].ID] = i
@@ -345,7 +335,7 @@ func appendID(ids []string, id string) []string {
 }
 
 // sameAsStored reports whether m repeats the stored record d.
-func sameAsStored(m Message, d MessageDigest) bool {
+func sameAsStored(m contract.ConversationRecord, d MessageDigest) bool {
 	return m.Role == d.Role &&
 		sha256.Sum256([]byte(m.Content)) == d.ContentSHA256 &&
 		sameJSON(m.Metadata, d.Metadata) &&
@@ -355,7 +345,7 @@ func sameAsStored(m Message, d MessageDigest) bool {
 
 // sameAsPlanned reports whether m repeats p, a record earlier in the same batch whose
 // sequence and time are already filled in.
-func sameAsPlanned(m, p Message) bool {
+func sameAsPlanned(m, p contract.ConversationRecord) bool {
 	return m.Role == p.Role && m.Content == p.Content && sameJSON(m.Metadata, p.Metadata) &&
 		(m.Sequence == 0 || m.Sequence == p.Sequence) &&
 		(m.CreatedAtMs == 0 || m.CreatedAtMs == p.CreatedAtMs)
@@ -374,39 +364,37 @@ func sameJSON(a, b []byte) bool {
 	return bytes.Equal(ca, cb)
 }
 
-// validateMessage checks one record of an append and returns it as a Message; prefix is
-// its field path (messages[3]).
-func validateMessage(prefix string, r contract.ConversationRecord) (Message, error) {
+// validateMessage checks one record of an append and returns it with its metadata
+// compacted; prefix is its field path (messages[3]).
+func validateMessage(prefix string, r contract.ConversationRecord) (contract.ConversationRecord, error) {
 	if err := ValidateID(prefix+".id", r.ID); err != nil {
-		return Message{}, err
+		return contract.ConversationRecord{}, err
 	}
 	if err := ValidateID(prefix+".scope.conversationId", r.Scope.ConversationID); err != nil {
-		return Message{}, err
+		return contract.ConversationRecord{}, err
 	}
 	if !slices.Contains(contract.Roles, r.Role) {
-		return Message{}, Invalid(prefix+".role", "role must be one of %s", strings.Join(contract.Roles, ", "))
+		return contract.ConversationRecord{}, Invalid(prefix+".role", "role must be one of %s", strings.Join(contract.Roles, ", "))
 	}
 	if len(r.Content) > contract.MaxMessageContentBytes {
-		return Message{}, TooLarge(prefix+".content", contract.MaxMessageContentBytes)
+		return contract.ConversationRecord{}, TooLarge(prefix+".content", contract.MaxMessageContentBytes)
 	}
 	// Postgres text cannot hold NUL; refusing it here keeps it a validation error.
 	if strings.IndexByte(r.Content, 0) >= 0 {
-		return Message{}, Invalid(prefix+".content", "content must not contain NUL characters")
+		return contract.ConversationRecord{}, Invalid(prefix+".content", "content must not contain NUL characters")
 	}
 	if r.Sequence < 0 || r.Sequence > MaxSequence {
-		return Message{}, TooMany(prefix+".sequence", MaxSequence, "sequence must be between 0 and %d", int64(MaxSequence))
+		return contract.ConversationRecord{}, TooMany(prefix+".sequence", MaxSequence, "sequence must be between 0 and %d", int64(MaxSequence))
 	}
 	if r.CreatedAtMs < 0 || r.CreatedAtMs > MaxSequence {
-		return Message{}, TooMany(prefix+".createdAtMs", MaxSequence, "createdAtMs must be between 0 and %d", int64(MaxSequence))
+		return contract.ConversationRecord{}, TooMany(prefix+".createdAtMs", MaxSequence, "createdAtMs must be between 0 and %d", int64(MaxSequence))
 	}
 	metadata, err := NormalizeMetadata(prefix+".metadata", r.Metadata)
 	if err != nil {
-		return Message{}, err
+		return contract.ConversationRecord{}, err
 	}
-	return Message{
-		ConversationID: r.Scope.ConversationID, ID: r.ID, Role: r.Role, Content: r.Content,
-		Sequence: r.Sequence, CreatedAtMs: r.CreatedAtMs, Metadata: metadata,
-	}, nil
+	r.Metadata = metadata
+	return r, nil
 }
 
 // NormalizeMetadata checks a metadata value and returns it compacted, or nil for absent
@@ -449,19 +437,4 @@ func validateRoleFilter(roles []string) ([]string, error) {
 	out := slices.Clone(roles)
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-func messageRecords(msgs []Message) []contract.ConversationRecord {
-	out := make([]contract.ConversationRecord, len(msgs))
-	for i, m := range msgs {
-		out[i] = messageRecord(m)
-	}
-	return out
-}
-
-func messageRecord(m Message) contract.ConversationRecord {
-	return contract.ConversationRecord{
-		ID: m.ID, Scope: contract.ConversationScope{ConversationID: m.ConversationID}, Role: m.Role,
-		Content: m.Content, Sequence: m.Sequence, CreatedAtMs: m.CreatedAtMs, Metadata: json.RawMessage(m.Metadata),
-	}
 }

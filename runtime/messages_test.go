@@ -18,29 +18,29 @@ import (
 // stubMessages records what the use cases ask of the store and answers with fixed
 // results; validation tests assert it was never reached.
 type stubMessages struct {
-	appended []runtime.Message
+	appended []contract.ConversationRecord
 	nowMs    int64
 	list     runtime.MessageQuery
-	listed   []runtime.Message
+	listed   []contract.ConversationRecord
 	more     bool
 	search   runtime.SearchQuery
-	hits     []runtime.SearchHit
+	hits     []contract.SearchHit
 	calls    int
 }
 
-func (s *stubMessages) AppendMessages(_ context.Context, _ runtime.Scope, batch []runtime.Message, nowMs int64) (runtime.AppendResult, error) {
+func (s *stubMessages) AppendMessages(_ context.Context, _ runtime.Scope, batch []contract.ConversationRecord, _ runtime.AppendPlanner, nowMs int64) (runtime.AppendResult, error) {
 	s.calls++
 	s.appended, s.nowMs = batch, nowMs
 	return runtime.AppendResult{Appended: len(batch)}, nil
 }
 
-func (s *stubMessages) ListMessages(_ context.Context, _ runtime.Scope, q runtime.MessageQuery) ([]runtime.Message, bool, error) {
+func (s *stubMessages) ListMessages(_ context.Context, _ runtime.Scope, q runtime.MessageQuery) ([]contract.ConversationRecord, bool, error) {
 	s.calls++
 	s.list = q
 	return s.listed, s.more, nil
 }
 
-func (s *stubMessages) SearchMessages(_ context.Context, _ runtime.Scope, q runtime.SearchQuery) ([]runtime.SearchHit, error) {
+func (s *stubMessages) SearchMessages(_ context.Context, _ runtime.Scope, q runtime.SearchQuery) ([]contract.SearchHit, error) {
 	s.calls++
 	s.search = q
 	return s.hits, nil
@@ -52,7 +52,7 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 type convBundle struct {
 	store *stubMessages
-	conv  *runtime.Conversations
+	conv  *runtime.Messages
 	scope runtime.Scope
 }
 
@@ -62,7 +62,7 @@ func setupConversations(t *testing.T) *convBundle {
 	codec := runtime.NewCursorCodec([]byte(strings.Repeat("k", 32)))
 	return &convBundle{
 		store: store,
-		conv:  runtime.NewConversations(store, codec, fixedClock(time.UnixMilli(1_700_000_000_000))),
+		conv:  runtime.NewMessages(stubDB{runtime.Stores{Messages: store}}, codec, fixedClock(time.UnixMilli(1_700_000_000_000))),
 		scope: runtime.Scope{TenantID: "t", ProjectID: "p"},
 	}
 }
@@ -164,20 +164,18 @@ func TestAppendNormalizesRecords(t *testing.T) {
 	require.Equal(t, int64(1_700_000_000_000), b.store.nowMs)
 	require.Equal(t, `{"b":[1,2],"a":null}`, string(b.store.appended[0].Metadata))
 	require.Nil(t, b.store.appended[1].Metadata)
-	require.Equal(t, runtime.Message{
-		ConversationID: "c", ID: "m3", Role: contract.RoleUser, Content: full.Content, Sequence: 7, CreatedAtMs: 42,
-	}, b.store.appended[2])
+	require.Equal(t, contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: "c"}, ID: "m3", Role: contract.RoleUser, Content: full.Content, Sequence: 7, CreatedAtMs: 42}, b.store.appended[2])
 }
 
-func digestOf(m runtime.Message) runtime.MessageDigest {
+func digestOf(m contract.ConversationRecord) runtime.MessageDigest {
 	return runtime.MessageDigest{
-		ConversationID: m.ConversationID, ID: m.ID, Role: m.Role, Sequence: m.Sequence, CreatedAtMs: m.CreatedAtMs,
+		ConversationID: m.Scope.ConversationID, ID: m.ID, Role: m.Role, Sequence: m.Sequence, CreatedAtMs: m.CreatedAtMs,
 		ContentSHA256: sha256.Sum256([]byte(m.Content)), Metadata: m.Metadata,
 	}
 }
 
-func msg(conversation, id, content string) runtime.Message {
-	return runtime.Message{ConversationID: conversation, ID: id, Role: contract.RoleUser, Content: content}
+func msg(conversation, id, content string) contract.ConversationRecord {
+	return contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: conversation}, ID: id, Role: contract.RoleUser, Content: content}
 }
 
 func TestPlanAppendAssignsSequencesInBatchOrder(t *testing.T) {
@@ -187,7 +185,7 @@ func TestPlanAppendAssignsSequencesInBatchOrder(t *testing.T) {
 	dated := msg("b", "b1", "x")
 	dated.CreatedAtMs = 5
 	plan, err := runtime.PlanAppend(
-		[]runtime.Message{msg("a", "a1", "x"), msg("b", "b0", "x"), given, msg("a", "a4", "x"), dated},
+		[]contract.ConversationRecord{msg("a", "a1", "x"), msg("b", "b0", "x"), given, msg("a", "a4", "x"), dated},
 		map[string]int64{"a": 3, "b": 0}, nil, 99)
 	require.NoError(t, err)
 	var got []int64
@@ -210,7 +208,7 @@ func TestPlanAppendSkipsIdenticalRetries(t *testing.T) {
 	retry := stored
 	retry.Sequence, retry.CreatedAtMs, retry.Metadata = 0, 0, []byte(`{"y":"z","x":1}`)
 	exact := stored
-	plan, err := runtime.PlanAppend([]runtime.Message{retry, exact, msg("a", "m2", "new"), msg("a", "m2", "new")},
+	plan, err := runtime.PlanAppend([]contract.ConversationRecord{retry, exact, msg("a", "m2", "new"), msg("a", "m2", "new")},
 		map[string]int64{"a": 4}, []runtime.MessageDigest{digestOf(stored)}, 2000)
 	require.NoError(t, err)
 	require.Equal(t, []string{"m1", "m1", "m2"}, plan.SkippedIDs)
@@ -222,25 +220,25 @@ func TestPlanAppendIdempotencyConflicts(t *testing.T) {
 	t.Parallel()
 	stored := msg("a", "m1", "hello")
 	stored.Sequence, stored.CreatedAtMs = 4, 1000
-	for name, change := range map[string]func(m *runtime.Message){
-		"content":   func(m *runtime.Message) { m.Content = "hullo" },
-		"role":      func(m *runtime.Message) { m.Role = contract.RoleAssistant },
-		"metadata":  func(m *runtime.Message) { m.Metadata = []byte(`{}`) },
-		"sequence":  func(m *runtime.Message) { m.Sequence = 5 },
-		"createdAt": func(m *runtime.Message) { m.CreatedAtMs = 1001 },
+	for name, change := range map[string]func(m *contract.ConversationRecord){
+		"content":   func(m *contract.ConversationRecord) { m.Content = "hullo" },
+		"role":      func(m *contract.ConversationRecord) { m.Role = contract.RoleAssistant },
+		"metadata":  func(m *contract.ConversationRecord) { m.Metadata = []byte(`{}`) },
+		"sequence":  func(m *contract.ConversationRecord) { m.Sequence = 5 },
+		"createdAt": func(m *contract.ConversationRecord) { m.CreatedAtMs = 1001 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			other := stored
 			change(&other)
-			_, err := runtime.PlanAppend([]runtime.Message{msg("a", "m0", "fine"), other},
+			_, err := runtime.PlanAppend([]contract.ConversationRecord{msg("a", "m0", "fine"), other},
 				map[string]int64{"a": 4}, []runtime.MessageDigest{digestOf(stored)}, 2000)
 			requireRuntimeError(t, err, contract.CodeIdempotencyConflict, map[string]any{"ids": []string{"m1"}})
 		})
 	}
 	t.Run("within the batch", func(t *testing.T) {
 		t.Parallel()
-		_, err := runtime.PlanAppend([]runtime.Message{msg("a", "m9", "one"), msg("b", "m9", "two"), msg("a", "m9", "three")},
+		_, err := runtime.PlanAppend([]contract.ConversationRecord{msg("a", "m9", "one"), msg("b", "m9", "two"), msg("a", "m9", "three")},
 			map[string]int64{}, nil, 2000)
 		requireRuntimeError(t, err, contract.CodeIdempotencyConflict, map[string]any{"ids": []string{"m9"}})
 	})
@@ -248,19 +246,19 @@ func TestPlanAppendIdempotencyConflicts(t *testing.T) {
 		t.Parallel()
 		dated := msg("a", "m9", "one")
 		dated.CreatedAtMs = 1
-		_, err := runtime.PlanAppend([]runtime.Message{msg("a", "m9", "one"), dated}, map[string]int64{}, nil, 2000)
+		_, err := runtime.PlanAppend([]contract.ConversationRecord{msg("a", "m9", "one"), dated}, map[string]int64{}, nil, 2000)
 		requireRuntimeError(t, err, contract.CodeIdempotencyConflict, map[string]any{"ids": []string{"m9"}})
 	})
 }
 
 func TestPlanAppendSequenceConflicts(t *testing.T) {
 	t.Parallel()
-	at := func(id string, seq int64) runtime.Message {
+	at := func(id string, seq int64) contract.ConversationRecord {
 		m := msg("a", id, "x")
 		m.Sequence = seq
 		return m
 	}
-	for name, batch := range map[string][]runtime.Message{
+	for name, batch := range map[string][]contract.ConversationRecord{
 		"equal to the last":          {at("m1", 3)},
 		"below the last":             {at("m1", 1)},
 		"below an earlier record":    {at("m1", 8), at("m2", 6)},
@@ -274,7 +272,7 @@ func TestPlanAppendSequenceConflicts(t *testing.T) {
 			requireRuntimeError(t, err, contract.CodeConflict, map[string]any{"reason": "sequence_conflict"})
 		})
 	}
-	plan, err := runtime.PlanAppend([]runtime.Message{at("m1", 4), at("m2", 9)}, map[string]int64{"a": 3}, nil, 1)
+	plan, err := runtime.PlanAppend([]contract.ConversationRecord{at("m1", 4), at("m2", 9)}, map[string]int64{"a": 3}, nil, 1)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"a": 9}, plan.LastSequence)
 }
@@ -318,7 +316,7 @@ func TestRecentAndPageValidation(t *testing.T) {
 func TestRecentReturnsOldestFirst(t *testing.T) {
 	t.Parallel()
 	b := setupConversations(t)
-	b.store.listed = []runtime.Message{msg("c", "m3", "x"), msg("c", "m2", "x"), msg("c", "m1", "x")}
+	b.store.listed = []contract.ConversationRecord{msg("c", "m3", "x"), msg("c", "m2", "x"), msg("c", "m1", "x")}
 	res, err := b.conv.Recent(context.Background(), b.scope, &contract.RecentMessagesRequest{
 		Scope: contract.ConversationScope{ConversationID: "c"}, Roles: []string{"user", "assistant", "user"},
 	})
@@ -340,7 +338,7 @@ func TestPageCursorRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	last := msg("c", "m7", "x")
 	last.Sequence = 7
-	b.store.listed, b.store.more = []runtime.Message{last}, true
+	b.store.listed, b.store.more = []contract.ConversationRecord{last}, true
 	req := &contract.PageMessagesRequest{Scope: contract.ConversationScope{ConversationID: "c"}, Order: "desc", Limit: intp(1)}
 	page, err := b.conv.Page(ctx, b.scope, req)
 	require.NoError(t, err)

@@ -1,0 +1,115 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// conversationTable is a table whose rows belong to one conversation.
+type conversationTable struct {
+	// Name is the table.
+	Name string
+	// Column names the conversation; with tenant_id and project_id it must lead an
+	// index, so that a batch of a deletion finds its rows without a scan.
+	Column string
+	// Size lists the columns that may hold more than a few bytes (content, metadata,
+	// search documents): a deletion step sums their stored sizes to bound its bytes.
+	Size []string
+}
+
+// sizeExpr is the stored size of t's large columns in a row, read from the values'
+// headers (pg_column_size never fetches or decompresses a TOASTed value).
+func (t conversationTable) sizeExpr() string {
+	terms := make([]string, len(t.Size))
+	for i, c := range t.Size {
+		terms[i] = "coalesce(pg_column_size(" + pgx.Identifier{c}.Sanitize() + "), 0)"
+	}
+	return "(" + strings.Join(terms, " + ") + ")::bigint"
+}
+
+// conversationTables lists every table holding rows of a conversation, in the order
+// physical deletion empties them (a table whose rows other tables reference by a
+// foreign key comes after those tables, unless the reference cascades). A migration
+// that creates such a table adds it here: the deletion job then removes its rows, and
+// the test that scans every column of every table after a deletion proves it.
+var conversationTables = []conversationTable{
+	{Name: "messages", Column: "conversation_id", Size: []string{"content", "metadata", "search"}},
+	// Windows go last: deleting one cascades to the derivations that name it from
+	// another conversation (a derivation's conversation_id is its target's).
+	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}},
+	{Name: "model_invocations", Column: "conversation_id", Size: []string{"response_content", "error", "metadata"}},
+	{Name: "context_window_items", Column: "conversation_id", Size: []string{"content", "knowledge_evidence", "metadata"}},
+	{Name: "context_windows", Column: "conversation_id", Size: []string{"metadata"}},
+}
+
+// DeleteConversationStep implements runtime.OperationStore. Rows are picked by ctid so
+// one statement serves every table whatever its key; a batch runs table by table in
+// the order of conversationTables, each statement taking rows while the bytes of those
+// before it stay under what is left of the budget. Every statement is an index range
+// of at most bounds.Rows rows; the total is not counted ahead (that would read the
+// whole conversation in one statement), so progress.total stays null until the last
+// step sets it to what was deleted.
+func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runtime.Scope, operationID, conversationID string, bounds runtime.StepBounds, nowMs int64) (bool, error) {
+	var done bool
+	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
+		if err := setLocalTimeout(ctx, tx, bounds.Timeout); err != nil {
+			return err
+		}
+		running, err := lockRunning(ctx, tx, scope, operationID, nil)
+		if err != nil || !running {
+			done = err == nil
+			return err
+		}
+		var deleted, bytes int64
+		for _, t := range conversationTables {
+			if deleted >= int64(bounds.Rows) || bytes >= bounds.Bytes {
+				break
+			}
+			var rows, size int64
+			if err := tx.QueryRow(ctx, fmt.Sprintf(`
+				WITH picked AS (
+				    SELECT ctid, %[3]s AS size FROM %[1]s
+				    WHERE tenant_id = $1 AND project_id = $2 AND %[2]s = $3
+				    LIMIT $4
+				), bounded AS (
+				    SELECT ctid FROM (
+				        SELECT ctid, sum(size) OVER (ORDER BY ctid ROWS UNBOUNDED PRECEDING) - size AS before
+				        FROM picked
+				    ) p
+				    WHERE before < $5
+				), gone AS (
+				    DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT ctid FROM bounded))
+				    RETURNING %[3]s AS size
+				)
+				SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone`,
+				pgx.Identifier{t.Name}.Sanitize(), pgx.Identifier{t.Column}.Sanitize(), t.sizeExpr()),
+				scope.TenantID, scope.ProjectID, conversationID, int64(bounds.Rows)-deleted, bounds.Bytes-bytes).
+				Scan(&rows, &size); err != nil {
+				return translate(err)
+			}
+			deleted += rows
+			bytes += size
+		}
+		if deleted > 0 {
+			_, err := tx.Exec(ctx, `
+				UPDATE operations SET progress_done = progress_done + $4, updated_at_ms = $5
+				WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
+				scope.TenantID, scope.ProjectID, operationID, deleted, nowMs)
+			return translate(err)
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE operations
+			SET state = 'succeeded', progress_total = progress_done, updated_at_ms = $4, completed_at_ms = $4,
+			    result = jsonb_build_object('deletedRecords', progress_done)
+			WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
+			scope.TenantID, scope.ProjectID, operationID, nowMs)
+		done = err == nil
+		return translate(err)
+	})
+	return done, err
+}

@@ -1,0 +1,19 @@
+package runtime_test
+
+import (
+	"context"
+
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// stubDB is a unit of work over stub stores: WithinTx runs the function on the same
+// stores, without a transaction, for use-case tests that need no database.
+type stubDB struct {
+	stores runtime.Stores
+}
+
+func (d stubDB) Stores() runtime.Stores { return d.stores }
+
+func (d stubDB) WithinTx(ctx context.Context, fn func(ctx context.Context, tx runtime.Stores) error) error {
+	return fn(ctx, d.stores)
+}

@@ -1,0 +1,62 @@
+package runtime
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// idOrNew validates a client-chosen ID or, when there is none (absent or null),
+// generates one. An empty string is a client-chosen ID, and an invalid one.
+func idOrNew(field string, id *string) (string, error) {
+	if id == nil {
+		return NewID(), nil
+	}
+	if *id == "" {
+		return "", Invalid(field, "%s must not be empty: omit it (or send null) to have one generated", field)
+	}
+	if err := ValidateID(field, *id); err != nil {
+		return "", err
+	}
+	return *id, nil
+}
+
+// validateLabel checks a free-text label such as purpose: 1 to maxChars characters and
+// no control characters (which also keeps NUL out of Postgres text).
+func validateLabel(field, v string, maxChars int) error {
+	if v == "" {
+		return Invalid(field, "%s is required", field)
+	}
+	if utf8.RuneCountInString(v) > maxChars {
+		return TooMany(field, int64(maxChars), "%s must be at most %d characters", field, maxChars)
+	}
+	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return Invalid(field, "%s must not contain control characters", field)
+	}
+	return nil
+}
+
+func oneOf(field string, values []string) error {
+	return Invalid(field, "%s must be one of %s", field, strings.Join(values, ", "))
+}
+
+// normalizeJSON is NormalizeMetadata plus the check that the value has an RFC 8785
+// canonical form, which comparisons and contentSha256 rely on.
+func normalizeJSON(field string, raw json.RawMessage) (json.RawMessage, error) {
+	v, err := NormalizeMetadata(field, raw)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	if _, err := canonicalJSON(v); err != nil || !finiteNumbers(v) {
+		return nil, Invalid(field, "%s has no RFC 8785 canonical form (numbers must fit an IEEE-754 double)", field)
+	}
+	return v, nil
+}
+
+func sameOptional[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
