@@ -643,7 +643,14 @@ type msgBenchApp struct {
 	base   string
 	client *http.Client
 	pool   *pgxpool.Pool
+	dsn    string
+	// maxConns is the size of the server's pool.
+	maxConns int32
 }
+
+// msgBenchMaxConns sizes the server's pool in benchmarks: one connection per client of
+// the concurrent ones.
+const msgBenchMaxConns = 8
 
 func startMsgBenchApp(b *testing.B) *msgBenchApp {
 	b.Helper()
@@ -652,7 +659,7 @@ func startMsgBenchApp(b *testing.B) *msgBenchApp {
 	cfg, err := LoadConfig(func(string) string { return "" })
 	require.NoError(b, err)
 	cfg.Bind, cfg.DatabaseURL, cfg.AutoMigrate = "127.0.0.1:0", dsn, false
-	cfg.LogLevel, cfg.DrainTimeout = 8, 5*time.Second
+	cfg.LogLevel, cfg.DrainTimeout, cfg.MaxConns = 8, 5*time.Second, msgBenchMaxConns
 	m := NewMain(cfg)
 	require.NoError(b, m.Run(ctx))
 	b.Cleanup(func() { require.NoError(b, m.Close()) })
@@ -661,7 +668,8 @@ func startMsgBenchApp(b *testing.B) *msgBenchApp {
 	b.Cleanup(pool.Close)
 	// Connect before the clock starts, so that no timed operation pays for it.
 	require.NoError(b, pool.Ping(ctx))
-	return &msgBenchApp{base: "http://" + m.Addr(), client: &http.Client{Timeout: time.Minute}, pool: pool}
+	return &msgBenchApp{base: "http://" + m.Addr(), client: &http.Client{Timeout: time.Minute}, pool: pool,
+		dsn: dsn, maxConns: msgBenchMaxConns}
 }
 
 // post sends a JSON body and fails the benchmark unless it answers 200.
