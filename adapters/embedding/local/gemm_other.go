@@ -1,0 +1,11 @@
+//go:build !amd64
+
+package local
+
+// hasFMA is false off amd64: the portable kernel runs.
+const hasFMA = false
+
+// kernel runs one blockRows × panelWidth block of a product.
+func kernel(a []float32, lda int, b []float32, c []float32, ldc int) {
+	kernelGo(a, lda, b, len(b)/panelWidth, c, ldc)
+}
