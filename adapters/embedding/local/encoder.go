@@ -28,20 +28,20 @@ const (
 // x += ffn(norm(x)). The first layer widens 256 → 512, so its attention output and its
 // residual (AdjustResidualInput, a dense layer) both land in 512 dimensions.
 type layer struct {
-	in                 int
+	in                  int
 	attnScale, attnBias []float32 // layer norm before attention (width in)
-	qkv                *matrix   // in → 3·in: queries, keys, values
-	qkvBias            []float32
-	qScale             float32 // 1/sqrt(head width), applied to the queries
-	out                *matrix // in → modelDim
-	outBias            []float32
-	residual           *matrix // in → modelDim; nil when the residual is x itself
-	residualBias       []float32
-	ffnScale, ffnBias  []float32 // layer norm before the feed-forward block
-	ffn1               *matrix   // modelDim → ffnDim, then ReLU
-	ffn1Bias           []float32
-	ffn2               *matrix // ffnDim → modelDim
-	ffn2Bias           []float32
+	qkv                 *matrix   // in → 3·in: queries, keys, values
+	qkvBias             []float32
+	qScale              float32 // 1/sqrt(head width), applied to the queries
+	out                 *matrix // in → modelDim
+	outBias             []float32
+	residual            *matrix // in → modelDim; nil when the residual is x itself
+	residualBias        []float32
+	ffnScale, ffnBias   []float32 // layer norm before the feed-forward block
+	ffn1                *matrix   // modelDim → ffnDim, then ReLU
+	ffn1Bias            []float32
+	ffn2                *matrix // ffnDim → modelDim
+	ffn2Bias            []float32
 }
 
 // encoder is the graph's forward pass. It is read-only after newEncoder.

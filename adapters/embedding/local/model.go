@@ -28,16 +28,16 @@ const (
 // files pins every file the adapter reads to the SHA-256 of the pinned package's copy
 // (whose tarball has the SHA-256 fetch-model.sh checks), so a truncated download or
 // another model never yields vectors under ModelID.
-var files = map[string]string{
-	"model.json":       "507d11df18b070f99e0ad650b9a4e6534a4cfb05040127e8ce579f00c8fa3b53",
-	"vocab.json":       "1ad860b9720c16cd48e666d664a556b2515c04f5a26a4b53c0372427913b1b8e",
-	"group1-shard1of7": "8775e61b6a4235ea230a62a0d81f1ff00f5213ce86baa5d89c29e611f8cd7412",
-	"group1-shard2of7": "deaf897e5eea5be6c71ea62876a092034560b6f6fbc99c87a768076385a465bd",
-	"group1-shard3of7": "50ee49b0daf620cf0cacda2f5fcc0da5929f4a3e520034844b6f8d9f3f4ec936",
-	"group1-shard4of7": "c1a50daae51e7c6e1e904f5d8d638a8658a0a1d310b9345cd7a368866304d596",
-	"group1-shard5of7": "410cde3029282e5f601c782985cbb5caa96977f6705dec981c98dd02e93fec6b",
-	"group1-shard6of7": "83ef116b2b98dc98e03547280ca0166142fbf6b4547bf1d9e6d13a8f518c088b",
-	"group1-shard7of7": "a29a5e08ee3afd839250b9187b89f1d3163749b5b1807bb175341a16c6012689",
+var files = []struct{ name, sha256 string }{
+	{"model.json", "507d11df18b070f99e0ad650b9a4e6534a4cfb05040127e8ce579f00c8fa3b53"},
+	{"vocab.json", "1ad860b9720c16cd48e666d664a556b2515c04f5a26a4b53c0372427913b1b8e"},
+	{"group1-shard1of7", "8775e61b6a4235ea230a62a0d81f1ff00f5213ce86baa5d89c29e611f8cd7412"},
+	{"group1-shard2of7", "deaf897e5eea5be6c71ea62876a092034560b6f6fbc99c87a768076385a465bd"},
+	{"group1-shard3of7", "50ee49b0daf620cf0cacda2f5fcc0da5929f4a3e520034844b6f8d9f3f4ec936"},
+	{"group1-shard4of7", "c1a50daae51e7c6e1e904f5d8d638a8658a0a1d310b9345cd7a368866304d596"},
+	{"group1-shard5of7", "410cde3029282e5f601c782985cbb5caa96977f6705dec981c98dd02e93fec6b"},
+	{"group1-shard6of7", "83ef116b2b98dc98e03547280ca0166142fbf6b4547bf1d9e6d13a8f518c088b"},
+	{"group1-shard7of7", "a29a5e08ee3afd839250b9187b89f1d3163749b5b1807bb175341a16c6012689"},
 }
 
 // ErrModelMissing is returned (wrapped) by New when the model files are not there.
@@ -66,19 +66,22 @@ type tensor struct {
 // readModel checks and reads the model files in dir: the tokenizer from vocab.json and
 // every float32 weight of the graph by its node name.
 func readModel(dir string) (*tokenizer, map[string]tensor, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("%w: %s does not exist", ErrModelMissing, dir)
+	}
 	contents := make(map[string][]byte, len(files))
-	for name, want := range files {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(dir, f.name))
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("%w: %s has no %s", ErrModelMissing, dir, name)
+			return nil, nil, fmt.Errorf("%w: %s has no %s", ErrModelMissing, dir, f.name)
 		}
 		if err != nil {
 			return nil, nil, err
 		}
-		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != want {
-			return nil, nil, fmt.Errorf("%s/%s is not the pinned file (sha256 %x, want %s)", dir, name, sum, want)
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != f.sha256 {
+			return nil, nil, fmt.Errorf("%s is not the pinned file (sha256 %x, want %s)", filepath.Join(dir, f.name), sum, f.sha256)
 		}
-		contents[name] = b
+		contents[f.name] = b
 	}
 	tok, err := newTokenizer(contents["vocab.json"])
 	if err != nil {
