@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-context/agent-context/adapters/embedding/openai"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
 	"github.com/agent-context/agent-context/adapters/postgres"
 )
@@ -41,6 +42,15 @@ type Config struct {
 	RetentionInterval time.Duration
 	JobWorkers        int
 	JobRescueAfter    time.Duration
+	// Embeddings (05-entries.md): the embedder (local, hash or openai), where the local
+	// model lives (default <data dir>/models), and the OpenAI-compatible endpoint.
+	Embedder            string
+	ModelDir            string
+	EmbeddingURL        string
+	EmbeddingModel      string
+	EmbeddingDimensions int
+	EmbeddingAPIKey     string
+	EmbeddingTimeout    time.Duration
 }
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
@@ -58,6 +68,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		TokenAlgorithms:  jwtauth.DefaultAlgorithms,
 	}
 	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, postgres.DefaultJobWorkers, postgres.DefaultRescueAfter
+	cfg.Embedder, cfg.EmbeddingTimeout = EmbedderLocal, openai.DefaultTimeout
 	var errs []string
 	str := func(name string, dst *string) {
 		if v := getenv(name); v != "" {
@@ -148,6 +159,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		cfg.LogFormat = v
 	}
+	errs = append(errs, loadEmbeddingConfig(getenv, &cfg, duration)...)
 	if _, _, err := net.SplitHostPort(cfg.Bind); err != nil {
 		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind))
 	}
@@ -159,7 +171,64 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("configuration: AGENT_CONTEXT_DATA_DIR: %w", err)
 	}
 	cfg.DataDir = abs
+	if cfg.ModelDir == "" {
+		cfg.ModelDir = filepath.Join(cfg.DataDir, "models")
+	}
+	if cfg.ModelDir, err = filepath.Abs(cfg.ModelDir); err != nil {
+		return Config{}, fmt.Errorf("configuration: AGENT_CONTEXT_MODEL_DIR: %w", err)
+	}
 	return cfg, nil
+}
+
+// The values of AGENT_CONTEXT_EMBEDDER.
+const (
+	EmbedderLocal  = "local"
+	EmbedderHash   = "hash"
+	EmbedderOpenAI = "openai"
+)
+
+// loadEmbeddingConfig reads the AGENT_CONTEXT_EMBEDDER, _MODEL_DIR and _EMBEDDING_*
+// variables into cfg and returns one message per bad value. The endpoint's URL, model
+// and dimensions are required with the openai embedder (and checked whenever set).
+func loadEmbeddingConfig(getenv func(string) string, cfg *Config, duration func(string, *time.Duration)) []string {
+	var errs []string
+	if v := getenv("AGENT_CONTEXT_EMBEDDER"); v != "" {
+		cfg.Embedder = v
+	}
+	switch cfg.Embedder {
+	case EmbedderLocal, EmbedderHash, EmbedderOpenAI:
+	default:
+		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_EMBEDDER must be local, hash or openai, got %q", cfg.Embedder))
+	}
+	cfg.ModelDir = getenv("AGENT_CONTEXT_MODEL_DIR")
+	cfg.EmbeddingURL = getenv("AGENT_CONTEXT_EMBEDDING_URL")
+	cfg.EmbeddingModel = getenv("AGENT_CONTEXT_EMBEDDING_MODEL")
+	cfg.EmbeddingAPIKey = getenv("AGENT_CONTEXT_EMBEDDING_API_KEY")
+	duration("AGENT_CONTEXT_EMBEDDING_TIMEOUT", &cfg.EmbeddingTimeout)
+	openAI := cfg.Embedder == EmbedderOpenAI
+	if cfg.EmbeddingURL != "" {
+		if u, err := url.Parse(cfg.EmbeddingURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_EMBEDDING_URL must be an absolute http or https URL, got %q", cfg.EmbeddingURL))
+		}
+	} else if openAI {
+		errs = append(errs, "AGENT_CONTEXT_EMBEDDING_URL is required with AGENT_CONTEXT_EMBEDDER=openai")
+	}
+	if cfg.EmbeddingModel == "" && openAI {
+		errs = append(errs, "AGENT_CONTEXT_EMBEDDING_MODEL is required with AGENT_CONTEXT_EMBEDDER=openai")
+	}
+	if v := getenv("AGENT_CONTEXT_EMBEDDING_DIMENSIONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > openai.MaxDimensions {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_EMBEDDING_DIMENSIONS must be an integer from 1 to %d, got %q", openai.MaxDimensions, v))
+		}
+		cfg.EmbeddingDimensions = n
+	} else if openAI {
+		errs = append(errs, "AGENT_CONTEXT_EMBEDDING_DIMENSIONS is required with AGENT_CONTEXT_EMBEDDER=openai")
+	}
+	if strings.IndexFunc(cfg.EmbeddingAPIKey, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		errs = append(errs, "AGENT_CONTEXT_EMBEDDING_API_KEY must not contain whitespace or control characters")
+	}
+	return errs
 }
 
 // NewLogger builds the process logger.

@@ -6,42 +6,19 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/embedding/embeddingtest"
 	"github.com/agent-context/agent-context/adapters/embedding/local"
+	"github.com/agent-context/agent-context/adapters/embedding/local/localtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// modelDir is where the tests find the model: AGENT_CONTEXT_MODEL_DIR (the Makefile
-// exports it), else the repository's .agent-context/models, where `make setup` puts it.
-func modelDir(tb testing.TB) string {
-	if dir := os.Getenv("AGENT_CONTEXT_MODEL_DIR"); dir != "" {
-		return dir
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "..", "..", ".agent-context", "models"))
-	require.NoError(tb, err)
-	return dir
-}
-
-var (
-	loadOnce sync.Once
-	loaded   *local.Embedder
-	loadErr  error
-)
-
-// MustEmbedder loads the model once per test binary. A missing model fails the test:
-// the golden comparison is the adapter's proof of correctness and must not be skipped.
-func MustEmbedder(tb testing.TB) *local.Embedder {
-	tb.Helper()
-	loadOnce.Do(func() { loaded, loadErr = local.New(modelDir(tb)) })
-	require.NoError(tb, loadErr, "the local embedder's model is missing: run `make setup` (or deploy/local/fetch-model.sh DIR and set AGENT_CONTEXT_MODEL_DIR=DIR)")
-	return loaded
-}
+// MustEmbedder is the model every test shares.
+func MustEmbedder(tb testing.TB) *local.Embedder { return localtest.MustEmbedder(tb) }
 
 type golden struct {
 	Dimensions int `json:"dimensions"`
@@ -123,7 +100,7 @@ func TestMissingModel(t *testing.T) {
 // model) is refused rather than yielding vectors under the pinned model's id.
 func TestTamperedModel(t *testing.T) {
 	t.Parallel()
-	src := filepath.Join(modelDir(t), local.Subdir)
+	src := filepath.Join(localtest.ModelDir(t), local.Subdir)
 	MustEmbedder(t)
 	root := t.TempDir()
 	dst := filepath.Join(root, local.Subdir)
