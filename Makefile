@@ -7,6 +7,10 @@ PGRUN := $(GO) run ./adapters/postgres/pgtest/pgtestrun --
 TEST_FLAGS ?= -timeout 20m
 BENCH ?= .
 BIN := bin/agent-context
+# The local embedder's model: `make setup` installs it here, and `make run`, the tests
+# and the benchmarks read it from here (a test fails, naming `make setup`, without it).
+MODEL_DIR ?= $(or $(AGENT_CONTEXT_MODEL_DIR),$(or $(AGENT_CONTEXT_DATA_DIR),$(CURDIR)/.agent-context)/models)
+export AGENT_CONTEXT_MODEL_DIR := $(MODEL_DIR)
 
 .DEFAULT_GOAL := help
 
@@ -15,7 +19,7 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: ## install Postgres 15 and build pgvector when missing (idempotent)
+setup: ## install Postgres 15, build pgvector and fetch the embedding model when missing (idempotent)
 	@bash $(SETUP)
 
 .PHONY: build

