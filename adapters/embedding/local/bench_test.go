@@ -1,53 +1,17 @@
 package local_test
 
 import (
-	"context"
-	"fmt"
 	"testing"
+
+	"github.com/agent-context/agent-context/adapters/embedding/embeddingtest"
 )
 
-// shortMemories are entry-sized texts (8–14 words) for the throughput benchmarks.
-var shortMemories = []string{
-	"The staging cluster deploys from the release branch every weekday.",
-	"Alice prefers answers in German and short bullet points.",
-	"Rotate the API keys before the audit next month.",
-	"The user's train to Berlin leaves at 9:40 on Sunday.",
-	"Our incident postmortem found a missing database index on orders.",
-	"Never run migrations on Friday afternoons without a second reviewer.",
-	"The billing service retries failed card payments three times.",
-	"Bob is allergic to peanuts and avoids Thai restaurants.",
-}
-
-// query is a 10-word recall query.
-const query = "how do we deploy the staging cluster on weekdays?"
-
-// BenchmarkLocalShortMemories measures throughput on batches of 32 short memories;
-// run with -cpu 1,2 for one and two concurrent workers. texts/s is the figure that
-// counts.
+// BenchmarkLocalShortMemories: texts/s on short memories; -cpu 1,2 for 1 and 2 workers.
 func BenchmarkLocalShortMemories(b *testing.B) {
-	e := MustEmbedder(b)
-	batch := make([]string, 32)
-	for i := range batch {
-		batch[i] = fmt.Sprintf("%s (%d)", shortMemories[i%len(shortMemories)], i)
-	}
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := e.Embed(context.Background(), batch); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "texts/s")
+	embeddingtest.BenchmarkThroughput(b, MustEmbedder(b))
 }
 
-// BenchmarkLocalQuery measures the latency of embedding one 10-word query on its own.
+// BenchmarkLocalQuery: latency of one 10-word query.
 func BenchmarkLocalQuery(b *testing.B) {
-	e := MustEmbedder(b)
-	for b.Loop() {
-		if _, err := e.Embed(context.Background(), []string{query}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	embeddingtest.BenchmarkQuery(b, MustEmbedder(b))
 }
