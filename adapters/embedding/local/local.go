@@ -11,7 +11,7 @@ import (
 )
 
 // batchTokens bounds the tokens one forward pass computes at once, and with it the
-// scratch memory of a call (about 9 MiB); longer calls run in several passes.
+// scratch memory of a call (about 10 MiB); longer calls run in several passes.
 const batchTokens = 512
 
 // Embedder runs Universal Sentence Encoder Lite in-process. It is safe for concurrent
