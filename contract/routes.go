@@ -35,5 +35,6 @@ func Routes() []Route {
 		RouteWindowsCreate, RouteWindowsGet, RouteWindowsLineage, RouteDerivationsCreate,
 		RouteModelInvocationsCreate, RouteModelInvocationsGet,
 		RouteConversationsDelete, RouteConversationsRetention, RouteOperations, RouteMaintenanceStatus,
+		RouteKnowledgeCapabilities, RouteKnowledgeQuery, RouteKnowledgeResolve,
 	}
 }

@@ -29,6 +29,9 @@ var specCapabilities = map[string][]string{
 	"POST /internal/v1/context/windows/get":             {"context:read"},
 	"POST /internal/v1/context/windows/lineage":         {"context:read"},
 	"POST /internal/v1/context/model-invocations/get":   {"context:read"},
+	"GET /internal/v1/knowledge/capabilities":           {"knowledge:read"},
+	"POST /internal/v1/knowledge/query":                 {"knowledge:query"},
+	"POST /internal/v1/knowledge/resolve-resources":     {"knowledge:query"},
 }
 
 func TestRoutesMatchTheSpecTable(t *testing.T) {

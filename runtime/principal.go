@@ -20,6 +20,10 @@ type Principal struct {
 	// UserAuthorization is the end user's credential from x-infra-user-authorization,
 	// forwarded to knowledge providers only, never used for authorization here.
 	UserAuthorization string
+	// RuntimeToken is the caller's verified runtime token, forwarded to knowledge
+	// providers only. It is empty for the static token and in open mode: the service
+	// token is never forwarded.
+	RuntimeToken string
 	// TokenID is the runtime token's jti, when it has one; it is logged with the request.
 	TokenID string
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json"
@@ -64,7 +63,7 @@ func decodeJSON(data []byte, v any) error {
 	}
 	var syntactic *jsontext.SyntacticError
 	if errors.As(err, &syntactic) {
-		field := pointerToField(syntactic.JSONPointer)
+		field := runtime.FieldPath(syntactic.JSONPointer)
 		switch {
 		case strings.Contains(syntactic.Err.Error(), "duplicate object member name"):
 			return runtime.Invalid(field, "duplicate field %q", field)
@@ -76,7 +75,7 @@ func decodeJSON(data []byte, v any) error {
 	}
 	var semantic *json.SemanticError
 	if errors.As(err, &semantic) {
-		field := fieldOr(pointerToField(semantic.JSONPointer), "body")
+		field := fieldOr(runtime.FieldPath(semantic.JSONPointer), "body")
 		if strings.Contains(semantic.Error(), "unknown object member name") {
 			return runtime.Invalid(field, "unknown field %q", field)
 		}
@@ -86,23 +85,6 @@ func decodeJSON(data []byte, v any) error {
 		return runtime.Invalid(field, "%s is invalid", field)
 	}
 	return runtime.Invalid("body", "malformed JSON")
-}
-
-// pointerToField turns a JSON pointer (/messages/3/content) into the contract's field
-// path (messages[3].content).
-func pointerToField(p jsontext.Pointer) string {
-	var b strings.Builder
-	for tok := range p.Tokens() {
-		if _, err := strconv.ParseUint(tok, 10, 64); err == nil && b.Len() > 0 {
-			b.WriteString("[" + tok + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(tok)
-	}
-	return b.String()
 }
 
 func fieldOr(field, fallback string) string {

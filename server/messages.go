@@ -58,10 +58,13 @@ func numberBounds(h echo.HandlerFunc, bound func(field string) int64) echo.Handl
 }
 
 // limitBound bounds the limit field of a read.
-func limitBound(maxLimit int64) func(string) int64 {
+func limitBound(maxLimit int64) func(string) int64 { return fieldBound("limit", maxLimit) }
+
+// fieldBound bounds the one numeric field name of a request.
+func fieldBound(name string, bound int64) func(string) int64 {
 	return func(field string) int64 {
-		if field == "limit" {
-			return maxLimit
+		if field == name {
+			return bound
 		}
 		return 0
 	}

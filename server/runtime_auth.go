@@ -44,6 +44,7 @@ func (a AuthConfig) runtimePrincipal(r *http.Request, token string) (runtime.Pri
 		Subject:           claims.Subject,
 		Capabilities:      caps,
 		UserAuthorization: userAuthorization,
+		RuntimeToken:      token,
 		TokenID:           claims.TokenID,
 	}, nil
 }

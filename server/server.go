@@ -32,6 +32,8 @@ type Config struct {
 	// Operations serves conversation deletion, retention, operations and the
 	// maintenance status.
 	Operations *runtime.Operations
+	// Knowledge serves the external knowledge facade.
+	Knowledge *runtime.Knowledge
 }
 
 // Server is the echo host.
@@ -46,6 +48,7 @@ type Server struct {
 	messages   *runtime.Messages
 	windows    *runtime.Windows
 	operations *runtime.Operations
+	knowledge  *runtime.Knowledge
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -60,6 +63,7 @@ func New(cfg Config) *Server {
 	s.messages = cfg.Messages
 	s.windows = cfg.Windows
 	s.operations = cfg.Operations
+	s.knowledge = cfg.Knowledge
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -76,6 +80,7 @@ func New(cfg Config) *Server {
 	s.messageRoutes()
 	s.windowRoutes()
 	s.operationRoutes()
+	s.knowledgeRoutes()
 	return s
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/embedding/openai"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
+	"github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/postgres"
 )
 
@@ -51,6 +53,10 @@ type Config struct {
 	EmbeddingDimensions int
 	EmbeddingAPIKey     string
 	EmbeddingTimeout    time.Duration
+	// Knowledge providers (06-knowledge.md), read and checked from
+	// AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE at start; none when it is unset.
+	KnowledgeProvidersFile string
+	Knowledge              knowledge.Config
 }
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
@@ -163,8 +169,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if _, _, err := net.SplitHostPort(cfg.Bind); err != nil {
 		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind))
 	}
-	if len(errs) > 0 {
-		return Config{}, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
+	switch len(errs) {
+	case 0:
+	case 1:
+		return Config{}, fmt.Errorf("configuration: %s", errs[0])
+	default:
+		// One line per mistake, so that every one of them can be fixed at once.
+		return Config{}, fmt.Errorf("configuration: %d problems:\n  %s", len(errs), strings.Join(errs, "\n  "))
 	}
 	abs, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -178,6 +190,30 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("configuration: AGENT_CONTEXT_MODEL_DIR: %w", err)
 	}
 	return cfg, nil
+}
+
+// loadKnowledgeConfig reads and checks the providers file that
+// AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE names (none when unset) into cfg and returns
+// one message per mistake in it.
+func loadKnowledgeConfig(getenv func(string) string, cfg *Config) []string {
+	cfg.KnowledgeProvidersFile = getenv("AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE")
+	if cfg.KnowledgeProvidersFile == "" {
+		return nil
+	}
+	var err error
+	if cfg.Knowledge, err = knowledge.LoadConfig(cfg.KnowledgeProvidersFile); err == nil {
+		return nil
+	}
+	problems := []string{err.Error()}
+	var cfgErr *knowledge.ConfigError
+	if errors.As(err, &cfgErr) {
+		problems = cfgErr.Problems
+	}
+	errs := make([]string, len(problems))
+	for i, p := range problems {
+		errs[i] = fmt.Sprintf("AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE %s: %s", cfg.KnowledgeProvidersFile, p)
+	}
+	return errs
 }
 
 // The values of AGENT_CONTEXT_EMBEDDER.

@@ -39,6 +39,8 @@ commands:
   token keygen             write a development signing key and JWKS into <data dir>/keys
   token mint --sub S --tenant T --project P --cap C [--ttl 15m] [--user-token U]
                            print a runtime token signed with that key (token -h: details)
+  knowledge serve-example [--bind ADDR] DIR
+                           serve a folder of Markdown files as a knowledge provider
 `
 
 // run dispatches a command line. It is main without the process: tests call it.
@@ -75,6 +77,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return migrateCommand(ctx, cfg, args[1], stdout)
 	case "token":
 		return tokenCommand(args[1:], getenv, stdout)
+	case "knowledge":
+		return knowledgeCommand(ctx, args[1:], stdout)
 	case "version":
 		return versionCommand(stdout)
 	case "help", "-h", "--help":

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
 	"github.com/agent-context/agent-context/runtime"
@@ -23,13 +24,14 @@ type Main struct {
 	Config Config
 	Log    *slog.Logger
 
-	cluster  *pgcluster.Cluster
-	pool     *pgxpool.Pool
-	server   *server.Server
-	http     *http.Server
-	listener net.Listener
-	served   chan error
-	jobs     *postgres.Jobs
+	cluster            *pgcluster.Cluster
+	pool               *pgxpool.Pool
+	server             *server.Server
+	http               *http.Server
+	listener           net.Listener
+	served             chan error
+	jobs               *postgres.Jobs
+	knowledgeProviders *knowledge.Client
 }
 
 // NewMain returns a Main for cfg.
@@ -53,7 +55,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Log.Info("agent-context starting",
 		slog.String("auth_mode", auth.Mode()),
 		slog.String("bind", cfg.Bind),
-		slog.Bool("embedded_postgres", cfg.DatabaseURL == ""))
+		slog.Bool("embedded_postgres", cfg.DatabaseURL == ""),
+		slog.Int("knowledge_providers", len(cfg.Knowledge.Providers)))
 	if auth.Open() {
 		m.Log.Warn("open mode: every caller is trusted; for local development only")
 	}
@@ -87,8 +90,12 @@ func (m *Main) Run(ctx context.Context) error {
 	windows := runtime.NewWindows(db, runtime.SystemClock{})
 	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db,
 		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter)})
+	if m.knowledgeProviders, err = knowledge.New(cfg.Knowledge, knowledge.Options{Logger: m.Log}); err != nil {
+		return err
+	}
+	m.knowledgeProviders.Start()
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
-		Windows: windows, Operations: operations})
+		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders)})
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log}
 		if cfg.RetentionMaxAge > 0 {
@@ -148,6 +155,10 @@ func (m *Main) Close() error {
 			errs = append(errs, err)
 		}
 		m.http = nil
+	}
+	if m.knowledgeProviders != nil {
+		m.knowledgeProviders.Close()
+		m.knowledgeProviders = nil
 	}
 	if m.jobs != nil {
 		// Before the pool closes: running jobs finish their current run or go back to
