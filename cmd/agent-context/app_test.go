@@ -30,7 +30,7 @@ type testApp struct {
 
 // startApp starts Main in open mode on its own database; opts may change the config
 // (auth mode, limits) before it starts.
-func startApp(t *testing.T, opts ...func(*Config)) *testApp {
+func startApp(t testing.TB, opts ...func(*Config)) *testApp {
 	t.Helper()
 	dsn := pgtest.NewDSN(t)
 	cfg, err := LoadConfig(func(string) string { return "" })

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -60,7 +61,10 @@ func (c *tenantClient) ok(t *testing.T, status int, path string, body any) map[s
 // exercised here, so every new route must join the suite.
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
-	app, minter := startSecuredApp(t)
+	knowledgeProvider := newFakeProvider(t, scopedKnowledge)
+	app, minter := startSecuredApp(t, withProviders(t, map[string]any{"providers": []any{
+		providerEntry("scoped", knowledgeProvider.srv.URL),
+	}}))
 	used := &routeSet{seen: map[string]bool{}}
 	client := func(tenant, project string) *tenantClient {
 		return &tenantClient{app: app, name: tenant + "-" + project,
@@ -138,6 +142,10 @@ func TestTenantIsolation(t *testing.T) {
 			require.Len(t, lineage.Windows, 2)
 			require.Len(t, lineage.Derivations, 1)
 			require.NotContains(t, string(r.Body), theirs)
+
+			// The provider is asked with the caller's own runtime token, so it answers
+			// for the caller's scope only.
+			requireOwnKnowledge(t, self, other)
 		})
 	}
 
@@ -177,6 +185,8 @@ func TestTenantIsolation(t *testing.T) {
 			})
 			result := awaitTenantOperation(t, stranger, dry["operation"].(map[string]any)["id"].(string))
 			require.JSONEq(t, `{"deletedMessages":0,"affectedConversations":0}`, mustJSON(t, result["result"]))
+			requireOwnKnowledge(t, stranger, a)
+			requireOwnKnowledge(t, stranger, b)
 		})
 	}
 
@@ -233,6 +243,56 @@ func TestTenantIsolation(t *testing.T) {
 	})
 
 	require.Empty(t, unexercised(contract.Routes(), used), "routes not covered by the tenant isolation suite: add them")
+}
+
+// scopedKnowledge is a provider that answers for the scope of the runtime token it is
+// called with: one document, "doc-<tenant>-<project>", per scope.
+func scopedKnowledge(w http.ResponseWriter, r *http.Request) {
+	doc := "doc-" + tokenScope(r.Header.Get("Authorization"))
+	if r.URL.Path == "/resolve" {
+		writeRaw(w, http.StatusOK, `{"resources": [{"resourceRef": "`+doc+`", "title": "`+doc+`"}]}`)
+		return
+	}
+	writeRaw(w, http.StatusOK, `{"hits": [{"resourceRef": "`+doc+`", "excerpt": "only for `+doc+`"}]}`)
+}
+
+// tokenScope reads tenant-project from a bearer JWT's claims, as a provider that
+// trusts the runtime identity service would after verifying it.
+func tokenScope(authorization string) string {
+	parts := strings.Split(strings.TrimPrefix(authorization, "Bearer "), ".")
+	if len(parts) != 3 {
+		return "none"
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims struct {
+		Tenant  string `json:"tenant_id"`
+		Project string `json:"project_id"`
+	}
+	if err != nil || json.Unmarshal(payload, &claims) != nil {
+		return "none"
+	}
+	return claims.Tenant + "-" + claims.Project
+}
+
+// requireOwnKnowledge: self's queries and resolutions get self's scope's knowledge,
+// and a ref of other's scope is missing for self.
+func requireOwnKnowledge(t *testing.T, self, other *tenantClient) {
+	t.Helper()
+	mine, theirs := "doc-"+self.name, "doc-"+other.name
+	var caps contract.KnowledgeCapabilities
+	self.call(t, http.MethodGet, contract.RouteKnowledgeCapabilities.Path, nil).requireOK(t, http.StatusOK, &caps)
+	require.Len(t, caps.Providers, 1)
+	var answer contract.KnowledgeQueryResponse
+	self.post(t, contract.RouteKnowledgeQuery.Path, map[string]any{"query": "anything", "requirement": "required"}).
+		requireOK(t, http.StatusOK, &answer)
+	require.Len(t, answer.Hits, 1)
+	require.Equal(t, mine, answer.Hits[0].ResourceRef)
+	var resolved contract.ResolveResourcesResponse
+	self.post(t, contract.RouteKnowledgeResolve.Path, map[string]any{"resourceRefs": []string{theirs, mine}}).
+		requireOK(t, http.StatusOK, &resolved)
+	require.Equal(t, []string{theirs}, resolved.Missing)
+	require.Len(t, resolved.Resources, 1)
+	require.Equal(t, mine, resolved.Resources[0].ResourceRef)
 }
 
 // unexercised lists the protected routes of routes that the suite never called.
