@@ -268,7 +268,7 @@ func TestCircuitBreaker(t *testing.T) {
 	t.Parallel()
 	s := newStub(t, jsonAnswer(500, `{}`))
 	cfg := provider("flaky", s.srv.URL)
-	cfg.CircuitFailures, cfg.CircuitOpen = 3, 100*time.Millisecond
+	cfg.CircuitFailures, cfg.CircuitOpen = 3, 400*time.Millisecond
 	reg := prometheus.NewPedanticRegistry()
 	client := newClient(t, reg, cfg)
 	circuit := func() float64 { return gaugeValue(t, reg, knowledge.MetricCircuitState, "flaky") }

@@ -311,7 +311,7 @@ func TestKnowledgeCircuitEndToEnd(t *testing.T) {
 	t.Parallel()
 	p := newFakeProvider(t, answerRaw(500, `{}`))
 	app := startApp(t, withProviders(t, map[string]any{"providers": []any{
-		providerEntry("flaky", p.srv.URL, "circuitFailures", 3, "circuitOpenMs", 150),
+		providerEntry("flaky", p.srv.URL, "circuitFailures", 3, "circuitOpenMs", 1000),
 	}}))
 	required := map[string]any{"query": "q", "requirement": "required"}
 	for range 3 {
@@ -585,11 +585,14 @@ func requireOnlyCredentials(t *testing.T, header http.Header, authorization, use
 // resolve alike.
 func TestKnowledgeCredentialForwarding(t *testing.T) {
 	t.Parallel()
-	p := newFakeProvider(t, answerByPath(answerHits(1, "x"), answerRaw(200, `{"resources": []}`)))
-	providers := withProviders(t, map[string]any{"default": "forward", "providers": []any{
-		providerEntry("forward", p.srv.URL),
-		providerEntry("keep", p.srv.URL, "forwardUserAuthorization", false),
-	}})
+	// Each mode has a provider of its own: the subtests run in parallel.
+	newProvider := func(t *testing.T) (*fakeProvider, func(*Config)) {
+		p := newFakeProvider(t, answerByPath(answerHits(1, "x"), answerRaw(200, `{"resources": []}`)))
+		return p, withProviders(t, map[string]any{"default": "forward", "providers": []any{
+			providerEntry("forward", p.srv.URL),
+			providerEntry("keep", p.srv.URL, "forwardUserAuthorization", false),
+		}})
+	}
 	const userToken = "user-secret"
 	userAuth := "Bearer " + userToken
 	ask := func(t *testing.T, app *testApp, provider string, headers ...string) {
@@ -605,6 +608,7 @@ func TestKnowledgeCredentialForwarding(t *testing.T) {
 
 	t.Run("runtime token", func(t *testing.T) {
 		t.Parallel()
+		p, providers := newProvider(t)
 		app, minter := startSecuredApp(t, providers, func(c *Config) { c.ServiceToken = "static-secret" })
 		scope := []string{"x-infra-tenant-id", "acme", "x-infra-project-id", "alpha", "x-infra-subject", "agent-acme"}
 		bound := "Bearer " + strings.TrimSpace(mustToken(t, minter.getenv, "mint", "--sub", "agent-acme", "--tenant", "acme",
@@ -637,6 +641,7 @@ func TestKnowledgeCredentialForwarding(t *testing.T) {
 
 	t.Run("static token", func(t *testing.T) {
 		t.Parallel()
+		p, providers := newProvider(t)
 		app := startApp(t, providers, func(c *Config) { c.ServiceToken = "static-secret" })
 		scope := []string{"x-infra-tenant-id", "junk-tenant", "x-infra-project-id", "junk-project", "x-infra-subject", "junk-subject"}
 		ask(t, app, "forward", append([]string{"Authorization", "Bearer static-secret", "x-infra-user-authorization", userAuth}, scope...)...)
@@ -651,6 +656,7 @@ func TestKnowledgeCredentialForwarding(t *testing.T) {
 
 	t.Run("open mode", func(t *testing.T) {
 		t.Parallel()
+		p, providers := newProvider(t)
 		app := startApp(t, providers)
 		ask(t, app, "forward", "x-infra-user-authorization", userAuth, "Authorization", "Bearer junk-caller-token")
 		requireOnlyCredentials(t, p.last(t).header, "", userAuth)

@@ -165,6 +165,18 @@ func terms(text string) []string {
 	})
 }
 
+// occurrences counts the words of the section that start with word, so that "deploy"
+// also finds "deploys" and "deployment".
+func (s *section) occurrences(word string) int {
+	n := 0
+	for term, count := range s.terms {
+		if strings.HasPrefix(term, word) {
+			n += count
+		}
+	}
+	return n
+}
+
 func termCounts(text string) map[string]int {
 	counts := map[string]int{}
 	for _, t := range terms(text) {
@@ -207,8 +219,9 @@ type scored struct {
 	freq  int
 }
 
-// query scores every section by the share of the query's distinct words it contains
-// (ties: more occurrences first, then path and section order). scopeRef, when set,
+// query scores every section by the share of the query's distinct words it contains,
+// as words or word beginnings (ties: more occurrences first, then path and section
+// order). scopeRef, when set,
 // keeps the documents in that folder.
 func (p *Provider) query(w http.ResponseWriter, r *http.Request) {
 	var req knowledge.ProviderQuery
@@ -231,7 +244,7 @@ func (p *Provider) query(w http.ResponseWriter, r *http.Request) {
 			sec := &doc.sections[i]
 			matched, freq := 0, 0
 			for _, word := range words {
-				if n := sec.terms[word]; n > 0 {
+				if n := sec.occurrences(word); n > 0 {
 					matched, freq = matched+1, freq+n
 				}
 			}

@@ -94,6 +94,14 @@ func TestQueryScoresSections(t *testing.T) {
 	require.Len(t, hits, 1)
 	require.Equal(t, "people/onboarding.md", hits[0].ResourceRef)
 
+	// A word also finds the words it begins.
+	hits, err = client.Query(context.Background(), "docs", runtime.KnowledgeCredentials{},
+		runtime.KnowledgeQuery{Text: "week", TopK: 10})
+	require.NoError(t, err)
+	require.Len(t, hits, 2, "weekdays and week")
+	require.Equal(t, "ops/deploy.md", hits[0].ResourceRef)
+	require.Equal(t, "people/onboarding.md", hits[1].ResourceRef)
+
 	hits, err = client.Query(context.Background(), "docs", runtime.KnowledgeCredentials{},
 		runtime.KnowledgeQuery{Text: "zebra", TopK: 10})
 	require.NoError(t, err)
