@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/agent-context/agent-context/contract"
 )
@@ -125,25 +124,19 @@ func (k *Knowledge) Capabilities() *contract.KnowledgeCapabilities {
 // requirement says: required → KNOWLEDGE_UNAVAILABLE or KNOWLEDGE_UPSTREAM_ERROR,
 // optional → no hits with degraded and the reason, disabled → no call at all.
 func (k *Knowledge) Query(ctx context.Context, p Principal, req *contract.KnowledgeQueryRequest) (*contract.KnowledgeQueryResponse, error) {
-	if len(req.Query) > contract.MaxKnowledgeQueryBytes {
-		return nil, TooLarge("query", contract.MaxKnowledgeQueryBytes)
-	}
-	if strings.TrimSpace(req.Query) == "" {
-		return nil, Invalid("query", "query must not be empty")
+	if err := validateQuery("query", req.Query, contract.MaxKnowledgeQueryBytes); err != nil {
+		return nil, err
 	}
 	if req.Requirement != "" && !slices.Contains(contract.Requirements, req.Requirement) {
-		return nil, Invalid("requirement", "requirement must be one of %s", strings.Join(contract.Requirements, ", "))
+		return nil, oneOf("requirement", contract.Requirements)
 	}
 	info, err := k.pick(req.Provider)
 	if err != nil {
 		return nil, err
 	}
-	q := KnowledgeQuery{Text: req.Query, TopK: contract.DefaultKnowledgeTopK}
-	if req.TopK != nil {
-		if *req.TopK < 1 || *req.TopK > contract.MaxKnowledgeTopK {
-			return nil, TooMany("topK", contract.MaxKnowledgeTopK, "topK must be between 1 and %d", contract.MaxKnowledgeTopK)
-		}
-		q.TopK = *req.TopK
+	q := KnowledgeQuery{Text: req.Query}
+	if q.TopK, err = optionalCount("topK", req.TopK, contract.DefaultKnowledgeTopK, contract.MaxKnowledgeTopK); err != nil {
+		return nil, err
 	}
 	if req.ScopeRef != nil {
 		if err := validateRef("scopeRef", *req.ScopeRef); err != nil {
@@ -190,12 +183,8 @@ func (k *Knowledge) Query(ctx context.Context, p Principal, req *contract.Knowle
 // failure is answered as for a required query. Resources come back in request order,
 // once each, and Missing lists the refs the provider did not resolve.
 func (k *Knowledge) Resolve(ctx context.Context, p Principal, req *contract.ResolveResourcesRequest) (*contract.ResolveResourcesResponse, error) {
-	if len(req.ResourceRefs) == 0 {
-		return nil, Invalid("resourceRefs", "resourceRefs must hold at least one ref")
-	}
-	if len(req.ResourceRefs) > contract.MaxResourceRefs {
-		return nil, TooMany("resourceRefs", contract.MaxResourceRefs,
-			"resourceRefs holds %d refs; at most %d are allowed", len(req.ResourceRefs), contract.MaxResourceRefs)
+	if err := listSize("resourceRefs", len(req.ResourceRefs), contract.MaxResourceRefs, "ref"); err != nil {
+		return nil, err
 	}
 	refs := make([]string, 0, len(req.ResourceRefs))
 	for i, ref := range req.ResourceRefs {

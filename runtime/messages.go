@@ -116,12 +116,8 @@ func NewMessages(db UnitOfWork, cursors *CursorCodec, clock Clock) *Messages {
 
 // Append validates and appends a batch of records.
 func (c *Messages) Append(ctx context.Context, scope Scope, req *contract.AppendMessagesRequest) (*contract.AppendMessagesResponse, error) {
-	if len(req.Messages) == 0 {
-		return nil, Invalid("messages", "messages must hold at least one record")
-	}
-	if len(req.Messages) > contract.MaxAppendMessages {
-		return nil, TooMany("messages", contract.MaxAppendMessages,
-			"messages holds %d records; at most %d are allowed", len(req.Messages), contract.MaxAppendMessages)
+	if err := listSize("messages", len(req.Messages), contract.MaxAppendMessages, "record"); err != nil {
+		return nil, err
 	}
 	batch := make([]contract.ConversationRecord, len(req.Messages))
 	for i, r := range req.Messages {
@@ -147,7 +143,7 @@ func (c *Messages) Recent(ctx context.Context, scope Scope, req *contract.Recent
 	if err := ValidateID("scope.conversationId", req.Scope.ConversationID); err != nil {
 		return nil, err
 	}
-	limit, err := messageLimit(req.Limit, contract.DefaultMessagesLimit, contract.MaxMessagesLimit)
+	limit, err := optionalCount("limit", req.Limit, contract.DefaultMessagesLimit, contract.MaxMessagesLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +167,7 @@ func (c *Messages) Page(ctx context.Context, scope Scope, req *contract.PageMess
 	if err := ValidateID("scope.conversationId", req.Scope.ConversationID); err != nil {
 		return nil, err
 	}
-	limit, err := messageLimit(req.Limit, contract.DefaultMessagesLimit, contract.MaxMessagesLimit)
+	limit, err := optionalCount("limit", req.Limit, contract.DefaultMessagesLimit, contract.MaxMessagesLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -213,13 +209,10 @@ func (c *Messages) Page(ctx context.Context, scope Scope, req *contract.PageMess
 
 // Search finds messages containing every word of the query, best first.
 func (c *Messages) Search(ctx context.Context, scope Scope, req *contract.SearchMessagesRequest) (*contract.SearchMessagesResponse, error) {
-	if len(req.Query) > contract.MaxSearchQueryBytes {
-		return nil, TooLarge("query", contract.MaxSearchQueryBytes)
+	if err := validateQuery("query", req.Query, contract.MaxSearchQueryBytes); err != nil {
+		return nil, err
 	}
-	if strings.TrimSpace(req.Query) == "" {
-		return nil, Invalid("query", "query must not be empty")
-	}
-	limit, err := messageLimit(req.Limit, contract.DefaultSearchLimit, contract.MaxSearchLimit)
+	limit, err := optionalCount("limit", req.Limit, contract.DefaultSearchLimit, contract.MaxSearchLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -413,17 +406,6 @@ func NormalizeMetadata(field string, raw []byte) ([]byte, error) {
 		return nil, TooLarge(field, contract.MaxMetadataBytes)
 	}
 	return []byte(v), nil
-}
-
-// messageLimit applies a limit's default and range; out of range is 400 with the bound.
-func messageLimit(limit *int, def, maxLimit int) (int, error) {
-	if limit == nil {
-		return def, nil
-	}
-	if *limit < 1 || *limit > maxLimit {
-		return 0, TooMany("limit", int64(maxLimit), "limit must be between 1 and %d", maxLimit)
-	}
-	return *limit, nil
 }
 
 // validateRoleFilter checks a roles filter and returns it sorted without duplicates; an

@@ -37,6 +37,40 @@ func validateLabel(field, v string, maxChars int) error {
 	return nil
 }
 
+// validateQuery checks a free-text query: at most maxBytes (413) and not blank (400).
+func validateQuery(field, q string, maxBytes int64) error {
+	if int64(len(q)) > maxBytes {
+		return TooLarge(field, maxBytes)
+	}
+	if strings.TrimSpace(q) == "" {
+		return Invalid(field, "%s must not be empty", field)
+	}
+	return nil
+}
+
+// optionalCount applies the default of an optional count such as limit or topK, and
+// its range 1–maxCount; out of range is 400 with the bound.
+func optionalCount(field string, n *int, def, maxCount int) (int, error) {
+	if n == nil {
+		return def, nil
+	}
+	if *n < 1 || *n > maxCount {
+		return 0, TooMany(field, int64(maxCount), "%s must be between 1 and %d", field, maxCount)
+	}
+	return *n, nil
+}
+
+// listSize checks that a list holds 1 to maxItems entries; noun names one entry.
+func listSize(field string, n, maxItems int, noun string) error {
+	if n == 0 {
+		return Invalid(field, "%s must hold at least one %s", field, noun)
+	}
+	if n > maxItems {
+		return TooMany(field, int64(maxItems), "%s holds %d %ss; at most %d are allowed", field, n, noun, maxItems)
+	}
+	return nil
+}
+
 func oneOf(field string, values []string) error {
 	return Invalid(field, "%s must be one of %s", field, strings.Join(values, ", "))
 }

@@ -227,10 +227,9 @@ func (c *Client) Query(ctx context.Context, name string, creds runtime.Knowledge
 			if res.Hits == nil {
 				return errors.New("hits is missing or null")
 			}
-			kept := res.Hits[:min(len(res.Hits), topK)]
-			hits = make([]contract.KnowledgeHit, len(kept))
-			for i, h := range kept {
-				if hits[i], err = convertHit(h); err != nil {
+			hits = res.Hits[:min(len(res.Hits), topK)]
+			for i := range hits {
+				if err := checkHit(&hits[i]); err != nil {
 					return fmt.Errorf("hits[%d]: %w", i, err)
 				}
 			}
@@ -255,9 +254,9 @@ func (c *Client) Resolve(ctx context.Context, name string, creds runtime.Knowled
 			if res.Resources == nil {
 				return errors.New("resources is missing or null")
 			}
-			resources = make([]contract.KnowledgeResource, len(res.Resources))
-			for i, r := range res.Resources {
-				if resources[i], err = convertResource(r); err != nil {
+			resources = res.Resources
+			for i := range resources {
+				if err := checkResource(&resources[i]); err != nil {
 					return fmt.Errorf("resources[%d]: %w", i, err)
 				}
 			}
@@ -468,33 +467,31 @@ func callerSpecific(status int) bool {
 	return false
 }
 
-func convertHit(h ProviderHit) (contract.KnowledgeHit, error) {
+// checkHit checks a provider's hit, normalizes its metadata and cuts its excerpt.
+func checkHit(h *contract.KnowledgeHit) error {
 	if err := errors.Join(checkRef("resourceRef", &h.ResourceRef), checkRef("revisionRef", h.RevisionRef),
 		checkRef("segmentRef", h.SegmentRef)); err != nil {
-		return contract.KnowledgeHit{}, err
+		return err
 	}
 	metadata, err := runtime.NormalizeMetadata("metadata", h.Metadata)
 	if err != nil {
-		return contract.KnowledgeHit{}, err
+		return err
 	}
-	excerpt, cut := CutExcerpt(h.Excerpt)
-	return contract.KnowledgeHit{
-		ResourceRef: h.ResourceRef, RevisionRef: h.RevisionRef, SegmentRef: h.SegmentRef, Title: h.Title,
-		Excerpt: excerpt, Truncated: h.Truncated || cut, Score: h.Score, URI: h.URI, Metadata: metadata,
-	}, nil
+	var cut bool
+	h.Metadata = metadata
+	h.Excerpt, cut = CutExcerpt(h.Excerpt)
+	h.Truncated = h.Truncated || cut
+	return nil
 }
 
-func convertResource(r ProviderResource) (contract.KnowledgeResource, error) {
+// checkResource checks a provider's resource and normalizes its metadata.
+func checkResource(r *contract.KnowledgeResource) error {
 	if err := errors.Join(checkRef("resourceRef", &r.ResourceRef), checkRef("revisionRef", r.RevisionRef)); err != nil {
-		return contract.KnowledgeResource{}, err
+		return err
 	}
 	metadata, err := runtime.NormalizeMetadata("metadata", r.Metadata)
-	if err != nil {
-		return contract.KnowledgeResource{}, err
-	}
-	return contract.KnowledgeResource{
-		ResourceRef: r.ResourceRef, RevisionRef: r.RevisionRef, Title: r.Title, URI: r.URI, Metadata: metadata,
-	}, nil
+	r.Metadata = metadata
+	return err
 }
 
 // checkRef applies the evidence ref rules of 04-windows.md to a ref a provider sent

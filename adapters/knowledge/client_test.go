@@ -6,12 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -22,93 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/knowledge"
+	"github.com/agent-context/agent-context/adapters/knowledge/knowledgetest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 )
-
-// stub is a provider started in the test: it answers /capabilities itself and
-// /query and /resolve with answer, counting those calls and keeping what they carried.
-type stub struct {
-	srv    *httptest.Server
-	calls  atomic.Int64
-	probes atomic.Int64
-	mu     sync.Mutex
-	seen   []seenRequest
-	answer atomic.Pointer[http.HandlerFunc]
-}
-
-type seenRequest struct {
-	path   string
-	header http.Header
-	body   map[string]any
-}
-
-func newStub(t *testing.T, answer http.HandlerFunc) *stub {
-	t.Helper()
-	return newStubProbed(t, answer, jsonAnswer(http.StatusOK,
-		`{"queryModes":["keyword","semantic"],"resourceResolution":true,"maxHits":40}`))
-}
-
-// newStubProbed is newStub answering /capabilities with probe.
-func newStubProbed(t *testing.T, answer, probe http.HandlerFunc) *stub {
-	t.Helper()
-	s := &stub{}
-	s.set(answer)
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		data, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		_ = json.Unmarshal(data, &body)
-		s.mu.Lock()
-		s.seen = append(s.seen, seenRequest{path: r.URL.Path, header: r.Header.Clone(), body: body})
-		s.mu.Unlock()
-		if r.URL.Path == knowledge.PathCapabilities {
-			s.probes.Add(1)
-			probe(w, r)
-			return
-		}
-		s.calls.Add(1)
-		(*s.answer.Load())(w, r)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *stub) set(answer http.HandlerFunc) { s.answer.Store(&answer) }
-
-func (s *stub) requests() []seenRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]seenRequest(nil), s.seen...)
-}
-
-func jsonAnswer(status int, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, body)
-	}
-}
-
-func hitsAnswer(n int, excerpt string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		hits := make([]knowledge.ProviderHit, n)
-		for i := range hits {
-			hits[i] = knowledge.ProviderHit{ResourceRef: fmt.Sprintf("doc-%d", i), Excerpt: excerpt}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(knowledge.ProviderQueryResult{Hits: hits})
-	}
-}
-
-// refusedURL is an address nothing listens on.
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr
-}
 
 func provider(name, baseURL string) knowledge.ProviderConfig {
 	return knowledge.ProviderConfig{Name: name, BaseURL: baseURL, Timeout: 2 * time.Second, MaxHits: 100,
@@ -145,55 +58,55 @@ func TestQueryFailures(t *testing.T) {
 		answer http.HandlerFunc
 		want   string
 	}{
-		{"500", jsonAnswer(500, `{"error":"boom"}`), contract.ReasonProviderError},
-		{"404", jsonAnswer(404, `{}`), contract.ReasonProviderError},
-		{"401", jsonAnswer(401, `{}`), contract.ReasonProviderError},
+		{"500", knowledgetest.JSON(500, `{"error":"boom"}`), contract.ReasonProviderError},
+		{"404", knowledgetest.JSON(404, `{}`), contract.ReasonProviderError},
+		{"401", knowledgetest.JSON(401, `{}`), contract.ReasonProviderError},
 		{"redirect is not followed", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://127.0.0.1:1/elsewhere", http.StatusTemporaryRedirect)
 		}, contract.ReasonProviderError},
-		{"invalid JSON", jsonAnswer(200, `{"hits": [`), contract.ReasonProviderInvalidResponse},
-		{"not JSON", jsonAnswer(200, `<html>hello</html>`), contract.ReasonProviderInvalidResponse},
-		{"hits missing", jsonAnswer(200, `{"results": []}`), contract.ReasonProviderInvalidResponse},
-		{"hits null", jsonAnswer(200, `{"hits": null}`), contract.ReasonProviderInvalidResponse},
-		{"hits not a list", jsonAnswer(200, `{"hits": {"resourceRef": "a"}}`), contract.ReasonProviderInvalidResponse},
-		{"hit without resourceRef", jsonAnswer(200, `{"hits": [{"excerpt": "x"}]}`), contract.ReasonProviderInvalidResponse},
-		{"ref too long", jsonAnswer(200, `{"hits": [{"resourceRef": "`+strings.Repeat("r", 2049)+`"}]}`), contract.ReasonProviderInvalidResponse},
-		{"score not a number", jsonAnswer(200, `{"hits": [{"resourceRef": "a", "score": "high"}]}`), contract.ReasonProviderInvalidResponse},
-		{"duplicate member", jsonAnswer(200, `{"hits": [], "hits": []}`), contract.ReasonProviderInvalidResponse},
-		{"metadata over 64 KiB", jsonAnswer(200, `{"hits": [{"resourceRef": "a", "metadata": "`+strings.Repeat("m", 64<<10)+`"}]}`),
+		{"invalid JSON", knowledgetest.JSON(200, `{"hits": [`), contract.ReasonProviderInvalidResponse},
+		{"not JSON", knowledgetest.JSON(200, `<html>hello</html>`), contract.ReasonProviderInvalidResponse},
+		{"hits missing", knowledgetest.JSON(200, `{"results": []}`), contract.ReasonProviderInvalidResponse},
+		{"hits null", knowledgetest.JSON(200, `{"hits": null}`), contract.ReasonProviderInvalidResponse},
+		{"hits not a list", knowledgetest.JSON(200, `{"hits": {"resourceRef": "a"}}`), contract.ReasonProviderInvalidResponse},
+		{"hit without resourceRef", knowledgetest.JSON(200, `{"hits": [{"excerpt": "x"}]}`), contract.ReasonProviderInvalidResponse},
+		{"ref too long", knowledgetest.JSON(200, `{"hits": [{"resourceRef": "`+strings.Repeat("r", 2049)+`"}]}`), contract.ReasonProviderInvalidResponse},
+		{"score not a number", knowledgetest.JSON(200, `{"hits": [{"resourceRef": "a", "score": "high"}]}`), contract.ReasonProviderInvalidResponse},
+		{"duplicate member", knowledgetest.JSON(200, `{"hits": [], "hits": []}`), contract.ReasonProviderInvalidResponse},
+		{"metadata over 64 KiB", knowledgetest.JSON(200, `{"hits": [{"resourceRef": "a", "metadata": "`+strings.Repeat("m", 64<<10)+`"}]}`),
 			contract.ReasonProviderInvalidResponse},
-		{"oversized body", hitsAnswer(1, longExcerpt), contract.ReasonProviderInvalidResponse},
+		{"oversized body", knowledgetest.Hits(1, longExcerpt), contract.ReasonProviderInvalidResponse},
 		{"oversized declared body", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Length", fmt.Sprint(10<<20))
 			_, _ = io.WriteString(w, `{"hits": []}`)
 		}, contract.ReasonProviderInvalidResponse},
 	} {
-		s := newStub(t, c.answer)
-		client := newClient(t, nil, provider("p", s.srv.URL))
+		s := knowledgetest.NewProvider(t, c.answer)
+		client := newClient(t, nil, provider("p", s.URL))
 		_, err := query(client, "p", 1)
 		require.Equal(t, c.want, reasonOf(t, err), c.name)
-		require.EqualValues(t, 1, s.calls.Load(), c.name)
+		require.EqualValues(t, 1, s.Calls(), c.name)
 	}
 
-	client := newClient(t, nil, provider("refused", refusedURL(t)))
+	client := newClient(t, nil, provider("refused", knowledgetest.RefusedURL(t)))
 	_, err := query(client, "refused", 1)
 	require.Equal(t, contract.ReasonProviderUnavailable, reasonOf(t, err))
 
-	slow := newStub(t, func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	cfg := provider("slow", slow.srv.URL)
+	slow := knowledgetest.NewProvider(t, knowledgetest.Hang)
+	cfg := provider("slow", slow.URL)
 	cfg.Timeout = 50 * time.Millisecond
 	client = newClient(t, nil, cfg)
 	_, err = query(client, "slow", 1)
 	require.Equal(t, contract.ReasonProviderTimeout, reasonOf(t, err))
 
 	// A body that stalls after the headers is a timeout too.
-	stalled := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+	stalled := knowledgetest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		_, _ = io.WriteString(w, `{"hits": [`)
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
-	cfg = provider("stalled", stalled.srv.URL)
+	cfg = provider("stalled", stalled.URL)
 	cfg.Timeout = 50 * time.Millisecond
 	client = newClient(t, nil, cfg)
 	_, err = query(client, "stalled", 1)
@@ -206,8 +119,8 @@ func TestQueryFailures(t *testing.T) {
 // The bounds on what a provider returns: topK sent and kept, excerpts cut.
 func TestQueryBounds(t *testing.T) {
 	t.Parallel()
-	s := newStub(t, hitsAnswer(7, "short"))
-	cfg := provider("p", s.srv.URL)
+	s := knowledgetest.NewProvider(t, knowledgetest.Hits(7, "short"))
+	cfg := provider("p", s.URL)
 	cfg.MaxHits = 5
 	client := newClient(t, nil, cfg)
 
@@ -215,18 +128,18 @@ func TestQueryBounds(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, hits, 3, "at most topK hits are kept")
 	require.Equal(t, []string{"doc-0", "doc-1", "doc-2"}, []string{hits[0].ResourceRef, hits[1].ResourceRef, hits[2].ResourceRef})
-	require.EqualValues(t, 3, s.requests()[0].body["topK"])
+	require.EqualValues(t, 3, s.Requests()[0].Body["topK"])
 
 	hits, err = query(client, "p", 50)
 	require.NoError(t, err)
 	require.Len(t, hits, 5, "the configured maxHits caps topK")
-	require.EqualValues(t, 5, s.requests()[1].body["topK"])
-	require.Equal(t, map[string]any{}, s.requests()[1].body["filters"], "filters is always an object")
-	require.Contains(t, s.requests()[1].body, "scopeRef")
+	require.EqualValues(t, 5, s.Requests()[1].Body["topK"])
+	require.Equal(t, map[string]any{}, s.Requests()[1].Body["filters"], "filters is always an object")
+	require.Contains(t, s.Requests()[1].Body, "scopeRef")
 
 	// A 100 KiB excerpt of two-byte characters is cut at 64 KiB on a character boundary.
 	long := strings.Repeat("é", 50<<10)
-	s.set(hitsAnswer(1, long))
+	s.Set(knowledgetest.Hits(1, long))
 	hits, err = query(client, "p", 1)
 	require.NoError(t, err)
 	require.True(t, hits[0].Truncated)
@@ -235,7 +148,7 @@ func TestQueryBounds(t *testing.T) {
 	require.True(t, strings.HasPrefix(long, hits[0].Excerpt))
 
 	odd := "a" + long // now 64 KiB falls inside a character
-	s.set(hitsAnswer(1, odd))
+	s.Set(knowledgetest.Hits(1, odd))
 	hits, err = query(client, "p", 1)
 	require.NoError(t, err)
 	require.True(t, hits[0].Truncated)
@@ -243,14 +156,14 @@ func TestQueryBounds(t *testing.T) {
 	require.True(t, utf8.ValidString(hits[0].Excerpt))
 
 	exact := strings.Repeat("x", contract.MaxKnowledgeExcerptBytes)
-	s.set(hitsAnswer(1, exact))
+	s.Set(knowledgetest.Hits(1, exact))
 	hits, err = query(client, "p", 1)
 	require.NoError(t, err)
 	require.False(t, hits[0].Truncated)
 	require.Equal(t, exact, hits[0].Excerpt)
 
 	// Every field passes through; a provider's own truncated flag is kept.
-	s.set(jsonAnswer(200, `{"hits": [{"resourceRef": "doc-9", "revisionRef": "r3", "segmentRef": "s12", "title": "Deploy policy",
+	s.Set(knowledgetest.JSON(200, `{"hits": [{"resourceRef": "doc-9", "revisionRef": "r3", "segmentRef": "s12", "title": "Deploy policy",
 		"excerpt": "...", "truncated": true, "score": 0.82, "uri": "https://wiki/doc-9", "metadata": {"b": [1, 2], "a": null},
 		"futureField": "ignored"}]}`))
 	hits, err = query(client, "p", 1)
@@ -266,8 +179,8 @@ func TestQueryBounds(t *testing.T) {
 // reopens it.
 func TestCircuitBreaker(t *testing.T) {
 	t.Parallel()
-	s := newStub(t, jsonAnswer(500, `{}`))
-	cfg := provider("flaky", s.srv.URL)
+	s := knowledgetest.NewProvider(t, knowledgetest.JSON(500, `{}`))
+	cfg := provider("flaky", s.URL)
 	cfg.CircuitFailures, cfg.CircuitOpen = 3, 400*time.Millisecond
 	reg := prometheus.NewPedanticRegistry()
 	client := newClient(t, reg, cfg)
@@ -282,7 +195,7 @@ func TestCircuitBreaker(t *testing.T) {
 		_, err := query(client, "flaky", 1)
 		require.Equal(t, contract.ReasonCircuitOpen, reasonOf(t, err))
 	}
-	require.EqualValues(t, 3, s.calls.Load(), "an open circuit calls nothing")
+	require.EqualValues(t, 3, s.Calls(), "an open circuit calls nothing")
 	info, _ := client.Provider("flaky")
 	require.Equal(t, contract.ProviderDown, info.Status)
 
@@ -290,17 +203,17 @@ func TestCircuitBreaker(t *testing.T) {
 	require.Eventually(t, func() bool { return circuit() == 1 }, 5*time.Second, 5*time.Millisecond, "half-open")
 	_, err := query(client, "flaky", 1)
 	require.Equal(t, contract.ReasonProviderError, reasonOf(t, err))
-	require.EqualValues(t, 4, s.calls.Load())
+	require.EqualValues(t, 4, s.Calls())
 	require.Equal(t, 2.0, circuit(), "reopened")
 
 	// Recovered: the next trial closes it.
-	s.set(hitsAnswer(1, "ok"))
+	s.Set(knowledgetest.Hits(1, "ok"))
 	require.Eventually(t, func() bool { return circuit() == 1 }, 5*time.Second, 5*time.Millisecond, "half-open")
 	hits, err := query(client, "flaky", 1)
 	require.NoError(t, err)
 	require.Len(t, hits, 1)
 	require.Equal(t, 0.0, circuit(), "closed")
-	require.EqualValues(t, 5, s.calls.Load())
+	require.EqualValues(t, 5, s.Calls())
 	info, _ = client.Provider("flaky")
 	require.Equal(t, contract.ProviderUp, info.Status)
 
@@ -313,8 +226,8 @@ func TestCircuitBreaker(t *testing.T) {
 // everyone, nor does a caller that goes away.
 func TestCircuitIgnoresCallerProblems(t *testing.T) {
 	t.Parallel()
-	s := newStub(t, jsonAnswer(401, `{}`))
-	cfg := provider("p", s.srv.URL)
+	s := knowledgetest.NewProvider(t, knowledgetest.JSON(401, `{}`))
+	cfg := provider("p", s.URL)
 	cfg.CircuitFailures = 2
 	reg := prometheus.NewPedanticRegistry()
 	client := newClient(t, reg, cfg)
@@ -322,12 +235,12 @@ func TestCircuitIgnoresCallerProblems(t *testing.T) {
 		_, err := query(client, "p", 1)
 		require.Equal(t, contract.ReasonProviderError, reasonOf(t, err))
 	}
-	require.EqualValues(t, 5, s.calls.Load())
+	require.EqualValues(t, 5, s.Calls())
 	require.Equal(t, 0.0, gaugeValue(t, reg, knowledge.MetricCircuitState, "p"))
 	info, _ := client.Provider("p")
 	require.Equal(t, contract.ProviderUp, info.Status, "the provider answered")
 
-	s.set(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	s.Set(knowledgetest.Hang)
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		_, err := client.Query(ctx, "p", runtime.KnowledgeCredentials{}, runtime.KnowledgeQuery{Text: "q", TopK: 1})
@@ -340,7 +253,7 @@ func TestCircuitIgnoresCallerProblems(t *testing.T) {
 	require.EqualValues(t, 3, histogramCount(t, reg, "p", knowledge.OperationQuery, knowledge.OutcomeCanceled))
 
 	// 404 means a wrong baseUrl, not a wrong caller: it counts.
-	s.set(jsonAnswer(404, `{}`))
+	s.Set(knowledgetest.JSON(404, `{}`))
 	for range 2 {
 		_, err := query(client, "p", 1)
 		require.Equal(t, contract.ReasonProviderError, reasonOf(t, err))
@@ -352,11 +265,11 @@ func TestCircuitIgnoresCallerProblems(t *testing.T) {
 // maxHits lowers the configured one.
 func TestProbes(t *testing.T) {
 	t.Parallel()
-	up := newStub(t, hitsAnswer(1, "x"))
-	broken := newStubProbed(t, jsonAnswer(500, `{}`), jsonAnswer(500, `{}`))
+	up := knowledgetest.NewProvider(t, knowledgetest.Hits(1, "x"))
+	broken := knowledgetest.NewProbedProvider(t, knowledgetest.JSON(500, `{}`), knowledgetest.JSON(500, `{}`))
 	reg := prometheus.NewPedanticRegistry()
 	client, err := knowledge.New(knowledge.Config{ProbeInterval: time.Hour, Providers: []knowledge.ProviderConfig{
-		provider("up", up.srv.URL), provider("broken", broken.srv.URL), provider("refused", refusedURL(t)),
+		provider("up", up.URL), provider("broken", broken.URL), provider("refused", knowledgetest.RefusedURL(t)),
 	}}, knowledge.Options{Registerer: reg})
 	require.NoError(t, err)
 	for _, p := range client.Providers() {
@@ -373,28 +286,28 @@ func TestProbes(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond)
 	infos := client.Providers()
 	require.Equal(t, runtime.KnowledgeProviderInfo{Name: "up", DefaultRequirement: "optional",
-		QueryModes: []string{"keyword", "semantic"}, ResourceResolution: true, MaxHits: 40, Status: contract.ProviderUp}, infos[0])
+		QueryModes: []string{"semantic", "keyword"}, ResourceResolution: true, MaxHits: 50, Status: contract.ProviderUp}, infos[0])
 	require.Equal(t, contract.ProviderDown, infos[1].Status)
 	require.Equal(t, contract.ProviderDown, infos[2].Status)
 
-	probe := up.requests()[0]
-	require.Equal(t, knowledge.PathCapabilities, probe.path)
-	require.Empty(t, probe.header.Values("Authorization"), "a probe carries no credential")
-	require.Empty(t, probe.header.Values(knowledge.HeaderUserAuthorization))
+	probe := up.Probes()[0]
+	require.Equal(t, knowledge.PathCapabilities, probe.Path)
+	require.Empty(t, probe.Header.Values("Authorization"), "a probe carries no credential")
+	require.Empty(t, probe.Header.Values(knowledge.HeaderUserAuthorization))
 
 	// The reported maxHits caps what a query asks for.
 	_, err = query(client, "up", 100)
 	require.NoError(t, err)
-	require.EqualValues(t, 40, up.requests()[1].body["topK"])
+	require.EqualValues(t, 50, up.Requests()[0].Body["topK"])
 }
 
 // A provider gets the runtime token, the user credential only when configured to, and
 // nothing else.
 func TestRequestHeaders(t *testing.T) {
 	t.Parallel()
-	s := newStub(t, hitsAnswer(1, "x"))
-	forward := provider("forward", s.srv.URL)
-	keep := provider("keep", s.srv.URL)
+	s := knowledgetest.NewProvider(t, knowledgetest.Hits(1, "x"))
+	forward := provider("forward", s.URL)
+	keep := provider("keep", s.URL)
 	keep.ForwardUserAuthorization = false
 	client := newClient(t, nil, forward, keep)
 	creds := runtime.KnowledgeCredentials{RuntimeToken: "runtime.jwt.token", UserAuthorization: "Bearer user-token"}
@@ -407,27 +320,27 @@ func TestRequestHeaders(t *testing.T) {
 	_, err = client.Resolve(context.Background(), "forward", creds, []string{"doc-1"})
 	require.Equal(t, contract.ReasonProviderInvalidResponse, reasonOf(t, err), "a hits body is no resolve answer")
 
-	reqs := s.requests()
+	reqs := s.Requests()
 	require.Len(t, reqs, 4)
 	require.Equal(t, http.Header{
 		"Accept": {"application/json"}, "Accept-Encoding": {"gzip"}, "Authorization": {"Bearer runtime.jwt.token"},
-		"Content-Length": reqs[0].header["Content-Length"], "Content-Type": {"application/json"},
+		"Content-Length": reqs[0].Header["Content-Length"], "Content-Type": {"application/json"},
 		"User-Agent": {"agent-context"}, "X-Infra-User-Authorization": {"Bearer user-token"},
-	}, reqs[0].header)
-	require.Empty(t, reqs[1].header.Values(knowledge.HeaderUserAuthorization), "keep does not forward the user credential")
-	require.Equal(t, "Bearer runtime.jwt.token", reqs[1].header.Get("Authorization"))
-	require.Empty(t, reqs[2].header.Values("Authorization"), "no runtime token, no Authorization")
-	require.Empty(t, reqs[2].header.Values(knowledge.HeaderUserAuthorization))
-	require.Equal(t, knowledge.PathResolve, reqs[3].path)
-	require.Equal(t, []any{"doc-1"}, reqs[3].body["resourceRefs"])
+	}, reqs[0].Header)
+	require.Empty(t, reqs[1].Header.Values(knowledge.HeaderUserAuthorization), "keep does not forward the user credential")
+	require.Equal(t, "Bearer runtime.jwt.token", reqs[1].Header.Get("Authorization"))
+	require.Empty(t, reqs[2].Header.Values("Authorization"), "no runtime token, no Authorization")
+	require.Empty(t, reqs[2].Header.Values(knowledge.HeaderUserAuthorization))
+	require.Equal(t, knowledge.PathResolve, reqs[3].Path)
+	require.Equal(t, []any{"doc-1"}, reqs[3].Body["resourceRefs"])
 }
 
 func TestResolve(t *testing.T) {
 	t.Parallel()
-	s := newStub(t, jsonAnswer(200, `{"resources": [
+	s := knowledgetest.NewProvider(t, knowledgetest.JSON(200, `{"resources": [
 		{"resourceRef": "doc-2", "revisionRef": "r1", "title": "Two", "uri": null, "metadata": {"k": 1}},
 		{"resourceRef": "doc-1"}], "missing": ["doc-3"]}`))
-	client := newClient(t, nil, provider("p", s.srv.URL))
+	client := newClient(t, nil, provider("p", s.URL))
 	resources, err := client.Resolve(context.Background(), "p", runtime.KnowledgeCredentials{}, []string{"doc-1", "doc-2", "doc-3"})
 	require.NoError(t, err)
 	got, err := json.Marshal(resources)
@@ -442,7 +355,7 @@ func TestResolve(t *testing.T) {
 		`{"resources": [], "missing": "doc-1"}`:                    "missing",
 		`{"resources": [{"resourceRef": "a", "revisionRef": ""}]}`: "revisionRef is missing or empty",
 	} {
-		s.set(jsonAnswer(200, body))
+		s.Set(knowledgetest.JSON(200, body))
 		_, err := client.Resolve(context.Background(), "p", runtime.KnowledgeCredentials{}, []string{"doc-1"})
 		require.Equal(t, contract.ReasonProviderInvalidResponse, reasonOf(t, err), body)
 		require.ErrorContains(t, err, want, body)
@@ -452,9 +365,9 @@ func TestResolve(t *testing.T) {
 // Metrics register with the Registerer given, and only once per registry.
 func TestMetricsRegistration(t *testing.T) {
 	t.Parallel()
-	s := newStub(t, hitsAnswer(1, "x"))
+	s := knowledgetest.NewProvider(t, knowledgetest.Hits(1, "x"))
 	reg := prometheus.NewPedanticRegistry()
-	client := newClient(t, reg, provider("a", s.srv.URL), provider("b", refusedURL(t)))
+	client := newClient(t, reg, provider("a", s.URL), provider("b", knowledgetest.RefusedURL(t)))
 	_, err := query(client, "a", 1)
 	require.NoError(t, err)
 	_, err = query(client, "b", 1)
@@ -471,7 +384,7 @@ agent_context_knowledge_provider_circuit_state{provider="b"} 0
 
 	_, err = knowledge.New(knowledge.Config{}, knowledge.Options{Registerer: reg})
 	require.Error(t, err, "a second client cannot register the same metrics")
-	quiet, err := knowledge.New(knowledge.Config{Providers: []knowledge.ProviderConfig{provider("a", s.srv.URL)}}, knowledge.Options{})
+	quiet, err := knowledge.New(knowledge.Config{Providers: []knowledge.ProviderConfig{provider("a", s.URL)}}, knowledge.Options{})
 	require.NoError(t, err, "nil registers nothing")
 	quiet.Close()
 }

@@ -1,9 +1,14 @@
 package knowledge
 
-import "github.com/go-json-experiment/json/jsontext"
+import (
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/agent-context/agent-context/contract"
+)
 
 // The provider wire protocol (docs/knowledge-provider-protocol.md). Providers are
-// called at these paths below their baseUrl.
+// called at these paths below their baseUrl. A provider answers with the contract's
+// hits and resources (06-knowledge.md), so that they pass through unchanged.
 const (
 	PathCapabilities = "/capabilities"
 	PathQuery        = "/query"
@@ -32,23 +37,11 @@ type ProviderQuery struct {
 }
 
 // ProviderQueryResult is the body a provider answers POST /query with: hits best
-// first, at most topK of them.
+// first, at most topK of them. A hit is the contract's: ResourceRef is required; the
+// other refs, Title, Score, URI and Metadata may be null or absent; Truncated says the
+// provider cut the excerpt.
 type ProviderQueryResult struct {
-	Hits []ProviderHit `json:"hits"`
-}
-
-// ProviderHit is one hit. ResourceRef is required; the other refs, Title, Score and
-// URI may be null or absent. Truncated says the provider cut the excerpt.
-type ProviderHit struct {
-	ResourceRef string         `json:"resourceRef"`
-	RevisionRef *string        `json:"revisionRef"`
-	SegmentRef  *string        `json:"segmentRef"`
-	Title       *string        `json:"title"`
-	Excerpt     string         `json:"excerpt"`
-	Truncated   bool           `json:"truncated"`
-	Score       *float64       `json:"score"`
-	URI         *string        `json:"uri"`
-	Metadata    jsontext.Value `json:"metadata,omitzero"`
+	Hits []contract.KnowledgeHit `json:"hits"`
 }
 
 // ProviderResolve is the body of POST /resolve.
@@ -56,17 +49,9 @@ type ProviderResolve struct {
 	ResourceRefs []string `json:"resourceRefs"`
 }
 
-// ProviderResolveResult is the body a provider answers POST /resolve with.
+// ProviderResolveResult is the body a provider answers POST /resolve with; a
+// resource's ResourceRef is required.
 type ProviderResolveResult struct {
-	Resources []ProviderResource `json:"resources"`
-	Missing   []string           `json:"missing"`
-}
-
-// ProviderResource is one resolved resource; ResourceRef is required.
-type ProviderResource struct {
-	ResourceRef string         `json:"resourceRef"`
-	RevisionRef *string        `json:"revisionRef"`
-	Title       *string        `json:"title"`
-	URI         *string        `json:"uri"`
-	Metadata    jsontext.Value `json:"metadata,omitzero"`
+	Resources []contract.KnowledgeResource `json:"resources"`
+	Missing   []string                     `json:"missing"`
 }

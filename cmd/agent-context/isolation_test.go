@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/knowledge/knowledgetest"
 	"github.com/agent-context/agent-context/contract"
 )
 
@@ -61,9 +62,9 @@ func (c *tenantClient) ok(t *testing.T, status int, path string, body any) map[s
 // exercised here, so every new route must join the suite.
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
-	knowledgeProvider := newFakeProvider(t, scopedKnowledge)
+	knowledgeProvider := knowledgetest.NewProvider(t, scopedKnowledge)
 	app, minter := startSecuredApp(t, withProviders(t, map[string]any{"providers": []any{
-		providerEntry("scoped", knowledgeProvider.srv.URL),
+		providerEntry("scoped", knowledgeProvider.URL),
 	}}))
 	used := &routeSet{seen: map[string]bool{}}
 	client := func(tenant, project string) *tenantClient {
@@ -250,10 +251,10 @@ func TestTenantIsolation(t *testing.T) {
 func scopedKnowledge(w http.ResponseWriter, r *http.Request) {
 	doc := "doc-" + tokenScope(r.Header.Get("Authorization"))
 	if r.URL.Path == "/resolve" {
-		writeRaw(w, http.StatusOK, `{"resources": [{"resourceRef": "`+doc+`", "title": "`+doc+`"}]}`)
+		knowledgetest.JSON(http.StatusOK, `{"resources": [{"resourceRef": "`+doc+`", "title": "`+doc+`"}]}`)(w, r)
 		return
 	}
-	writeRaw(w, http.StatusOK, `{"hits": [{"resourceRef": "`+doc+`", "excerpt": "only for `+doc+`"}]}`)
+	knowledgetest.JSON(http.StatusOK, `{"hits": [{"resourceRef": "`+doc+`", "excerpt": "only for `+doc+`"}]}`)(w, r)
 }
 
 // tokenScope reads tenant-project from a bearer JWT's claims, as a provider that

@@ -6,21 +6,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/knowledge/knowledgetest"
 	"github.com/agent-context/agent-context/contract"
 )
 
@@ -29,102 +27,6 @@ var (
 	pathKnowledgeQuery        = contract.RouteKnowledgeQuery.Path
 	pathKnowledgeResolve      = contract.RouteKnowledgeResolve.Path
 )
-
-// fakeProvider is a knowledge provider started in the test. It answers /capabilities
-// itself; /query and /resolve go to answer, and are counted and recorded.
-type fakeProvider struct {
-	srv    *httptest.Server
-	calls  atomic.Int64
-	mu     sync.Mutex
-	seen   []providerRequest
-	answer atomic.Pointer[http.HandlerFunc]
-}
-
-// providerRequest is what a provider received.
-type providerRequest struct {
-	path   string
-	header http.Header
-	body   map[string]any
-}
-
-func newFakeProvider(t *testing.T, answer http.HandlerFunc) *fakeProvider {
-	t.Helper()
-	p := &fakeProvider{}
-	p.set(answer)
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/capabilities" {
-			writeRaw(w, http.StatusOK, `{"queryModes":["semantic","keyword"],"resourceResolution":true,"maxHits":50}`)
-			return
-		}
-		p.calls.Add(1)
-		data, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		_ = json.Unmarshal(data, &body)
-		p.mu.Lock()
-		p.seen = append(p.seen, providerRequest{path: r.URL.Path, header: r.Header.Clone(), body: body})
-		p.mu.Unlock()
-		(*p.answer.Load())(w, r)
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *fakeProvider) set(answer http.HandlerFunc) { p.answer.Store(&answer) }
-
-// last is the latest /query or /resolve call.
-func (p *fakeProvider) last(t *testing.T) providerRequest {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	require.NotEmpty(t, p.seen)
-	return p.seen[len(p.seen)-1]
-}
-
-func writeRaw(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, body)
-}
-
-func answerRaw(status int, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) { writeRaw(w, status, body) }
-}
-
-// answerHits answers n hits doc-0 … doc-n-1 with excerpt.
-func answerHits(n int, excerpt string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		hits := make([]map[string]any, n)
-		for i := range hits {
-			hits[i] = map[string]any{"resourceRef": fmt.Sprintf("doc-%d", i), "excerpt": excerpt, "score": 1 - float64(i)/100}
-		}
-		body, _ := json.Marshal(map[string]any{"hits": hits})
-		writeRaw(w, http.StatusOK, string(body))
-	}
-}
-
-// answerByPath answers /query with query and /resolve with resolve.
-func answerByPath(query, resolve http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/resolve" {
-			resolve(w, r)
-			return
-		}
-		query(w, r)
-	}
-}
-
-// answerHang never answers; it returns when the caller gives up.
-func answerHang(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
-
-// unusedURL is an address nothing listens on: connecting is refused.
-func unusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr
-}
 
 // withProviders writes file as the providers file and loads it the way serve does,
 // through AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE.
@@ -189,20 +91,20 @@ func TestKnowledgeFailureTable(t *testing.T) {
 		reason string
 	}{
 		{"refused", nil, 503, contract.CodeKnowledgeUnavailable, contract.ReasonProviderUnavailable},
-		{"timeout", answerHang, 503, contract.CodeKnowledgeUnavailable, contract.ReasonProviderTimeout},
-		{"status-500", answerRaw(500, `{"error":"boom"}`), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderError},
-		{"status-404", answerRaw(404, `not here`), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderError},
-		{"invalid-json", answerRaw(200, `{"hits": [{"resourceRef": `), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderInvalidResponse},
-		{"wrong-shape", answerRaw(200, `{"results": [{"id": 1}]}`), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderInvalidResponse},
-		{"oversized", answerHits(1, huge), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderInvalidResponse},
+		{"timeout", knowledgetest.Hang, 503, contract.CodeKnowledgeUnavailable, contract.ReasonProviderTimeout},
+		{"status-500", knowledgetest.JSON(500, `{"error":"boom"}`), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderError},
+		{"status-404", knowledgetest.JSON(404, `not here`), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderError},
+		{"invalid-json", knowledgetest.JSON(200, `{"hits": [{"resourceRef": `), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderInvalidResponse},
+		{"wrong-shape", knowledgetest.JSON(200, `{"results": [{"id": 1}]}`), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderInvalidResponse},
+		{"oversized", knowledgetest.Hits(1, huge), 502, contract.CodeKnowledgeUpstreamError, contract.ReasonProviderInvalidResponse},
 	}
-	providers := map[string]*fakeProvider{}
+	providers := map[string]*knowledgetest.Provider{}
 	var entries []any
 	for _, c := range cases {
-		url := unusedURL(t)
+		url := knowledgetest.RefusedURL(t)
 		if c.answer != nil {
-			providers[c.name] = newFakeProvider(t, c.answer)
-			url = providers[c.name].srv.URL
+			providers[c.name] = knowledgetest.NewProvider(t, c.answer)
+			url = providers[c.name].URL
 		}
 		timeout := 2000
 		if c.name == "timeout" {
@@ -210,9 +112,9 @@ func TestKnowledgeFailureTable(t *testing.T) {
 		}
 		entries = append(entries, providerEntry(c.name, url, "timeoutMs", timeout))
 	}
-	tooMany := newFakeProvider(t, answerHits(7, "fine"))
-	long := newFakeProvider(t, answerHits(1, strings.Repeat("é", 40<<10)))
-	entries = append(entries, providerEntry("too-many", tooMany.srv.URL), providerEntry("long-excerpt", long.srv.URL))
+	tooMany := knowledgetest.NewProvider(t, knowledgetest.Hits(7, "fine"))
+	long := knowledgetest.NewProvider(t, knowledgetest.Hits(1, strings.Repeat("é", 40<<10)))
+	entries = append(entries, providerEntry("too-many", tooMany.URL), providerEntry("long-excerpt", long.URL))
 	// Several providers and no default: a query naming none has no provider.
 	app := startApp(t, withProviders(t, map[string]any{"providers": entries}))
 
@@ -220,7 +122,7 @@ func TestKnowledgeFailureTable(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			calls := func() int64 {
 				if p := providers[c.name]; p != nil {
-					return p.calls.Load()
+					return p.Calls()
 				}
 				return 0
 			}
@@ -281,10 +183,10 @@ func TestKnowledgeFailureTable(t *testing.T) {
 			}
 			require.Equal(t, []string{"doc-0", "doc-1", "doc-2"}, refs, "the first topK hits, in the provider's order")
 		}
-		before := tooMany.calls.Load()
+		before := tooMany.Calls()
 		got := app.knowledgeQuery(t, map[string]any{"query": "q", "requirement": "disabled", "provider": "too-many"})
 		require.Empty(t, got.Hits)
-		require.Equal(t, before, tooMany.calls.Load())
+		require.Equal(t, before, tooMany.Calls())
 	})
 
 	t.Run("over-long excerpt", func(t *testing.T) {
@@ -297,10 +199,10 @@ func TestKnowledgeFailureTable(t *testing.T) {
 			require.Len(t, h.Excerpt, contract.MaxKnowledgeExcerptBytes)
 			require.True(t, utf8.ValidString(h.Excerpt))
 		}
-		before := long.calls.Load()
+		before := long.Calls()
 		got := app.knowledgeQuery(t, map[string]any{"query": "q", "requirement": "disabled", "provider": "long-excerpt"})
 		require.Empty(t, got.Hits)
-		require.Equal(t, before, long.calls.Load())
+		require.Equal(t, before, long.Calls())
 	})
 }
 
@@ -309,9 +211,9 @@ func TestKnowledgeFailureTable(t *testing.T) {
 // that closes it again once the provider has recovered.
 func TestKnowledgeCircuitEndToEnd(t *testing.T) {
 	t.Parallel()
-	p := newFakeProvider(t, answerRaw(500, `{}`))
+	p := knowledgetest.NewProvider(t, knowledgetest.JSON(500, `{}`))
 	app := startApp(t, withProviders(t, map[string]any{"providers": []any{
-		providerEntry("flaky", p.srv.URL, "circuitFailures", 3, "circuitOpenMs", 1000),
+		providerEntry("flaky", p.URL, "circuitFailures", 3, "circuitOpenMs", 1000),
 	}}))
 	required := map[string]any{"query": "q", "requirement": "required"}
 	for range 3 {
@@ -324,20 +226,20 @@ func TestKnowledgeCircuitEndToEnd(t *testing.T) {
 	require.Equal(t, contract.ReasonCircuitOpen, reason(got.DegradationReason))
 	require.True(t, got.Degraded)
 	app.post(t, pathKnowledgeResolve, map[string]any{"resourceRefs": []string{"a"}}).requireError(t, 503, contract.CodeKnowledgeUnavailable)
-	require.EqualValues(t, 3, p.calls.Load(), "an open circuit calls nothing")
+	require.EqualValues(t, 3, p.Calls(), "an open circuit calls nothing")
 	require.Equal(t, contract.ProviderDown, knowledgeStatus(t, app, "flaky"))
 
-	p.set(answerHits(2, "back"))
+	p.Set(knowledgetest.Hits(2, "back"))
 	var recovered knowledgeAnswer
 	require.Eventually(t, func() bool {
 		r := app.post(t, pathKnowledgeQuery, required)
 		return r.Status == http.StatusOK && json.Unmarshal(r.Body, &recovered) == nil
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Len(t, recovered.Hits, 2)
-	require.EqualValues(t, 4, p.calls.Load(), "while open nothing was called; one trial closed the circuit")
+	require.EqualValues(t, 4, p.Calls(), "while open nothing was called; one trial closed the circuit")
 	require.Equal(t, contract.ProviderUp, knowledgeStatus(t, app, "flaky"))
 	app.knowledgeQuery(t, required)
-	require.EqualValues(t, 5, p.calls.Load(), "closed again")
+	require.EqualValues(t, 5, p.Calls(), "closed again")
 }
 
 func knowledgeCapabilities(t *testing.T, app *testApp, headers ...string) contract.KnowledgeCapabilities {
@@ -360,9 +262,9 @@ func knowledgeStatus(t *testing.T, app *testApp, provider string) string {
 
 func TestKnowledgeCapabilitiesEndToEnd(t *testing.T) {
 	t.Parallel()
-	up := newFakeProvider(t, answerHits(1, "x"))
+	up := knowledgetest.NewProvider(t, knowledgetest.Hits(1, "x"))
 	app := startApp(t, withProviders(t, map[string]any{"default": "wiki", "providers": []any{
-		providerEntry("wiki", up.srv.URL, "maxHits", 80), providerEntry("dead", unusedURL(t)),
+		providerEntry("wiki", up.URL, "maxHits", 80), providerEntry("dead", knowledgetest.RefusedURL(t)),
 	}}))
 	require.Eventually(t, func() bool {
 		caps := knowledgeCapabilities(t, app)
@@ -385,7 +287,7 @@ func TestKnowledgeCapabilitiesEndToEnd(t *testing.T) {
 
 	// Without probes every provider is unknown until it is called.
 	quiet := startApp(t, withProviders(t, map[string]any{"probeIntervalMs": 0, "providers": []any{
-		providerEntry("wiki", up.srv.URL), providerEntry("dead", unusedURL(t)),
+		providerEntry("wiki", up.URL), providerEntry("dead", knowledgetest.RefusedURL(t)),
 	}}))
 	caps := knowledgeCapabilities(t, quiet)
 	require.Nil(t, caps.Default)
@@ -409,29 +311,29 @@ func TestKnowledgeCapabilitiesEndToEnd(t *testing.T) {
 // A provider's configured defaultRequirement applies to queries that name none.
 func TestKnowledgeDefaultRequirement(t *testing.T) {
 	t.Parallel()
-	p := newFakeProvider(t, answerRaw(500, `{}`))
+	p := knowledgetest.NewProvider(t, knowledgetest.JSON(500, `{}`))
 	app := startApp(t, withProviders(t, map[string]any{"providers": []any{
-		providerEntry("strict", p.srv.URL, "defaultRequirement", "required"),
-		providerEntry("off", p.srv.URL, "defaultRequirement", "disabled"),
+		providerEntry("strict", p.URL, "defaultRequirement", "required"),
+		providerEntry("off", p.URL, "defaultRequirement", "disabled"),
 	}}))
 	app.post(t, pathKnowledgeQuery, map[string]any{"query": "q", "provider": "strict"}).requireError(t, 502, contract.CodeKnowledgeUpstreamError)
 	got := app.knowledgeQuery(t, map[string]any{"query": "q", "provider": "strict", "requirement": "optional"})
 	require.True(t, got.Degraded)
 	got = app.knowledgeQuery(t, map[string]any{"query": "q", "provider": "off"})
 	require.Equal(t, contract.ReasonDisabled, reason(got.DegradationReason))
-	require.EqualValues(t, 2, p.calls.Load())
+	require.EqualValues(t, 2, p.Calls())
 	app.post(t, pathKnowledgeQuery, map[string]any{"query": "q", "provider": "off", "requirement": "required"}).
 		requireError(t, 502, contract.CodeKnowledgeUpstreamError)
 }
 
 func TestKnowledgeResolveEndToEnd(t *testing.T) {
 	t.Parallel()
-	p := newFakeProvider(t, answerRaw(200, `{"resources": [
+	p := knowledgetest.NewProvider(t, knowledgetest.JSON(200, `{"resources": [
 		{"resourceRef": "doc-3", "title": "Three", "uri": "https://wiki/doc-3", "metadata": {"pages": 3}},
 		{"resourceRef": "doc-1", "revisionRef": "r7", "title": "One"},
 		{"resourceRef": "doc-1", "revisionRef": "r8", "title": "One again"},
 		{"resourceRef": "not-asked", "title": "Extra"}], "missing": ["doc-2"]}`))
-	app := startApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.srv.URL)}}))
+	app := startApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.URL)}}))
 	var out contract.ResolveResourcesResponse
 	app.post(t, pathKnowledgeResolve, map[string]any{"provider": nil, "resourceRefs": []string{"doc-1", "doc-2", "doc-3", "doc-1"}}).
 		requireOK(t, http.StatusOK, &out)
@@ -447,8 +349,8 @@ func TestKnowledgeResolveEndToEnd(t *testing.T) {
 // field, and no provider is called.
 func TestKnowledgeBadInput(t *testing.T) {
 	t.Parallel()
-	p := newFakeProvider(t, answerByPath(answerHits(1, "x"), answerRaw(200, `{"resources": [], "missing": []}`)))
-	app := startApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.srv.URL)}}))
+	p := knowledgetest.NewProvider(t, knowledgetest.ByPath(knowledgetest.Hits(1, "x"), knowledgetest.JSON(200, `{"resources": [], "missing": []}`)))
+	app := startApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.URL)}}))
 	longRef := strings.Repeat("r", contract.MaxEvidenceRefChars+1)
 	refs := func(n int) []string {
 		out := make([]string, n)
@@ -504,24 +406,24 @@ func TestKnowledgeBadInput(t *testing.T) {
 		require.Equal(t, c.field, e.Details["field"], "%s %v", c.path, c.body)
 		require.Equal(t, c.limit, e.Details["limit"], "%s %v", c.path, c.body)
 	}
-	require.Zero(t, p.calls.Load(), "no invalid request reaches the provider")
+	require.Zero(t, p.Calls(), "no invalid request reaches the provider")
 	app.post(t, pathKnowledgeQuery, "query=q").requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
 
 	// The bounds themselves are accepted, and forwarded as the protocol says.
 	query, scopeRef := strings.Repeat("q", contract.MaxKnowledgeQueryBytes), strings.Repeat("s", contract.MaxEvidenceRefChars)
 	app.knowledgeQuery(t, map[string]any{"query": query, "topK": 100, "scopeRef": scopeRef,
 		"filters": map[string]any{"space": "ops", "tags": []any{"a"}}})
-	require.Equal(t, providerRequest{path: "/query", header: p.last(t).header, body: map[string]any{
+	require.Equal(t, knowledgetest.Request{Path: "/query", Header: p.Last(t).Header, Body: map[string]any{
 		"query": query, "scopeRef": scopeRef, "topK": 50.0, "filters": map[string]any{"space": "ops", "tags": []any{"a"}},
-	}}, p.last(t), "topK capped by the provider's reported maxHits")
+	}}, p.Last(t), "topK capped by the provider's reported maxHits")
 	app.knowledgeQuery(t, map[string]any{"query": "q", "topK": 1, "filters": nil, "scopeRef": nil, "provider": nil, "requirement": "required"})
-	require.Equal(t, map[string]any{"query": "q", "scopeRef": nil, "topK": 1.0, "filters": map[string]any{}}, p.last(t).body)
+	require.Equal(t, map[string]any{"query": "q", "scopeRef": nil, "topK": 1.0, "filters": map[string]any{}}, p.Last(t).Body)
 	var out contract.ResolveResourcesResponse
 	app.post(t, pathKnowledgeResolve, map[string]any{"resourceRefs": refs(100)}).requireOK(t, http.StatusOK, &out)
 	require.Equal(t, refs(100), out.Missing)
 	require.Empty(t, out.Resources)
-	require.Equal(t, map[string]any{"resourceRefs": toAny(refs(100))}, p.last(t).body)
-	require.EqualValues(t, 3, p.calls.Load())
+	require.Equal(t, map[string]any{"resourceRefs": toAny(refs(100))}, p.Last(t).Body)
+	require.EqualValues(t, 3, p.Calls())
 }
 
 func toAny(ss []string) []any {
@@ -586,11 +488,11 @@ func requireOnlyCredentials(t *testing.T, header http.Header, authorization, use
 func TestKnowledgeCredentialForwarding(t *testing.T) {
 	t.Parallel()
 	// Each mode has a provider of its own: the subtests run in parallel.
-	newProvider := func(t *testing.T) (*fakeProvider, func(*Config)) {
-		p := newFakeProvider(t, answerByPath(answerHits(1, "x"), answerRaw(200, `{"resources": []}`)))
+	newProvider := func(t *testing.T) (*knowledgetest.Provider, func(*Config)) {
+		p := knowledgetest.NewProvider(t, knowledgetest.ByPath(knowledgetest.Hits(1, "x"), knowledgetest.JSON(200, `{"resources": []}`)))
 		return p, withProviders(t, map[string]any{"default": "forward", "providers": []any{
-			providerEntry("forward", p.srv.URL),
-			providerEntry("keep", p.srv.URL, "forwardUserAuthorization", false),
+			providerEntry("forward", p.URL),
+			providerEntry("keep", p.URL, "forwardUserAuthorization", false),
 		}})
 	}
 	const userToken = "user-secret"
@@ -616,15 +518,15 @@ func TestKnowledgeCredentialForwarding(t *testing.T) {
 		unbound := minter.bearer(contract.CapKnowledgeQuery)
 
 		ask(t, app, "forward", append([]string{"Authorization", bound, "x-infra-user-authorization", userAuth}, scope...)...)
-		requireOnlyCredentials(t, p.last(t).header, bound, userAuth)
+		requireOnlyCredentials(t, p.Last(t).Header, bound, userAuth)
 		resolve(t, app, "Authorization", bound, "x-infra-user-authorization", userAuth)
-		requireOnlyCredentials(t, p.last(t).header, bound, userAuth)
+		requireOnlyCredentials(t, p.Last(t).Header, bound, userAuth)
 		ask(t, app, "keep", "Authorization", bound, "x-infra-user-authorization", userAuth)
-		requireOnlyCredentials(t, p.last(t).header, bound, "")
+		requireOnlyCredentials(t, p.Last(t).Header, bound, "")
 		ask(t, app, "forward", "Authorization", unbound)
-		requireOnlyCredentials(t, p.last(t).header, unbound, "")
+		requireOnlyCredentials(t, p.Last(t).Header, unbound, "")
 
-		calls := p.calls.Load()
+		calls := p.Calls()
 		// An unbound user credential is refused, never forwarded; so is a wrong one.
 		app.post(t, pathKnowledgeQuery, map[string]any{"query": "q"}, "Authorization", unbound, "x-infra-user-authorization", userAuth).
 			requireError(t, http.StatusUnauthorized, contract.CodeTokenBindingMismatch)
@@ -632,11 +534,11 @@ func TestKnowledgeCredentialForwarding(t *testing.T) {
 			requireError(t, http.StatusUnauthorized, contract.CodeTokenBindingMismatch)
 		app.post(t, pathKnowledgeQuery, map[string]any{"query": "q"}, "Authorization", bound).
 			requireError(t, http.StatusUnauthorized, contract.CodeTokenBindingMismatch)
-		require.Equal(t, calls, p.calls.Load())
+		require.Equal(t, calls, p.Calls())
 
 		// The static token next to runtime tokens is still never forwarded.
 		ask(t, app, "forward", "Authorization", "Bearer static-secret", "x-infra-user-authorization", userAuth)
-		requireOnlyCredentials(t, p.last(t).header, "", userAuth)
+		requireOnlyCredentials(t, p.Last(t).Header, "", userAuth)
 	})
 
 	t.Run("static token", func(t *testing.T) {
@@ -645,13 +547,13 @@ func TestKnowledgeCredentialForwarding(t *testing.T) {
 		app := startApp(t, providers, func(c *Config) { c.ServiceToken = "static-secret" })
 		scope := []string{"x-infra-tenant-id", "junk-tenant", "x-infra-project-id", "junk-project", "x-infra-subject", "junk-subject"}
 		ask(t, app, "forward", append([]string{"Authorization", "Bearer static-secret", "x-infra-user-authorization", userAuth}, scope...)...)
-		requireOnlyCredentials(t, p.last(t).header, "", userAuth)
+		requireOnlyCredentials(t, p.Last(t).Header, "", userAuth)
 		ask(t, app, "forward", "Authorization", "Bearer static-secret", "x-infra-user-authorization", "Token as-it-came")
-		requireOnlyCredentials(t, p.last(t).header, "", "Token as-it-came")
+		requireOnlyCredentials(t, p.Last(t).Header, "", "Token as-it-came")
 		ask(t, app, "keep", "Authorization", "Bearer static-secret", "x-infra-user-authorization", userAuth)
-		requireOnlyCredentials(t, p.last(t).header, "", "")
+		requireOnlyCredentials(t, p.Last(t).Header, "", "")
 		resolve(t, app, "Authorization", "Bearer static-secret")
-		requireOnlyCredentials(t, p.last(t).header, "", "")
+		requireOnlyCredentials(t, p.Last(t).Header, "", "")
 	})
 
 	t.Run("open mode", func(t *testing.T) {
@@ -659,17 +561,17 @@ func TestKnowledgeCredentialForwarding(t *testing.T) {
 		p, providers := newProvider(t)
 		app := startApp(t, providers)
 		ask(t, app, "forward", "x-infra-user-authorization", userAuth, "Authorization", "Bearer junk-caller-token")
-		requireOnlyCredentials(t, p.last(t).header, "", userAuth)
+		requireOnlyCredentials(t, p.Last(t).Header, "", userAuth)
 		ask(t, app, "forward")
-		requireOnlyCredentials(t, p.last(t).header, "", "")
+		requireOnlyCredentials(t, p.Last(t).Header, "", "")
 	})
 }
 
 // Each knowledge route demands its capability of a runtime token.
 func TestKnowledgeCapabilityChecks(t *testing.T) {
 	t.Parallel()
-	p := newFakeProvider(t, answerByPath(answerHits(1, "x"), answerRaw(200, `{"resources": []}`)))
-	app, minter := startSecuredApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.srv.URL)}}))
+	p := knowledgetest.NewProvider(t, knowledgetest.ByPath(knowledgetest.Hits(1, "x"), knowledgetest.JSON(200, `{"resources": []}`)))
+	app, minter := startSecuredApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.URL)}}))
 	for _, c := range []struct {
 		route contract.Route
 		body  any
@@ -686,7 +588,7 @@ func TestKnowledgeCapabilityChecks(t *testing.T) {
 		app.do(t, c.route.Method, c.route.Path, c.body).requireError(t, http.StatusUnauthorized, contract.CodeTokenMissing)
 		app.do(t, c.route.Method, c.route.Path, c.body, "Authorization", minter.bearer(required)).requireOK(t, http.StatusOK, nil)
 	}
-	require.EqualValues(t, 2, p.calls.Load(), "refused calls reach no provider")
+	require.EqualValues(t, 2, p.Calls(), "refused calls reach no provider")
 }
 
 // TestKnowledgeServeExample runs the reference provider command on a folder of
@@ -807,7 +709,7 @@ func BenchmarkKnowledgeOverhead(b *testing.B) {
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if r.URL.Path == "/capabilities" {
-			writeRaw(w, http.StatusOK, `{"queryModes":["keyword"],"resourceResolution":false,"maxHits":100}`)
+			knowledgetest.JSON(http.StatusOK, knowledgetest.Capabilities)(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -263,10 +263,10 @@ func (p *Provider) query(w http.ResponseWriter, r *http.Request) {
 			return strings.Compare(a.doc.ref, b.doc.ref)
 		}
 	})
-	hits := make([]knowledge.ProviderHit, 0, min(len(found), req.TopK))
+	hits := make([]contract.KnowledgeHit, 0, min(len(found), req.TopK))
 	for _, f := range found[:min(len(found), req.TopK)] {
 		excerpt, truncated := knowledge.CutExcerpt(f.sec.text)
-		hits = append(hits, knowledge.ProviderHit{
+		hits = append(hits, contract.KnowledgeHit{
 			ResourceRef: f.doc.ref, RevisionRef: &f.doc.revision, SegmentRef: &f.sec.ref, Title: &f.doc.title,
 			Excerpt: excerpt, Truncated: truncated, Score: &f.score, URI: &f.doc.uri,
 		})
@@ -279,7 +279,7 @@ func (p *Provider) resolve(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	res := knowledge.ProviderResolveResult{Resources: []knowledge.ProviderResource{}, Missing: []string{}}
+	res := knowledge.ProviderResolveResult{Resources: []contract.KnowledgeResource{}, Missing: []string{}}
 	for _, ref := range req.ResourceRefs {
 		doc, ok := p.byRef[ref]
 		if !ok {
@@ -291,7 +291,7 @@ func (p *Provider) resolve(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "encoding failed")
 			return
 		}
-		res.Resources = append(res.Resources, knowledge.ProviderResource{
+		res.Resources = append(res.Resources, contract.KnowledgeResource{
 			ResourceRef: doc.ref, RevisionRef: &doc.revision, Title: &doc.title, URI: &doc.uri, Metadata: metadata,
 		})
 	}
