@@ -225,7 +225,11 @@ func TestKnowledgeCircuitEndToEnd(t *testing.T) {
 	got := app.knowledgeQuery(t, map[string]any{"query": "q"})
 	require.Equal(t, contract.ReasonCircuitOpen, reason(got.DegradationReason))
 	require.True(t, got.Degraded)
-	app.post(t, pathKnowledgeResolve, map[string]any{"resourceRefs": []string{"a"}}).requireError(t, 503, contract.CodeKnowledgeUnavailable)
+	got = app.knowledgeQuery(t, map[string]any{"query": "q", "requirement": "disabled"})
+	require.Equal(t, knowledgeAnswer{Provider: ptrTo("flaky"), Hits: []contract.KnowledgeHit{},
+		DegradationReason: ptrTo(contract.ReasonDisabled)}, got)
+	e = app.post(t, pathKnowledgeResolve, map[string]any{"resourceRefs": []string{"a"}}).requireError(t, 503, contract.CodeKnowledgeUnavailable)
+	require.Equal(t, contract.ReasonCircuitOpen, e.Details["reason"])
 	require.EqualValues(t, 3, p.Calls(), "an open circuit calls nothing")
 	require.Equal(t, contract.ProviderDown, knowledgeStatus(t, app, "flaky"))
 
