@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -38,7 +39,7 @@ func startApp(t testing.TB, opts ...func(*Config)) *testApp {
 	cfg.Bind = "127.0.0.1:0"
 	cfg.DatabaseURL = dsn
 	cfg.AutoMigrate = false
-	cfg.LogLevel = 8 // above error: tests assert on responses, not log noise
+	cfg.LogLevel = slog.LevelError + 1 // above error: tests assert on responses, not log noise
 	cfg.DrainTimeout = 5 * time.Second
 	for _, o := range opts {
 		o(&cfg)
