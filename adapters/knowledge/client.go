@@ -235,7 +235,10 @@ func (c *Client) Query(ctx context.Context, name string, creds runtime.Knowledge
 			}
 			return nil
 		})
-	return hits, err
+	if err != nil {
+		return nil, err
+	}
+	return hits, nil
 }
 
 // Resolve asks the provider for the resources of refs.
@@ -262,7 +265,10 @@ func (c *Client) Resolve(ctx context.Context, name string, creds runtime.Knowled
 			}
 			return nil
 		})
-	return resources, err
+	if err != nil {
+		return nil, err
+	}
+	return resources, nil
 }
 
 func (c *Client) lookup(name string) (*provider, error) {
