@@ -85,3 +85,32 @@ fi
 # the verified files are already there.
 bash "$(dirname "${BASH_SOURCE[0]}")/fetch-model.sh" \
 	"${AGENT_CONTEXT_MODEL_DIR:-${AGENT_CONTEXT_DATA_DIR:-.agent-context}/models}"
+
+# --- Gateway: Debian's nginx ----------------------------------------------------------
+# For deploy/gateway and its end-to-end tests (cmd/agent-context/gateway_test.go). The
+# tests start nginx themselves on a free loopback port; the package's own service must
+# not start (it would take port 80, and its postinst fails when that port is busy), so a
+# policy-rc.d that denies service starts is in place for the install when the machine
+# has none.
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+	log "installing nginx (the gateway tests run it; its system service stays stopped)"
+	policy=/usr/sbin/policy-rc.d
+	placed_policy=0
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\n# placed by agent-context setup.sh while installing nginx\nexit 101\n' | sudo_cmd tee "$policy" >/dev/null
+		sudo_cmd chmod 0755 "$policy"
+		placed_policy=1
+	fi
+	install_status=0
+	apt_install nginx || install_status=$?
+	if [ "$placed_policy" -eq 1 ]; then
+		sudo_cmd rm -f "$policy"
+	fi
+	[ "$install_status" -eq 0 ] || { log "installing nginx failed"; exit "$install_status"; }
+	[ -x /usr/sbin/nginx ] || { log "nginx installed but /usr/sbin/nginx is missing"; exit 1; }
+	# Nor at boot: this machine runs nginx only for the tests.
+	if [ -d /run/systemd/system ]; then
+		sudo_cmd systemctl disable --quiet nginx || true
+	fi
+	log "nginx installed"
+fi
