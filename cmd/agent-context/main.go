@@ -36,6 +36,7 @@ commands:
   serve                    run the service (default bind 127.0.0.1:5120)
   migrate up|down|status   apply, roll back one, or list the database migrations
   version                  print the version, commit and schema version
+  health [--ready]         exit 0 when the local service answers /health (or /ready) with 200
   token keygen             write a development signing key and JWKS into <data dir>/keys
   token mint --sub S --tenant T --project P --cap C [--ttl 15m] [--user-token U]
                            print a runtime token signed with that key (token -h: details)
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return knowledgeCommand(ctx, args[1:], stdout)
 	case "version":
 		return versionCommand(stdout)
+	case "health":
+		return healthCommand(ctx, args[1:], getenv, stdout)
 	case "help", "-h", "--help":
 		_, err := io.WriteString(stdout, usage)
 		return err
