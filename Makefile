@@ -11,6 +11,9 @@ BIN := bin/agent-context
 # and the benchmarks read it from here (a test fails, naming `make setup`, without it).
 MODEL_DIR ?= $(or $(AGENT_CONTEXT_MODEL_DIR),$(or $(AGENT_CONTEXT_DATA_DIR),$(CURDIR)/.agent-context)/models)
 export AGENT_CONTEXT_MODEL_DIR := $(MODEL_DIR)
+# The deployment checks are a module of their own (kustomize, compose-go, BuildKit's
+# parser stay out of the service's go.mod).
+MANIFESTS := deploy/manifests
 
 .DEFAULT_GOAL := help
 
@@ -19,7 +22,7 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: ## install Postgres 15, build pgvector and fetch the embedding model when missing (idempotent)
+setup: ## install Postgres 15, pgvector and nginx, and fetch the embedding model, when missing (idempotent)
 	@bash $(SETUP)
 
 .PHONY: build
@@ -31,17 +34,20 @@ run: setup build ## serve on 127.0.0.1:5120 with an embedded Postgres under ./.a
 	./$(BIN) serve
 
 .PHONY: test
-test: setup ## run every test against a throwaway local Postgres
+test: setup ## run every test against a throwaway local Postgres, then the deployment checks
 	$(PGRUN) $(GO) test $(TEST_FLAGS) ./...
+	cd $(MANIFESTS) && $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test/race
 test/race: setup ## run every test with the race detector
 	$(PGRUN) $(GO) test -race $(TEST_FLAGS) ./...
+	cd $(MANIFESTS) && $(GO) test -race $(TEST_FLAGS) ./...
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt and go vet (both modules)
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(MANIFESTS) && $(GO) vet ./...
 
 .PHONY: bench
 bench: setup ## run the benchmarks (figures go in docs/benchmarks.md)
