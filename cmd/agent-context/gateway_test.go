@@ -276,6 +276,12 @@ func rawGatewayRequest(t *testing.T, addr, request string) *testResponse {
 	return &testResponse{Status: resp.StatusCode, Header: resp.Header, Body: body}
 }
 
+// rawJSONRequest is a request for path with the body {}, its path sent as it is.
+func rawJSONRequest(method, path string) string {
+	return method + " " + path + " HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n" +
+		"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+}
+
 // TestGatewayRewritesPrefixes proves the mapping on the wire: each public prefix
 // arrives upstream under /internal/v1/..., the A2A root endpoints unchanged, paths
 // normalized so that none leaves its prefix, and nothing else reaches the upstream.
@@ -300,8 +306,7 @@ func TestGatewayRewritesPrefixes(t *testing.T) {
 		{http.MethodPost, "/v1/context//messages/recent", "/internal/v1/context/messages/recent"},
 		{http.MethodPost, "/v1/a2a/x/../tasks/get", "/internal/v1/a2a/tasks/get"},
 	} {
-		r := rawGatewayRequest(t, gw.addr, c.method+" "+c.public+" HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n"+
-			"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+		r := rawGatewayRequest(t, gw.addr, rawJSONRequest(c.method, c.public))
 		require.Equal(t, http.StatusOK, r.Status, "%s %s: %s", c.method, c.public, r.Body)
 		require.JSONEq(t, `{"upstream":true}`, string(r.Body))
 		seen := up.take()
@@ -324,8 +329,7 @@ func TestGatewayRewritesPrefixes(t *testing.T) {
 		"/.agent-context-gateway/404", "/.agent-context-gateway/502",
 	} {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
-			r := rawGatewayRequest(t, gw.addr, method+" "+path+" HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n"+
-				"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+			r := rawGatewayRequest(t, gw.addr, rawJSONRequest(method, path))
 			requireGatewayError(t, r, http.StatusNotFound, contract.CodeRouteNotFound)
 		}
 		require.Empty(t, up.take(), "%s must not reach the upstream", path)

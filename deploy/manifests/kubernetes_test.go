@@ -62,53 +62,40 @@ func render(t *testing.T) rendered {
 	t.Helper()
 	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), kustomizationDir)
 	require.NoError(t, err)
-	var out rendered
-	seen := map[string]int{}
+	// Each kind the kustomization may render, exactly once, into its API type.
+	targets := map[string]any{
+		"apps/v1 Deployment":                     &appsv1.Deployment{},
+		"batch/v1 Job":                           &batchv1.Job{},
+		"v1 Service":                             &corev1.Service{},
+		"policy/v1 PodDisruptionBudget":          &policyv1.PodDisruptionBudget{},
+		"autoscaling/v2 HorizontalPodAutoscaler": &autoscalingv2.HorizontalPodAutoscaler{},
+		"v1 ConfigMap":                           &corev1.ConfigMap{},
+		"v1 ServiceAccount":                      &corev1.ServiceAccount{},
+	}
+	seen := map[string]bool{}
 	for _, res := range resources.Resources() {
 		doc, err := res.AsYAML()
 		require.NoError(t, err)
 		gvk := res.GetGvk()
 		key := gvk.ApiVersion() + " " + gvk.Kind
-		seen[key]++
-		var obj any
-		switch key {
-		case "apps/v1 Deployment":
-			out.deployment = &appsv1.Deployment{}
-			obj = out.deployment
-		case "batch/v1 Job":
-			out.job = &batchv1.Job{}
-			obj = out.job
-		case "v1 Service":
-			out.service = &corev1.Service{}
-			obj = out.service
-		case "policy/v1 PodDisruptionBudget":
-			out.pdb = &policyv1.PodDisruptionBudget{}
-			obj = out.pdb
-		case "autoscaling/v2 HorizontalPodAutoscaler":
-			out.hpa = &autoscalingv2.HorizontalPodAutoscaler{}
-			obj = out.hpa
-		case "v1 ConfigMap":
-			out.configMap = &corev1.ConfigMap{}
-			obj = out.configMap
-		case "v1 ServiceAccount":
-			out.account = &corev1.ServiceAccount{}
-			obj = out.account
-		default:
-			t.Fatalf("the kustomization renders %s %q, which these tests do not check", key, res.GetName())
-		}
+		obj, known := targets[key]
+		require.True(t, known, "the kustomization renders %s %q, which these tests do not check", key, res.GetName())
+		require.False(t, seen[key], "%s rendered twice", key)
+		seen[key] = true
 		require.NoError(t, decodeStrict(doc, obj), "%s %s:\n%s", key, res.GetName(), doc)
 	}
-	for key, n := range seen {
-		require.Equal(t, 1, n, "%s rendered %d times", key, n)
+	for key := range targets {
+		require.True(t, seen[key], "the kustomization renders no %s", key)
 	}
-	require.NotNil(t, out.deployment)
-	require.NotNil(t, out.job)
-	require.NotNil(t, out.service)
-	require.NotNil(t, out.pdb)
-	require.NotNil(t, out.hpa)
-	require.NotNil(t, out.configMap)
-	require.NotNil(t, out.account)
-	return out
+	return rendered{
+		deployment: targets["apps/v1 Deployment"].(*appsv1.Deployment),
+		job:        targets["batch/v1 Job"].(*batchv1.Job),
+		service:    targets["v1 Service"].(*corev1.Service),
+		pdb:        targets["policy/v1 PodDisruptionBudget"].(*policyv1.PodDisruptionBudget),
+		hpa:        targets["autoscaling/v2 HorizontalPodAutoscaler"].(*autoscalingv2.HorizontalPodAutoscaler),
+		configMap:  targets["v1 ConfigMap"].(*corev1.ConfigMap),
+		account:    targets["v1 ServiceAccount"].(*corev1.ServiceAccount),
+	}
 }
 
 // TestStrictDecodingRefuses proves the decoder the other tests rely on can fail: a
