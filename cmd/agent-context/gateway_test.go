@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,7 +38,7 @@ import (
 var gatewayRenderScript = filepath.Join("..", "..", "deploy", "gateway", "render.sh")
 
 // nginxBinary finds Debian's nginx or fails the test with what to do.
-func nginxBinary(t *testing.T) string {
+func nginxBinary(t testing.TB) string {
 	t.Helper()
 	if path, err := exec.LookPath("nginx"); err == nil {
 		return path
@@ -78,7 +80,7 @@ func (b *syncBuffer) String() string {
 
 // startGateway renders the configuration for upstream (host:port) and starts nginx on
 // a free loopback port. As root, the workers run as nobody, the way an operator runs it.
-func startGateway(t *testing.T, upstream string) *gateway {
+func startGateway(t testing.TB, upstream string) *gateway {
 	t.Helper()
 	nginx := nginxBinary(t)
 	runDir, err := os.MkdirTemp("", "agent-context-gateway-")
@@ -141,7 +143,7 @@ func startGateway(t *testing.T, upstream string) *gateway {
 }
 
 // freeLoopbackAddr returns a loopback address whose port was free a moment ago.
-func freeLoopbackAddr(t *testing.T) string {
+func freeLoopbackAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -652,5 +654,66 @@ func TestGatewayRenderRefusesUnsafeValues(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.Error(t, err, "%s=%q was accepted: %s", name, value, out)
 		require.Contains(t, string(out), name)
+	}
+}
+
+// BenchmarkGatewayOverhead measures what the gateway costs: 8 clients read
+// messages/recent (limit 50) of random conversations among 100,000 messages, once
+// straight from the service and once through nginx (one worker), both over loopback.
+// It reports both reads/s, their ratio and each path's latency quantiles. Each b.N
+// round is one second-long run of each half.
+//
+//	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 5x -timeout 30m ./cmd/agent-context
+func BenchmarkGatewayOverhead(b *testing.B) {
+	app := startMsgBenchApp(b)
+	const conversations, perConversation = 1_000, 100
+	loadMessages(b, app.pool, conversations, perConversation)
+	gw := startGateway(b, strings.TrimPrefix(app.base, "http://"))
+
+	transport := &http.Transport{MaxIdleConnsPerHost: throughputClients}
+	client := &http.Client{Transport: transport, Timeout: time.Minute}
+	b.Cleanup(transport.CloseIdleConnections)
+	reader := func(url string) func(*rand.Rand) error {
+		return func(rng *rand.Rand) error {
+			body := fmt.Appendf(nil, `{"scope":{"conversationId":"conv-%d"},"limit":50}`, rng.IntN(conversations))
+			resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			n, err := io.Copy(io.Discard, resp.Body)
+			if err == nil && (resp.StatusCode != http.StatusOK || n < 50*100) {
+				err = fmt.Errorf("%s: status %d, %d bytes", url, resp.StatusCode, n)
+			}
+			return err
+		}
+	}
+	direct := reader(app.base + pathRecent)
+	proxied := reader(gw.base + "/v1/context/messages/recent")
+	for range 200 {
+		require.NoError(b, direct(rand.New(rand.NewPCG(9, 9))))
+		require.NoError(b, proxied(rand.New(rand.NewPCG(9, 9))))
+	}
+
+	var directReads, gatewayReads int64
+	var elapsed time.Duration
+	var directLat, gatewayLat []time.Duration
+	for b.Loop() {
+		n, lat := runClients(b, time.Second, direct)
+		directReads, directLat = directReads+n, append(directLat, lat...)
+		n, lat = runClients(b, time.Second, proxied)
+		gatewayReads, gatewayLat = gatewayReads+n, append(gatewayLat, lat...)
+		elapsed += time.Second
+	}
+	directRate := float64(directReads) / elapsed.Seconds()
+	gatewayRate := float64(gatewayReads) / elapsed.Seconds()
+	b.ReportMetric(directRate, "direct-reads/s")
+	b.ReportMetric(gatewayRate, "gateway-reads/s")
+	b.ReportMetric(gatewayRate/directRate, "gateway/direct")
+	for name, lat := range map[string][]time.Duration{"direct": directLat, "gateway": gatewayLat} {
+		slices.Sort(lat)
+		for _, q := range []float64{0.50, 0.99} {
+			b.ReportMetric(float64(lat[int(q*float64(len(lat)-1))].Microseconds())/1000, fmt.Sprintf("%s-p%d-ms", name, int(q*100)))
+		}
 	}
 }
