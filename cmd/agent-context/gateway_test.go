@@ -585,6 +585,12 @@ func TestGatewayBodyLimit(t *testing.T) {
 		require.Equal(t, "too-big", e.RequestID)
 		require.Equal(t, map[string]any{"field": "body", "limit": float64(contract.MaxRequestBodyBytes)}, e.Details)
 	}
+	// A chunked body cannot slip past: a chunk declared over the limit is refused as
+	// soon as its size line arrives.
+	r = rawGatewayRequest(t, gw.addr, fmt.Sprintf("POST /v1/context/messages/batch HTTP/1.1\r\nHost: gw.test\r\n"+
+		"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n{", contract.MaxRequestBodyBytes+1))
+	require.Equal(t, map[string]any{"field": "body", "limit": float64(contract.MaxRequestBodyBytes)},
+		requireGatewayError(t, r, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge).Details)
 	// The service says the same for the same body (the gateway only answers first).
 	r = rawGatewayRequest(t, strings.TrimPrefix(app.base, "http://"), fmt.Sprintf(
 		"POST %s HTTP/1.1\r\nHost: svc\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{",
