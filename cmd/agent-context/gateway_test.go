@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,7 +122,7 @@ func startGateway(t testing.TB, upstream string) *gateway {
 		proc := &process{cmd: cmd, done: make(chan struct{})}
 		go func() { proc.err = cmd.Wait(); close(proc.done) }()
 
-		if err := proc.waitListening(addr); err != nil {
+		if err := proc.waitListening(addr, filepath.Join(runDir, "nginx.pid")); err != nil {
 			proc.stop()
 			if strings.Contains(logs.String(), "Address already in use") && attempt < 5 {
 				continue
@@ -159,9 +160,11 @@ type process struct {
 	err  error
 }
 
-// waitListening returns once addr accepts connections, or an error when the process
-// exits first or does not listen within a minute.
-func (p *process) waitListening(addr string) error {
+// waitListening returns once this nginx has written its pid file (it does so after it
+// bound its port, so another process that took the port cannot pass for it) and addr
+// accepts connections, or an error when nginx exits first or is not up in a minute.
+func (p *process) waitListening(addr, pidFile string) error {
+	want := strconv.Itoa(p.cmd.Process.Pid)
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		select {
@@ -169,8 +172,10 @@ func (p *process) waitListening(addr string) error {
 			return fmt.Errorf("nginx exited: %v", p.err)
 		default:
 		}
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			return conn.Close()
+		if pid, err := os.ReadFile(pidFile); err == nil && strings.TrimSpace(string(pid)) == want {
+			if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				return conn.Close()
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
