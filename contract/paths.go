@@ -2,9 +2,11 @@ package contract
 
 // Paths of the public, credential-free routes.
 const (
-	PathHealth  = "/health"
-	PathReady   = "/ready"
-	PathMetrics = "/metrics"
+	PathHealth      = "/health"
+	PathReady       = "/ready"
+	PathMetrics     = "/metrics"
+	PathOpenAPIJSON = "/openapi.json"
+	PathOpenAPIYAML = "/openapi.yaml"
 )
 
 // Prefixes of the internal API. The gateway rewrites /v1/context/* to

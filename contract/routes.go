@@ -18,10 +18,13 @@ const (
 // Public reports whether the route needs no credential.
 func (r Route) Public() bool { return len(r.Capabilities) == 0 }
 
-// Public routes.
+// Public routes (02-auth.md lists every route that may be public).
 var (
-	RouteHealth = Route{MethodGet, PathHealth, nil}
-	RouteReady  = Route{MethodGet, PathReady, nil}
+	RouteHealth      = Route{MethodGet, PathHealth, nil}
+	RouteReady       = Route{MethodGet, PathReady, nil}
+	RouteMetrics     = Route{MethodGet, PathMetrics, nil}
+	RouteOpenAPIJSON = Route{MethodGet, PathOpenAPIJSON, nil}
+	RouteOpenAPIYAML = Route{MethodGet, PathOpenAPIYAML, nil}
 )
 
 // Routes is the single table of every route the service serves and the capability each
@@ -29,8 +32,7 @@ var (
 // registered route is missing here or a route here has no handler.
 func Routes() []Route {
 	return []Route{
-		RouteHealth,
-		RouteReady,
+		RouteHealth, RouteReady, RouteMetrics, RouteOpenAPIJSON, RouteOpenAPIYAML,
 		RouteMessagesBatch, RouteMessagesRecent, RouteMessages, RouteMessagesSearch,
 		RouteWindowsCreate, RouteWindowsGet, RouteWindowsLineage, RouteDerivationsCreate,
 		RouteModelInvocationsCreate, RouteModelInvocationsGet,
