@@ -77,5 +77,7 @@ func routeLabel(c echo.Context) string {
 	if p := c.Path(); p != "" && c.Get(ctxKeyRouteMatched) != nil {
 		return p
 	}
-	return "unmatched"
+	return routeUnmatched
 }
+
+const routeUnmatched = "unmatched"

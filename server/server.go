@@ -34,6 +34,8 @@ type Config struct {
 	Operations *runtime.Operations
 	// Knowledge serves the external knowledge facade.
 	Knowledge *runtime.Knowledge
+	// Instruments are the request metrics, tracing and what GET /metrics serves.
+	Instruments Instruments
 }
 
 // Server is the echo host.
@@ -73,10 +75,14 @@ func New(cfg Config) *Server {
 	s.echo.HideBanner = true
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = s.errorHandler
-	s.echo.Use(requestIDMiddleware, s.logMiddleware, s.recoverMiddleware)
+	s.echo.Use(requestIDMiddleware)
+	s.echo.Use(cfg.Instruments.middleware()...)
+	s.echo.Use(s.logMiddleware, s.recoverMiddleware)
 
 	s.handle(contract.RouteHealth, s.health)
 	s.handle(contract.RouteReady, s.readyHandler)
+	s.handle(contract.RouteMetrics, metricsHandler(cfg.Instruments.Gatherer, s.log))
+	s.openAPIRoutes()
 	s.messageRoutes()
 	s.windowRoutes()
 	s.operationRoutes()

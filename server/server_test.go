@@ -442,8 +442,9 @@ func TestEveryRouteDeclaresACapability(t *testing.T) {
 	require.NoError(t, checkRoutes(s.echo.Routes(), contract.Routes()))
 	for _, r := range contract.Routes() {
 		if r.Public() {
-			require.Contains(t, []string{contract.PathHealth, contract.PathReady, contract.PathMetrics}, r.Path,
-				"only health, readiness and metrics may be public; %s %s has no capability", r.Method, r.Path)
+			require.Contains(t, []string{contract.PathHealth, contract.PathReady, contract.PathMetrics,
+				contract.PathOpenAPIJSON, contract.PathOpenAPIYAML}, r.Path,
+				"only health, readiness, metrics and the OpenAPI document may be public (02-auth.md); %s %s has no capability", r.Method, r.Path)
 		}
 	}
 }
