@@ -70,6 +70,8 @@ type PoolOptions struct {
 	StatementTimeout time.Duration
 	// ApplicationName is reported in pg_stat_activity.
 	ApplicationName string
+	// Tracer traces the statements (nil: none, at no cost).
+	Tracer pgx.QueryTracer
 }
 
 // NewPool connects to dsn. pgvector's types are registered on every new connection
@@ -91,6 +93,7 @@ func NewPool(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
 	cfg.AfterConnect = registerVectorTypes
+	cfg.ConnConfig.Tracer = opts.Tracer
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agent-context/agent-context/runtime"
 )
@@ -40,6 +42,8 @@ type JobOptions struct {
 	// queue's leader.
 	RetentionInterval time.Duration
 	Logger            *slog.Logger
+	// Metrics receives the job run metrics (nil: none).
+	Metrics prometheus.Registerer
 }
 
 // Default job options.
@@ -93,7 +97,12 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 			func() (river.JobArgs, *river.InsertOpts) { return retentionSweepArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "retention_sweep", RunOnStart: true}))
 	}
+	var middleware []rivertype.Middleware
+	if opts.Metrics != nil {
+		middleware = append(middleware, newJobMetrics(opts.Metrics))
+	}
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
+		Middleware:           middleware,
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opts.Workers}},
 		Workers:              workers,
 		PeriodicJobs:         periodic,

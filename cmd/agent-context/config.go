@@ -16,6 +16,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/jwtauth"
 	"github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/telemetry"
 )
 
 // Config is the service configuration, read from AGENT_CONTEXT_* variables.
@@ -57,6 +58,8 @@ type Config struct {
 	// AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE at start; none when it is unset.
 	KnowledgeProvidersFile string
 	Knowledge              knowledge.Config
+	// Tracing is read from the standard OTEL_* variables (docs/observability.md).
+	Tracing telemetry.Config
 }
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
@@ -166,6 +169,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		cfg.LogFormat = v
 	}
 	errs = append(errs, loadEmbeddingConfig(getenv, &cfg, duration)...)
+	tracing, err := telemetry.ConfigFromEnv(getenv)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	cfg.Tracing = tracing
 	if _, _, err := net.SplitHostPort(cfg.Bind); err != nil {
 		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind))
 	}

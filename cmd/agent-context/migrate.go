@@ -65,6 +65,13 @@ var (
 )
 
 func versionCommand(stdout io.Writer) error {
+	_, err := fmt.Fprintf(stdout, "agent-context %s\ncommit %s\nschema %d\n", version, revision(), migrations.Latest())
+	return err
+}
+
+// revision is the commit the binary was built from: the ldflags value, else the VCS
+// stamp of the build, else "unknown".
+func revision() string {
 	rev := commit
 	if rev == "" {
 		if info, ok := debug.ReadBuildInfo(); ok {
@@ -78,6 +85,5 @@ func versionCommand(stdout io.Writer) error {
 	if rev == "" {
 		rev = "unknown"
 	}
-	_, err := fmt.Fprintf(stdout, "agent-context %s\ncommit %s\nschema %d\n", version, rev, migrations.Latest())
-	return err
+	return rev
 }

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
+	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/server"
 )
@@ -32,6 +34,11 @@ type Main struct {
 	served             chan error
 	jobs               *postgres.Jobs
 	knowledgeProviders *knowledge.Client
+	// Instruments (instruments.go). A test may set tracing before Run; uninstrumented
+	// (benchmarks only) leaves out request metrics and tracing.
+	registry       *prometheus.Registry
+	tracing        *telemetry.Tracing
+	uninstrumented bool
 }
 
 // NewMain returns a Main for cfg.
@@ -43,7 +50,10 @@ func NewMain(cfg Config) *Main {
 // returns once the listener accepts connections.
 func (m *Main) Run(ctx context.Context) error {
 	cfg := m.Config
-	verifier, err := newTokenVerifier(ctx, cfg, m.Log)
+	if err := m.startInstruments(ctx); err != nil {
+		return err
+	}
+	verifier, err := newTokenVerifier(ctx, cfg, m.Log, m.tracing)
 	if err != nil {
 		return err
 	}
@@ -72,10 +82,12 @@ func (m *Main) Run(ctx context.Context) error {
 	m.pool, err = postgres.NewPool(ctx, dsn, postgres.PoolOptions{
 		MaxConns:         cfg.MaxConns,
 		StatementTimeout: cfg.StatementTimeout,
+		Tracer:           m.tracing.QueryTracer(),
 	})
 	if err != nil {
 		return err
 	}
+	m.registry.MustRegister(postgres.NewPoolCollector(m.pool), postgres.NewJobQueueCollector(m.pool))
 	db, err := postgres.NewDB(m.pool, postgres.DBOptions{Logger: m.Log})
 	if err != nil {
 		return err
@@ -90,14 +102,16 @@ func (m *Main) Run(ctx context.Context) error {
 	windows := runtime.NewWindows(db, runtime.SystemClock{})
 	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db,
 		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter)})
-	if m.knowledgeProviders, err = knowledge.New(cfg.Knowledge, knowledge.Options{Logger: m.Log}); err != nil {
+	if m.knowledgeProviders, err = knowledge.New(cfg.Knowledge, knowledge.Options{Logger: m.Log, Registerer: m.registry}); err != nil {
 		return err
 	}
 	m.knowledgeProviders.Start()
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
-		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders)})
+		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders),
+		Instruments: m.serverInstruments()})
 	if cfg.JobWorkers > 0 {
-		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log}
+		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
+			Metrics: m.registry}
 		if cfg.RetentionMaxAge > 0 {
 			jobOpts.RetentionInterval = cfg.RetentionInterval
 		}
@@ -173,6 +187,9 @@ func (m *Main) Close() error {
 	if m.pool != nil {
 		m.pool.Close()
 		m.pool = nil
+	}
+	if err := m.stopInstruments(); err != nil {
+		errs = append(errs, err)
 	}
 	if m.cluster != nil {
 		if err := m.cluster.Stop(context.Background()); err != nil {

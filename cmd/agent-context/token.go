@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwk"
 
 	"github.com/agent-context/agent-context/adapters/jwtauth"
+	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 )
@@ -234,7 +236,7 @@ func errorMessage(err error) string {
 
 // newTokenVerifier builds the runtime-token verifier when a JWKS file or URL is
 // configured, and returns nil otherwise (runtime-token mode off).
-func newTokenVerifier(ctx context.Context, cfg Config, log *slog.Logger) (runtime.TokenVerifier, error) {
+func newTokenVerifier(ctx context.Context, cfg Config, log *slog.Logger, tracing *telemetry.Tracing) (runtime.TokenVerifier, error) {
 	if cfg.JWKSFile == "" && cfg.JWKSURL == "" {
 		return nil, nil
 	}
@@ -245,6 +247,9 @@ func newTokenVerifier(ctx context.Context, cfg Config, log *slog.Logger) (runtim
 		MaxTTL:     cfg.TokenMaxTTL,
 		Algorithms: cfg.TokenAlgorithms,
 		Logger:     log,
+		// A JWKS fetch is a client span when tracing is on (each fetch is also
+		// bounded by the verifier's own timeout).
+		HTTPClient: &http.Client{Timeout: 10 * time.Second, Transport: tracing.Transport(nil)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("runtime tokens: %w", err)

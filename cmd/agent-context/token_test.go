@@ -71,7 +71,7 @@ func TestTokenKeygenAndMint(t *testing.T) {
 		return getenv(k)
 	})
 	require.NoError(t, err)
-	v, err := newTokenVerifier(context.Background(), cfg, cfg.NewLogger())
+	v, err := newTokenVerifier(context.Background(), cfg, cfg.NewLogger(), nil)
 	require.NoError(t, err)
 	claims, err := v.Verify(context.Background(), tok)
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestTokenConfig(t *testing.T) {
 	require.Equal(t, "agent-runtime-identity", cfg.TokenIssuer)
 	require.Equal(t, time.Hour, cfg.TokenMaxTTL)
 	require.Equal(t, []string{"EdDSA", "ES256", "RS256"}, cfg.TokenAlgorithms)
-	v, err := newTokenVerifier(context.Background(), cfg, cfg.NewLogger())
+	v, err := newTokenVerifier(context.Background(), cfg, cfg.NewLogger(), nil)
 	require.NoError(t, err)
 	require.Nil(t, v, "no JWKS, no runtime-token mode")
 
