@@ -1,0 +1,461 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/contract/client"
+)
+
+// contractRig is a running Main, a contract check on the wire, and typed clients with
+// different credentials that all send through the check.
+type contractRig struct {
+	app    *testApp
+	check  *contractCheck
+	hc     *http.Client
+	full   *client.Client // runtime token with every capability
+	noCap  *client.Client // runtime token with an unrelated capability only
+	anon   *client.Client // no credential
+	static *client.Client // the static token
+}
+
+const rigStaticToken = "static-secret"
+
+func newContractRig(t *testing.T, opts ...func(*Config)) *contractRig {
+	t.Helper()
+	app, minter := startSecuredApp(t, append([]func(*Config){func(c *Config) { c.ServiceToken = rigStaticToken }}, opts...)...)
+	check := newContractCheck(t, http.DefaultTransport)
+	hc := &http.Client{Transport: check, Timeout: time.Minute}
+	token := func(caps ...string) string { return strings.TrimPrefix(minter.bearer(caps...), "Bearer ") }
+	newClient := func(o ...client.Option) *client.Client {
+		return client.New(append([]client.Option{client.WithBaseURL(app.base), client.WithHTTPClient(hc)}, o...)...)
+	}
+	return &contractRig{
+		app: app, check: check, hc: hc,
+		full:   newClient(client.WithBearerToken(token(contract.AllCapabilities...))),
+		noCap:  newClient(client.WithBearerToken(token(contract.CapCostsRead))),
+		anon:   newClient(),
+		static: newClient(client.WithBearerToken(rigStaticToken)),
+	}
+}
+
+// raw sends a request by hand through the contract check; headers are name, value
+// pairs. A body of type io.Reader with a declared length is sent as it is.
+func (r *contractRig) raw(t *testing.T, exp expectation, method, path, contentType string, body io.Reader, length int64, headers ...string) (int, contract.ErrorBody) {
+	t.Helper()
+	exp.raw = true
+	req, err := http.NewRequestWithContext(expect(context.Background(), exp), method, r.app.base+path, body)
+	require.NoError(t, err)
+	if length > 0 {
+		req.ContentLength = length
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := r.hc.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var env contract.ErrorResponse
+	if resp.StatusCode >= 400 && method != http.MethodHead {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&env))
+	}
+	return resp.StatusCode, env.Error
+}
+
+// requireCode asserts err is the client's typed error with code and status, carrying
+// the request ID.
+func requireCode(t *testing.T, err error, status int, code string) *client.Error {
+	t.Helper()
+	var e *client.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, status, e.StatusCode, "%v", err)
+	require.Equal(t, code, e.Code, "%v", err)
+	require.NotEmpty(t, e.RequestID)
+	return e
+}
+
+// invalid marks a typed-client call whose request the document must refuse too.
+func invalid() context.Context { return expect(context.Background(), expectation{invalid: true}) }
+
+// routeCall calls one route through c with a valid request (the body need not name
+// existing records): the generic error loops send it with the wrong credential, and
+// to a database that fails.
+func routeCall(ctx context.Context, c *client.Client, route contract.Route) error {
+	conv := contract.ConversationScope{ConversationID: "c-any"}
+	var err error
+	switch route.Path {
+	case contract.RouteHealth.Path:
+		_, err = c.Health(ctx)
+	case contract.RouteReady.Path:
+		_, err = c.Ready(ctx)
+	case contract.RouteMetrics.Path:
+		_, err = c.Metrics(ctx)
+	case contract.RouteOpenAPIJSON.Path:
+		_, err = c.OpenAPIJSON(ctx)
+	case contract.RouteOpenAPIYAML.Path:
+		_, err = c.OpenAPIYAML(ctx)
+	case contract.RouteMessagesBatch.Path:
+		_, err = c.AppendMessages(ctx, &contract.AppendMessagesRequest{Messages: []contract.ConversationRecord{
+			{ID: "m-any", Scope: conv, Role: contract.RoleUser, Content: "x"}}})
+	case contract.RouteMessagesRecent.Path:
+		_, err = c.RecentMessages(ctx, &contract.RecentMessagesRequest{Scope: conv})
+	case contract.RouteMessages.Path:
+		_, err = c.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv})
+	case contract.RouteMessagesSearch.Path:
+		_, err = c.SearchMessages(ctx, &contract.SearchMessagesRequest{Query: "x"})
+	case contract.RouteWindowsCreate.Path:
+		_, _, err = c.CreateWindow(ctx, windowRequest("w-any", "c-any", "x"))
+	case contract.RouteWindowsGet.Path:
+		_, err = c.GetWindow(ctx, &contract.GetWindowRequest{WindowID: "w-any"})
+	case contract.RouteWindowsLineage.Path:
+		_, err = c.WindowLineage(ctx, &contract.LineageRequest{WindowID: "w-any"})
+	case contract.RouteDerivationsCreate.Path:
+		_, _, err = c.CreateDerivation(ctx, &contract.CreateDerivationRequest{SourceWindowID: "w-a", TargetWindowID: "w-b", Kind: contract.DerivationTrim})
+	case contract.RouteModelInvocationsCreate.Path:
+		_, err = c.SaveModelInvocation(ctx, invocationRequest("inv-any", "c-any", "w-any"))
+	case contract.RouteModelInvocationsGet.Path:
+		_, err = c.GetModelInvocation(ctx, &contract.GetModelInvocationRequest{InvocationID: "inv-any"})
+	case contract.RouteConversationsDelete.Path:
+		_, _, err = c.DeleteConversation(ctx, &contract.DeleteConversationRequest{ConversationID: "c-any"})
+	case contract.RouteConversationsRetention.Path:
+		_, err = c.ApplyRetention(ctx, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](10)}, DryRun: true})
+	case contract.RouteOperations.Path:
+		_, err = c.GetOperation(ctx, &contract.GetOperationRequest{OperationID: "op-any"})
+	case contract.RouteMaintenanceStatus.Path:
+		_, err = c.MaintenanceStatus(ctx)
+	default:
+		return fmt.Errorf("routeCall does not know %s %s: add it", route.Method, route.Path)
+	}
+	return err
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func windowRequest(id, conversation, content string) *contract.CreateWindowRequest {
+	return &contract.CreateWindowRequest{ID: ptr(id), Conversation: &contract.ConversationRef{ConversationID: conversation},
+		Stage: contract.StageOriginal, Purpose: "chat", TokenCount: ptr[int64](3),
+		Items: []contract.WindowItemInput{{ID: "i-0", Ordinal: ptr(0), Kind: contract.ItemKindMessage, Content: ptr(content)}}}
+}
+
+func invocationRequest(id, conversation, window string) *contract.CreateModelInvocationRequest {
+	return &contract.CreateModelInvocationRequest{ID: ptr(id), Conversation: &contract.ConversationRef{ConversationID: conversation},
+		RequestWindowID: window, Provider: "openai", Model: "gpt-4.1-mini", State: contract.InvocationSucceeded,
+		InputTokens: 10, OutputTokens: 2, ResponseContent: ptr("an answer")}
+}
+
+// TestOpenAPIContract drives the running service through every documented route, with
+// the typed client wherever a client would, and validates every request and response
+// against contract/openapi.yaml: successes, route-specific errors, and every error
+// status each route documents (a database that times out or fails provides 503 and
+// 500). It fails when a served route is undocumented or the reverse, when an answer's
+// shape or status differs from the document, when a documented status was never
+// observed, and when a route has no client method.
+func TestOpenAPIContract(t *testing.T) {
+	t.Parallel()
+	rig := newContractRig(t)
+	ctx := context.Background()
+
+	require.NoError(t, compareRoutes(rig.check.documentedRoutes(), rig.app.main.server.ServedRoutes()))
+	var declared []string
+	for _, r := range contract.Routes() {
+		declared = append(declared, r.Method+" "+r.Path)
+	}
+	require.NoError(t, compareRoutes(rig.check.documentedRoutes(), declared))
+
+	t.Run("host", func(t *testing.T) {
+		health, err := rig.anon.Health(ctx)
+		require.NoError(t, err)
+		require.Equal(t, contract.Service, health.Service)
+		_, err = rig.anon.Ready(ctx)
+		require.NoError(t, err)
+		metrics, err := rig.anon.Metrics(ctx)
+		require.NoError(t, err)
+		require.Contains(t, string(metrics), "agent_context_build_info")
+
+		// The JSON document is the YAML one, converted.
+		asJSON, err := rig.anon.OpenAPIJSON(ctx)
+		require.NoError(t, err)
+		asYAML, err := rig.anon.OpenAPIYAML(ctx)
+		require.NoError(t, err)
+		require.Equal(t, contract.OpenAPIYAML(), asYAML)
+		var fromYAML, fromJSON any
+		require.NoError(t, yaml.Unmarshal(asYAML, &fromYAML))
+		canonical, err := json.Marshal(fromYAML)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(canonical, &fromYAML))
+		require.NoError(t, json.Unmarshal(asJSON, &fromJSON))
+		require.Equal(t, fromYAML, fromJSON)
+	})
+
+	t.Run("messages", func(t *testing.T) {
+		conv := contract.ConversationScope{ConversationID: "conv-1"}
+		res, err := rig.full.AppendMessages(ctx, &contract.AppendMessagesRequest{Messages: []contract.ConversationRecord{
+			{ID: "m-1", Scope: conv, Role: contract.RoleUser, Content: "hello deployment"},
+			{ID: "m-2", Scope: conv, Role: contract.RoleAssistant, Content: "the deployment policy", Metadata: json.RawMessage(`{"k":[1,null]}`)},
+			{ID: "m-3", Scope: conv, Role: contract.RoleTool, Content: "done", Sequence: 10, CreatedAtMs: 1_700_000_000_000},
+		}})
+		require.NoError(t, err)
+		require.Equal(t, 3, res.Appended)
+		res, err = rig.full.AppendMessages(ctx, &contract.AppendMessagesRequest{Messages: []contract.ConversationRecord{
+			{ID: "m-1", Scope: conv, Role: contract.RoleUser, Content: "hello deployment"}}})
+		require.NoError(t, err)
+		require.Equal(t, []string{"m-1"}, res.SkippedIDs)
+
+		recent, err := rig.full.RecentMessages(ctx, &contract.RecentMessagesRequest{Scope: conv, Limit: ptr(2), Roles: []string{contract.RoleAssistant, contract.RoleTool}})
+		require.NoError(t, err)
+		require.Len(t, recent.Messages, 2)
+		page, err := rig.full.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv, Limit: ptr(2), Order: contract.OrderDesc})
+		require.NoError(t, err)
+		require.NotNil(t, page.NextCursor)
+		page, err = rig.full.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv, Limit: ptr(2), Order: contract.OrderDesc, Cursor: page.NextCursor})
+		require.NoError(t, err)
+		require.Nil(t, page.NextCursor)
+		hits, err := rig.full.SearchMessages(ctx, &contract.SearchMessagesRequest{Query: "deployment", Limit: ptr(5)})
+		require.NoError(t, err)
+		require.Len(t, hits.Hits, 2)
+		hits, err = rig.full.SearchMessages(ctx, &contract.SearchMessagesRequest{Query: "policy", Scope: &conv})
+		require.NoError(t, err)
+		require.Len(t, hits.Hits, 1)
+
+		_, err = rig.full.AppendMessages(ctx, &contract.AppendMessagesRequest{Messages: []contract.ConversationRecord{
+			{ID: "m-1", Scope: conv, Role: contract.RoleUser, Content: "changed"}}})
+		e := requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
+		require.Equal(t, []any{"m-1"}, e.Details["ids"])
+		_, err = rig.full.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv, Cursor: ptr("bm90LWEtY3Vyc29y")})
+		requireCode(t, err, http.StatusBadRequest, contract.CodeInvalidCursor)
+		_, err = rig.full.RecentMessages(invalid(), &contract.RecentMessagesRequest{Scope: conv, Limit: ptr(contract.MaxMessagesLimit + 1)})
+		e = requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed)
+		require.Equal(t, "limit", e.Field())
+		_, err = rig.full.AppendMessages(invalid(), &contract.AppendMessagesRequest{Messages: []contract.ConversationRecord{
+			{ID: "m-big", Scope: conv, Role: contract.RoleUser, Content: strings.Repeat("x", contract.MaxMessageContentBytes+1)}}})
+		e = requireCode(t, err, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
+		require.Equal(t, "messages[0].content", e.Field())
+		_, err = rig.full.SearchMessages(invalid(), &contract.SearchMessagesRequest{Query: strings.Repeat("q", contract.MaxSearchQueryBytes+1)})
+		requireCode(t, err, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
+	})
+
+	t.Run("windows", func(t *testing.T) {
+		w1, created, err := rig.full.CreateWindow(ctx, windowRequest("w-1", "conv-w", "hello"))
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Nil(t, w1.Items)
+		_, created, err = rig.full.CreateWindow(ctx, windowRequest("w-1", "conv-w", "hello"))
+		require.NoError(t, err)
+		require.False(t, created)
+		_, _, err = rig.full.CreateWindow(ctx, windowRequest("w-1", "conv-w", "changed"))
+		requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
+
+		rich := &contract.CreateWindowRequest{ID: ptr("w-2"), Conversation: &contract.ConversationRef{ConversationID: "conv-w"},
+			Stage: contract.StageAssembled, Purpose: "chat_completion", TokenCount: ptr[int64](320), Metadata: json.RawMessage(`{"a":1}`),
+			Items: []contract.WindowItemInput{
+				{ID: "i-0", Ordinal: ptr(0), Kind: contract.ItemKindMessage, Role: ptr(contract.RoleUser), Content: ptr("hello"), SourceRecordID: ptr("m-1")},
+				{ID: "i-1", Ordinal: ptr(1), Kind: contract.ItemKindKnowledgeEvidence, Content: ptr(""),
+					KnowledgeEvidence: &contract.KnowledgeEvidence{Provider: "docs", ResourceRef: "doc://1", Excerpt: "an excerpt", Score: ptr(0.8), RetrievedAtMs: 1}},
+			}}
+		_, created, err = rig.full.CreateWindow(ctx, rich)
+		require.NoError(t, err)
+		require.True(t, created)
+		got, err := rig.full.GetWindow(ctx, &contract.GetWindowRequest{WindowID: "w-2"})
+		require.NoError(t, err)
+		require.Len(t, got.Items, 2)
+		_, err = rig.full.GetWindow(ctx, &contract.GetWindowRequest{WindowID: "w-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+
+		_, created, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{ID: ptr("d-1"), SourceWindowID: "w-1", TargetWindowID: "w-2",
+			Kind: contract.DerivationAssemble, Strategy: ptr("s"), InputTokenCount: ptr[int64](3)})
+		require.NoError(t, err)
+		require.True(t, created)
+		_, created, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{ID: ptr("d-1"), SourceWindowID: "w-1", TargetWindowID: "w-2",
+			Kind: contract.DerivationAssemble, Strategy: ptr("s"), InputTokenCount: ptr[int64](3)})
+		require.NoError(t, err)
+		require.False(t, created)
+		_, _, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{SourceWindowID: "w-2", TargetWindowID: "w-1", Kind: contract.DerivationTrim})
+		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
+		_, _, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{SourceWindowID: "w-none", TargetWindowID: "w-1", Kind: contract.DerivationTrim})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+
+		lineage, err := rig.full.WindowLineage(ctx, &contract.LineageRequest{WindowID: "w-2", MaxDepth: ptr(4)})
+		require.NoError(t, err)
+		require.Len(t, lineage.Windows, 2)
+		_, err = rig.full.WindowLineage(ctx, &contract.LineageRequest{WindowID: "w-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+
+		failed := invocationRequest("inv-1", "conv-w", "w-2")
+		failed.State, failed.ResponseContent = contract.InvocationFailed, nil
+		failed.Error = &contract.InvocationError{Code: "rate_limited", Message: "try later"}
+		failed.FinishReason, failed.ToolName, failed.CachedTokens = ptr("error"), ptr("search"), 4
+		_, err = rig.full.SaveModelInvocation(ctx, failed)
+		require.NoError(t, err)
+		inv, err := rig.full.GetModelInvocation(ctx, &contract.GetModelInvocationRequest{InvocationID: "inv-1"})
+		require.NoError(t, err)
+		require.Equal(t, "try later", inv.Error.Message)
+		_, err = rig.full.SaveModelInvocation(ctx, invocationRequest("inv-1", "conv-w", "w-2"))
+		requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
+		_, err = rig.full.SaveModelInvocation(ctx, invocationRequest("inv-2", "conv-w", "w-none"))
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		_, err = rig.full.GetModelInvocation(ctx, &contract.GetModelInvocationRequest{InvocationID: "inv-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+	})
+
+	t.Run("operations", func(t *testing.T) {
+		_, err := rig.full.AppendMessages(ctx, &contract.AppendMessagesRequest{Messages: []contract.ConversationRecord{
+			{ID: "m-1", Scope: contract.ConversationScope{ConversationID: "conv-del"}, Role: contract.RoleUser, Content: "bye"}}})
+		require.NoError(t, err)
+		del, created, err := rig.full.DeleteConversation(ctx, &contract.DeleteConversationRequest{ConversationID: "conv-del"})
+		require.NoError(t, err)
+		require.True(t, created)
+		_, created, err = rig.full.DeleteConversation(ctx, &contract.DeleteConversationRequest{ConversationID: "conv-del"})
+		require.NoError(t, err)
+		require.False(t, created)
+		_, _, err = rig.full.CreateWindow(ctx, windowRequest("w-del", "conv-del", "x"))
+		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
+		ret, err := rig.full.ApplyRetention(ctx, &contract.RetentionRequest{
+			Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](86_400_000), KeepLastMessages: ptr[int64](1)}, ConversationID: ptr("conv-1"), DryRun: true})
+		require.NoError(t, err)
+		for _, id := range []string{del.Operation.ID, ret.Operation.ID} {
+			require.Eventually(t, func() bool {
+				op, err := rig.full.GetOperation(ctx, &contract.GetOperationRequest{OperationID: id})
+				require.NoError(t, err)
+				require.NotEqual(t, contract.OperationFailed, op.Operation.State)
+				return op.Operation.State == contract.OperationSucceeded
+			}, time.Minute, 50*time.Millisecond)
+		}
+		_, err = rig.full.GetOperation(ctx, &contract.GetOperationRequest{OperationID: "op-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		status, err := rig.full.MaintenanceStatus(ctx)
+		require.NoError(t, err)
+		require.True(t, status.Database.OK)
+	})
+
+	t.Run("every route's generic errors", func(t *testing.T) {
+		for _, route := range contract.Routes() {
+			if route.Public() {
+				continue
+			}
+			e := requireCode(t, routeCall(invalid(), rig.anon, route), http.StatusUnauthorized, contract.CodeTokenMissing)
+			require.Empty(t, e.Field(), route.Path)
+			e = requireCode(t, routeCall(ctx, rig.noCap, route), http.StatusForbidden, contract.CodeTokenForbidden)
+			require.Equal(t, route.Capabilities[0], e.Details["requiredCapability"])
+			auth := []string{"Authorization", "Bearer " + rigStaticToken}
+			if route.Method == http.MethodGet {
+				status, env := rig.raw(t, expectation{invalid: true}, route.Method, route.Path, "", nil, 0,
+					append(auth, "x-infra-tenant-id", "a b")...)
+				require.Equal(t, http.StatusBadRequest, status, route.Path)
+				require.Equal(t, "x-infra-tenant-id", env.Details["field"])
+				continue
+			}
+			status, env := rig.raw(t, expectation{invalid: true}, route.Method, route.Path, "application/json",
+				strings.NewReader(`{"bogus":1}`), 0, auth...)
+			require.Equal(t, http.StatusBadRequest, status, route.Path)
+			require.Equal(t, "bogus", env.Details["field"], route.Path)
+			status, env = rig.raw(t, expectation{invalid: true}, route.Method, route.Path, "text/plain",
+				strings.NewReader(`{}`), 0, auth...)
+			require.Equal(t, http.StatusUnsupportedMediaType, status, route.Path)
+			require.Equal(t, contract.CodeUnsupportedMediaType, env.Code)
+			over := int64(contract.MaxRequestBodyBytes + 1)
+			status, env = rig.raw(t, expectation{skipRequest: "a 32 MiB body"}, route.Method, route.Path, "application/json",
+				io.LimitReader(zeros{}, over), over, auth...)
+			require.Equal(t, http.StatusRequestEntityTooLarge, status, route.Path)
+			require.Equal(t, "body", env.Details["field"])
+		}
+	})
+
+	t.Run("unknown routes answer the envelope", func(t *testing.T) {
+		status, env := rig.raw(t, expectation{unrouted: true}, http.MethodPost, contract.PrefixContext+"/nope", "application/json", strings.NewReader(`{}`), 0)
+		require.Equal(t, http.StatusNotFound, status)
+		require.Equal(t, contract.CodeRouteNotFound, env.Code)
+		status, env = rig.raw(t, expectation{unrouted: true}, http.MethodDelete, contract.RouteMessagesBatch.Path, "", nil, 0)
+		require.Equal(t, http.StatusMethodNotAllowed, status)
+		require.Equal(t, contract.CodeMethodNotAllowed, env.Code)
+	})
+
+	t.Run("a failing database", func(t *testing.T) {
+		broken := newContractRig(t, func(c *Config) { c.StatementTimeout = 300 * time.Millisecond; c.JobWorkers = 0 })
+		broken.check = rig.check
+		broken.hc.Transport = rig.check
+		conn, err := pgx.Connect(ctx, broken.app.dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		var tables []string
+		rows, err := conn.Query(ctx, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+		require.NoError(t, err)
+		tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+
+		// Every table locked: each statement waits out its timeout, 503.
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "LOCK TABLE "+strings.Join(quoted(tables), ", ")+" IN ACCESS EXCLUSIVE MODE")
+		require.NoError(t, err)
+		for _, route := range contract.Routes() {
+			if !documents(rig.check, route, http.StatusServiceUnavailable) {
+				continue
+			}
+			e := requireCode(t, routeCall(ctx, broken.full, route), http.StatusServiceUnavailable, contract.CodeServiceUnavailable)
+			require.True(t, e.Retryable)
+		}
+		require.NoError(t, tx.Rollback(ctx))
+
+		// Every table but the migration record gone: an internal error, 500.
+		for _, table := range tables {
+			if table != "goose_db_version" {
+				_, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s RENAME TO %s", quote(table), quote(table+"_gone")))
+				require.NoError(t, err)
+			}
+		}
+		for _, route := range contract.Routes() {
+			if !documents(rig.check, route, http.StatusInternalServerError) {
+				continue
+			}
+			e := requireCode(t, routeCall(ctx, broken.full, route), http.StatusInternalServerError, contract.CodeInternal)
+			require.NotContains(t, e.Message, "_gone", "an internal error never leaks its cause")
+		}
+		_, err = broken.full.Ready(ctx)
+		require.NoError(t, err, "readiness reads the migration record only")
+	})
+
+	rig.check.requireClean(t)
+	require.Empty(t, rig.check.unobserved(), "documented statuses no request provoked: provoke them here, or stop documenting them")
+	require.Empty(t, rig.check.notViaClient(), "routes without a typed client method (contract/client)")
+}
+
+func documents(c *contractCheck, route contract.Route, status int) bool {
+	for _, s := range c.documentedStatuses()[route.Method+" "+route.Path] {
+		if s == status {
+			return true
+		}
+	}
+	return false
+}
+
+func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = quote(n)
+	}
+	return out
+}
+
+// zeros is an endless reader of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
