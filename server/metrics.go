@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -103,5 +104,5 @@ func metricsHandler(g prometheus.Gatherer, log *slog.Logger) echo.HandlerFunc {
 type promLogger struct{ log *slog.Logger }
 
 func (l promLogger) Println(v ...any) {
-	l.log.Warn("metrics collection failed", slog.Any("error", v))
+	l.log.Warn("metrics collection failed", slog.String("error", fmt.Sprint(v...)))
 }

@@ -80,7 +80,8 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.idleDestroyed, float64(s.MaxIdleDestroyCount()))
 }
 
-// jobStates are River's states of a job not yet finished: the queue's depth.
+// jobStates are River's states of a job not yet finished: the queue's depth (and the
+// states queueStatsSQL counts).
 var jobStates = []string{"available", "pending", "retryable", "running", "scheduled"}
 
 // queueStatTimeout bounds a scrape's look at the job table.
@@ -117,10 +118,9 @@ func (c *JobQueueCollector) Describe(ch chan<- *prometheus.Desc) {
 // queueStatsSQL counts unfinished jobs; river_job's (state, queue, ...) index serves
 // the state filter, so the cost follows the backlog, not the finished jobs kept.
 const queueStatsSQL = `
-SELECT queue, state::text, count(*),
-       coalesce(extract(epoch FROM now() - min(scheduled_at)) FILTER (WHERE state = 'available'), 0)
+SELECT queue, state::text, count(*), greatest(extract(epoch FROM now() - min(scheduled_at)), 0)::float8
 FROM river_job
-WHERE state = ANY($1::river_job_state[])
+WHERE state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
 GROUP BY queue, state`
 
 // Collect implements prometheus.Collector. A failed count is reported as an invalid
@@ -128,7 +128,7 @@ GROUP BY queue, state`
 func (c *JobQueueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), queueStatTimeout)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, queueStatsSQL, jobStates)
+	rows, err := c.pool.Query(ctx, queueStatsSQL)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.jobs, err)
 		return

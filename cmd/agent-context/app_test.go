@@ -33,6 +33,12 @@ type testApp struct {
 // (auth mode, limits) before it starts.
 func startApp(t testing.TB, opts ...func(*Config)) *testApp {
 	t.Helper()
+	return startMain(t, nil, opts...)
+}
+
+// startMain is startApp with a hook that prepares Main before it runs (tracing).
+func startMain(t testing.TB, prepare func(*Main), opts ...func(*Config)) *testApp {
+	t.Helper()
 	dsn := pgtest.NewDSN(t)
 	cfg, err := LoadConfig(func(string) string { return "" })
 	require.NoError(t, err)
@@ -45,6 +51,9 @@ func startApp(t testing.TB, opts ...func(*Config)) *testApp {
 		o(&cfg)
 	}
 	m := NewMain(cfg)
+	if prepare != nil {
+		prepare(m)
+	}
 	require.NoError(t, m.Run(context.Background()))
 	t.Cleanup(func() { require.NoError(t, m.Close()) })
 	return &testApp{main: m, base: "http://" + m.Addr(), client: &http.Client{Timeout: time.Minute}, dsn: dsn}
