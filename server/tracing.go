@@ -28,22 +28,25 @@ func tracingMiddleware(tp trace.TracerProvider, prop propagation.TextMapPropagat
 		return func(c echo.Context) error {
 			req := c.Request()
 			ctx := prop.Extract(req.Context(), propagation.HeaderCarrier(req.Header))
-			ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(semconv.HTTPRequestMethodKey.String(req.Method), semconv.URLPath(req.URL.Path),
-					attrRequestID.String(requestIDFrom(c))))
+			ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer))
 			defer span.End()
 			c.SetRequest(req.WithContext(ctx))
 			err := next(c)
-			route := routeLabel(c)
+			// The attributes are set once, when the answer is final.
 			status := finalStatus(c)
-			span.SetAttributes(semconv.HTTPResponseStatusCode(status))
-			if route != routeUnmatched {
+			attrs := make([]attribute.KeyValue, 0, 5)
+			attrs = append(attrs, semconv.HTTPRequestMethodKey.String(req.Method), semconv.HTTPResponseStatusCode(status),
+				attrRequestID.String(requestIDFrom(c)))
+			if route := routeLabel(c); route != routeUnmatched {
 				span.SetName(req.Method + " " + route)
-				span.SetAttributes(semconv.HTTPRoute(route))
+				attrs = append(attrs, semconv.HTTPRoute(route))
+			} else {
+				attrs = append(attrs, semconv.URLPath(req.URL.Path))
 			}
 			if code, ok := c.Get(ctxKeyErrorCode).(string); ok {
-				span.SetAttributes(attrErrorCode.String(code))
+				attrs = append(attrs, attrErrorCode.String(code))
 			}
+			span.SetAttributes(attrs...)
 			// OpenTelemetry's HTTP conventions: a server span is an error for 5xx only;
 			// 4xx (and a client gone, 499) are the client's.
 			if status >= 500 {
