@@ -16,6 +16,7 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/contract/client"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -57,6 +58,16 @@ func startMain(t testing.TB, prepare func(*Main), opts ...func(*Config)) *testAp
 	require.NoError(t, m.Run(context.Background()))
 	t.Cleanup(func() { require.NoError(t, m.Close()) })
 	return &testApp{main: m, base: "http://" + m.Addr(), client: &http.Client{Timeout: time.Minute}, dsn: dsn}
+}
+
+// typed returns the typed client of the app; headers (name, value pairs) go with every
+// request, Authorization included.
+func (a *testApp) typed(headers ...string) *client.Client {
+	opts := []client.Option{client.WithBaseURL(a.base), client.WithHTTPClient(a.client)}
+	for i := 0; i+1 < len(headers); i += 2 {
+		opts = append(opts, client.WithHeader(headers[i], headers[i+1]))
+	}
+	return client.New(opts...)
 }
 
 // testResponse is a response read whole.

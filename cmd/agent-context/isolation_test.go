@@ -1,9 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -334,19 +334,17 @@ func mustJSON(t *testing.T, v any) string {
 // test when the operation fails.
 func awaitTenantOperation(t *testing.T, c *tenantClient, id string) map[string]any {
 	t.Helper()
-	var op map[string]any
+	c.used.add(contract.RouteOperations.Method, contract.RouteOperations.Path)
+	typed := c.app.typed("Authorization", c.bearer)
+	var op *contract.OperationResponse
 	require.Eventually(t, func() bool {
-		var out struct {
-			Operation map[string]any `json:"operation"`
-		}
-		r := c.post(t, contract.RouteOperations.Path, map[string]any{"operationId": id})
-		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &out) != nil {
-			return false
-		}
-		op = out.Operation
-		state := fmt.Sprint(op["state"])
-		return state == "succeeded" || state == "failed"
+		var err error
+		op, err = typed.GetOperation(context.Background(), &contract.GetOperationRequest{OperationID: id})
+		require.NoError(t, err)
+		return op.Operation.State == contract.OperationSucceeded || op.Operation.State == contract.OperationFailed
 	}, 60*time.Second, 50*time.Millisecond)
-	require.Equal(t, "succeeded", op["state"], "operation %s: %v", id, op["error"])
-	return op
+	require.Equal(t, contract.OperationSucceeded, op.Operation.State, "operation %s: %v", id, op.Operation.Error)
+	var generic map[string]any
+	require.NoError(t, json.Unmarshal([]byte(mustJSON(t, op.Operation)), &generic))
+	return generic
 }

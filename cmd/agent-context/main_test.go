@@ -20,12 +20,12 @@ import (
 func TestServeHealthAndReady(t *testing.T) {
 	t.Parallel()
 	app := startApp(t)
-	var health contract.Health
-	app.do(t, http.MethodGet, "/health", nil).requireOK(t, http.StatusOK, &health)
-	require.Equal(t, contract.Health{Status: "ok", Service: "agent-context-infra"}, health)
+	health, err := app.typed().Health(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, contract.Health{Status: "ok", Service: "agent-context-infra"}, *health)
 
-	var ready contract.Ready
-	app.do(t, http.MethodGet, "/ready", nil).requireOK(t, http.StatusOK, &ready)
+	ready, err := app.typed().Ready(context.Background())
+	require.NoError(t, err)
 	require.Equal(t, ready.LatestVersion, ready.SchemaVersion)
 	require.Positive(t, ready.SchemaVersion)
 

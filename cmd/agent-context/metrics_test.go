@@ -73,7 +73,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for range 2 {
-		_, err := c.RecentMessages(ctx, &contract.RecentMessagesRequest{Scope: conv, Limit: ptr(0)})
+		_, err := c.RecentMessages(ctx, &contract.RecentMessagesRequest{Scope: conv, Limit: ptrTo(0)})
 		requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed)
 	}
 	_, err := anon.RecentMessages(ctx, &contract.RecentMessagesRequest{Scope: conv})

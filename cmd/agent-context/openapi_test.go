@@ -132,7 +132,7 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 	case contract.RouteConversationsDelete.Path:
 		_, _, err = c.DeleteConversation(ctx, &contract.DeleteConversationRequest{ConversationID: "c-any"})
 	case contract.RouteConversationsRetention.Path:
-		_, err = c.ApplyRetention(ctx, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](10)}, DryRun: true})
+		_, err = c.ApplyRetention(ctx, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptrTo[int64](10)}, DryRun: true})
 	case contract.RouteOperations.Path:
 		_, err = c.GetOperation(ctx, &contract.GetOperationRequest{OperationID: "op-any"})
 	case contract.RouteMaintenanceStatus.Path:
@@ -143,18 +143,16 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 	return err
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func windowRequest(id, conversation, content string) *contract.CreateWindowRequest {
-	return &contract.CreateWindowRequest{ID: ptr(id), Conversation: &contract.ConversationRef{ConversationID: conversation},
-		Stage: contract.StageOriginal, Purpose: "chat", TokenCount: ptr[int64](3),
-		Items: []contract.WindowItemInput{{ID: "i-0", Ordinal: ptr(0), Kind: contract.ItemKindMessage, Content: ptr(content)}}}
+	return &contract.CreateWindowRequest{ID: ptrTo(id), Conversation: &contract.ConversationRef{ConversationID: conversation},
+		Stage: contract.StageOriginal, Purpose: "chat", TokenCount: ptrTo[int64](3),
+		Items: []contract.WindowItemInput{{ID: "i-0", Ordinal: ptrTo(0), Kind: contract.ItemKindMessage, Content: ptrTo(content)}}}
 }
 
 func invocationRequest(id, conversation, window string) *contract.CreateModelInvocationRequest {
-	return &contract.CreateModelInvocationRequest{ID: ptr(id), Conversation: &contract.ConversationRef{ConversationID: conversation},
+	return &contract.CreateModelInvocationRequest{ID: ptrTo(id), Conversation: &contract.ConversationRef{ConversationID: conversation},
 		RequestWindowID: window, Provider: "openai", Model: "gpt-4.1-mini", State: contract.InvocationSucceeded,
-		InputTokens: 10, OutputTokens: 2, ResponseContent: ptr("an answer")}
+		InputTokens: 10, OutputTokens: 2, ResponseContent: ptrTo("an answer")}
 }
 
 // TestOpenAPIContract drives the running service through every documented route, with
@@ -215,16 +213,16 @@ func TestOpenAPIContract(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []string{"m-1"}, res.SkippedIDs)
 
-		recent, err := rig.full.RecentMessages(ctx, &contract.RecentMessagesRequest{Scope: conv, Limit: ptr(2), Roles: []string{contract.RoleAssistant, contract.RoleTool}})
+		recent, err := rig.full.RecentMessages(ctx, &contract.RecentMessagesRequest{Scope: conv, Limit: ptrTo(2), Roles: []string{contract.RoleAssistant, contract.RoleTool}})
 		require.NoError(t, err)
 		require.Len(t, recent.Messages, 2)
-		page, err := rig.full.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv, Limit: ptr(2), Order: contract.OrderDesc})
+		page, err := rig.full.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv, Limit: ptrTo(2), Order: contract.OrderDesc})
 		require.NoError(t, err)
 		require.NotNil(t, page.NextCursor)
-		page, err = rig.full.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv, Limit: ptr(2), Order: contract.OrderDesc, Cursor: page.NextCursor})
+		page, err = rig.full.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv, Limit: ptrTo(2), Order: contract.OrderDesc, Cursor: page.NextCursor})
 		require.NoError(t, err)
 		require.Nil(t, page.NextCursor)
-		hits, err := rig.full.SearchMessages(ctx, &contract.SearchMessagesRequest{Query: "deployment", Limit: ptr(5)})
+		hits, err := rig.full.SearchMessages(ctx, &contract.SearchMessagesRequest{Query: "deployment", Limit: ptrTo(5)})
 		require.NoError(t, err)
 		require.Len(t, hits.Hits, 2)
 		hits, err = rig.full.SearchMessages(ctx, &contract.SearchMessagesRequest{Query: "policy", Scope: &conv})
@@ -235,9 +233,9 @@ func TestOpenAPIContract(t *testing.T) {
 			{ID: "m-1", Scope: conv, Role: contract.RoleUser, Content: "changed"}}})
 		e := requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
 		require.Equal(t, []any{"m-1"}, e.Details["ids"])
-		_, err = rig.full.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv, Cursor: ptr("bm90LWEtY3Vyc29y")})
+		_, err = rig.full.PageMessages(ctx, &contract.PageMessagesRequest{Scope: conv, Cursor: ptrTo("bm90LWEtY3Vyc29y")})
 		requireCode(t, err, http.StatusBadRequest, contract.CodeInvalidCursor)
-		_, err = rig.full.RecentMessages(invalid(), &contract.RecentMessagesRequest{Scope: conv, Limit: ptr(contract.MaxMessagesLimit + 1)})
+		_, err = rig.full.RecentMessages(invalid(), &contract.RecentMessagesRequest{Scope: conv, Limit: ptrTo(contract.MaxMessagesLimit + 1)})
 		e = requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed)
 		require.Equal(t, "limit", e.Field())
 		_, err = rig.full.AppendMessages(invalid(), &contract.AppendMessagesRequest{Messages: []contract.ConversationRecord{
@@ -259,12 +257,12 @@ func TestOpenAPIContract(t *testing.T) {
 		_, _, err = rig.full.CreateWindow(ctx, windowRequest("w-1", "conv-w", "changed"))
 		requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
 
-		rich := &contract.CreateWindowRequest{ID: ptr("w-2"), Conversation: &contract.ConversationRef{ConversationID: "conv-w"},
-			Stage: contract.StageAssembled, Purpose: "chat_completion", TokenCount: ptr[int64](320), Metadata: json.RawMessage(`{"a":1}`),
+		rich := &contract.CreateWindowRequest{ID: ptrTo("w-2"), Conversation: &contract.ConversationRef{ConversationID: "conv-w"},
+			Stage: contract.StageAssembled, Purpose: "chat_completion", TokenCount: ptrTo[int64](320), Metadata: json.RawMessage(`{"a":1}`),
 			Items: []contract.WindowItemInput{
-				{ID: "i-0", Ordinal: ptr(0), Kind: contract.ItemKindMessage, Role: ptr(contract.RoleUser), Content: ptr("hello"), SourceRecordID: ptr("m-1")},
-				{ID: "i-1", Ordinal: ptr(1), Kind: contract.ItemKindKnowledgeEvidence, Content: ptr(""),
-					KnowledgeEvidence: &contract.KnowledgeEvidence{Provider: "docs", ResourceRef: "doc://1", Excerpt: "an excerpt", Score: ptr(0.8), RetrievedAtMs: 1}},
+				{ID: "i-0", Ordinal: ptrTo(0), Kind: contract.ItemKindMessage, Role: ptrTo(contract.RoleUser), Content: ptrTo("hello"), SourceRecordID: ptrTo("m-1")},
+				{ID: "i-1", Ordinal: ptrTo(1), Kind: contract.ItemKindKnowledgeEvidence, Content: ptrTo(""),
+					KnowledgeEvidence: &contract.KnowledgeEvidence{Provider: "docs", ResourceRef: "doc://1", Excerpt: "an excerpt", Score: ptrTo(0.8), RetrievedAtMs: 1}},
 			}}
 		_, created, err = rig.full.CreateWindow(ctx, rich)
 		require.NoError(t, err)
@@ -275,12 +273,12 @@ func TestOpenAPIContract(t *testing.T) {
 		_, err = rig.full.GetWindow(ctx, &contract.GetWindowRequest{WindowID: "w-none"})
 		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
 
-		_, created, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{ID: ptr("d-1"), SourceWindowID: "w-1", TargetWindowID: "w-2",
-			Kind: contract.DerivationAssemble, Strategy: ptr("s"), InputTokenCount: ptr[int64](3)})
+		_, created, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{ID: ptrTo("d-1"), SourceWindowID: "w-1", TargetWindowID: "w-2",
+			Kind: contract.DerivationAssemble, Strategy: ptrTo("s"), InputTokenCount: ptrTo[int64](3)})
 		require.NoError(t, err)
 		require.True(t, created)
-		_, created, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{ID: ptr("d-1"), SourceWindowID: "w-1", TargetWindowID: "w-2",
-			Kind: contract.DerivationAssemble, Strategy: ptr("s"), InputTokenCount: ptr[int64](3)})
+		_, created, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{ID: ptrTo("d-1"), SourceWindowID: "w-1", TargetWindowID: "w-2",
+			Kind: contract.DerivationAssemble, Strategy: ptrTo("s"), InputTokenCount: ptrTo[int64](3)})
 		require.NoError(t, err)
 		require.False(t, created)
 		_, _, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{SourceWindowID: "w-2", TargetWindowID: "w-1", Kind: contract.DerivationTrim})
@@ -288,7 +286,7 @@ func TestOpenAPIContract(t *testing.T) {
 		_, _, err = rig.full.CreateDerivation(ctx, &contract.CreateDerivationRequest{SourceWindowID: "w-none", TargetWindowID: "w-1", Kind: contract.DerivationTrim})
 		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
 
-		lineage, err := rig.full.WindowLineage(ctx, &contract.LineageRequest{WindowID: "w-2", MaxDepth: ptr(4)})
+		lineage, err := rig.full.WindowLineage(ctx, &contract.LineageRequest{WindowID: "w-2", MaxDepth: ptrTo(4)})
 		require.NoError(t, err)
 		require.Len(t, lineage.Windows, 2)
 		_, err = rig.full.WindowLineage(ctx, &contract.LineageRequest{WindowID: "w-none"})
@@ -297,7 +295,7 @@ func TestOpenAPIContract(t *testing.T) {
 		failed := invocationRequest("inv-1", "conv-w", "w-2")
 		failed.State, failed.ResponseContent = contract.InvocationFailed, nil
 		failed.Error = &contract.InvocationError{Code: "rate_limited", Message: "try later"}
-		failed.FinishReason, failed.ToolName, failed.CachedTokens = ptr("error"), ptr("search"), 4
+		failed.FinishReason, failed.ToolName, failed.CachedTokens = ptrTo("error"), ptrTo("search"), 4
 		_, err = rig.full.SaveModelInvocation(ctx, failed)
 		require.NoError(t, err)
 		inv, err := rig.full.GetModelInvocation(ctx, &contract.GetModelInvocationRequest{InvocationID: "inv-1"})
@@ -324,7 +322,7 @@ func TestOpenAPIContract(t *testing.T) {
 		_, _, err = rig.full.CreateWindow(ctx, windowRequest("w-del", "conv-del", "x"))
 		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
 		ret, err := rig.full.ApplyRetention(ctx, &contract.RetentionRequest{
-			Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](86_400_000), KeepLastMessages: ptr[int64](1)}, ConversationID: ptr("conv-1"), DryRun: true})
+			Policy: &contract.RetentionPolicy{MaxAgeMs: ptrTo[int64](86_400_000), KeepLastMessages: ptrTo[int64](1)}, ConversationID: ptrTo("conv-1"), DryRun: true})
 		require.NoError(t, err)
 		for _, id := range []string{del.Operation.ID, ret.Operation.ID} {
 			require.Eventually(t, func() bool {

@@ -40,11 +40,12 @@ func oldRec(conversation, id, content string, createdAtMs int64) map[string]any 
 // deleteConversation posts a deletion and returns the status and operation.
 func (a *testApp) deleteConversation(t *testing.T, id string, headers ...string) (int, contract.Operation) {
 	t.Helper()
-	r := a.post(t, pathDelete, map[string]any{"conversationId": id}, headers...)
-	require.Contains(t, []int{http.StatusOK, http.StatusAccepted}, r.Status, "body: %s", r.Body)
-	var res contract.OperationResponse
-	r.requireOK(t, r.Status, &res)
-	return r.Status, res.Operation
+	res, created, err := a.typed(headers...).DeleteConversation(context.Background(), &contract.DeleteConversationRequest{ConversationID: id})
+	require.NoError(t, err)
+	if created {
+		return http.StatusAccepted, res.Operation
+	}
+	return http.StatusOK, res.Operation
 }
 
 // retention posts a retention request and returns its operation.
@@ -59,8 +60,8 @@ func (a *testApp) retention(t *testing.T, body any, headers ...string) contract.
 // operation reads an operation.
 func (a *testApp) operation(t *testing.T, id string, headers ...string) contract.Operation {
 	t.Helper()
-	var res contract.OperationResponse
-	a.post(t, pathOperations, map[string]any{"operationId": id}, headers...).requireOK(t, http.StatusOK, &res)
+	res, err := a.typed(headers...).GetOperation(context.Background(), &contract.GetOperationRequest{OperationID: id})
+	require.NoError(t, err)
 	return res.Operation
 }
 
@@ -81,9 +82,9 @@ func (a *testApp) waitOperation(t *testing.T, id string, headers ...string) cont
 
 func (a *testApp) status(t *testing.T, headers ...string) contract.MaintenanceStatus {
 	t.Helper()
-	var st contract.MaintenanceStatus
-	a.do(t, http.MethodGet, pathStatus, nil, headers...).requireOK(t, http.StatusOK, &st)
-	return st
+	st, err := a.typed(headers...).MaintenanceStatus(context.Background())
+	require.NoError(t, err)
+	return *st
 }
 
 func openPool(t *testing.T, dsn string) *pgxpool.Pool {
