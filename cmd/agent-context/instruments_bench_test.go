@@ -26,7 +26,7 @@ import (
 // both meet the same machine load; the figure to compare is on/off
 // (docs/benchmarks.md).
 // Reads in flight at once, and reads per round of one Main.
-const benchWorkers, benchRound = 4, 100
+const benchWorkers, benchRound = 4, 50
 
 func BenchmarkRecent50Instrumentation(b *testing.B) {
 	// The receiver reads and drops what it gets: a collector runs elsewhere, so its
