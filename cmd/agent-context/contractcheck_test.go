@@ -124,16 +124,10 @@ func (c *contractCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 			c.fail("%s: request does not match the document: %v", what, err)
 		}
 	}
-	resp, err := c.base.RoundTrip(req)
+	resp, body, err := c.send(req)
 	if err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if err := c.validateResponse(in, resp.StatusCode, resp.Header, body); err != nil {
 		c.fail("%s → %d: response does not match the document: %v\nbody: %.400s", what, resp.StatusCode, err, body)
 	}
@@ -150,6 +144,21 @@ func (c *contractCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// send carries req and reads the answer whole, leaving it readable for the caller.
+func (c *contractCheck) send(req *http.Request) (*http.Response, []byte, error) {
+	resp, err := c.base.RoundTrip(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, body, nil
+}
+
 // validateResponse checks one answer against the operation of in.
 func (c *contractCheck) validateResponse(in *openapi3filter.RequestValidationInput, status int, header http.Header, body []byte) error {
 	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: header, Options: c.opts}
@@ -160,16 +169,10 @@ func (c *contractCheck) validateResponse(in *openapi3filter.RequestValidationInp
 // sendUnrouted sends a request the document has no operation for (an unknown path, a
 // wrong method) and checks that the answer is the error envelope all the same.
 func (c *contractCheck) sendUnrouted(req *http.Request, what string) (*http.Response, error) {
-	resp, err := c.base.RoundTrip(req)
+	resp, body, err := c.send(req)
 	if err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if req.Method != http.MethodHead {
 		if err := c.validateEnvelope(body); err != nil {
 			c.fail("%s → %d: not the error envelope: %v", what, resp.StatusCode, err)
