@@ -49,6 +49,9 @@ type Options struct {
 	// Registerer receives the Client's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
+	// Transport wraps each provider's HTTP transport (tracing:
+	// telemetry.(*Tracing).Transport); nil keeps it as it is.
+	Transport func(http.RoundTripper) http.RoundTripper
 }
 
 // Client calls the configured knowledge providers over HTTP, each with its own
@@ -86,7 +89,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 		c.log = slog.Default()
 	}
 	for _, pc := range cfg.Providers {
-		p := &provider{cfg: pc, status: contract.ProviderUnknown, http: newHTTPClient()}
+		p := &provider{cfg: pc, status: contract.ProviderUnknown, http: newHTTPClient(opts.Transport)}
 		p.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 			Name:        pc.Name,
 			MaxRequests: 1,
@@ -113,9 +116,13 @@ func New(cfg Config, opts Options) (*Client, error) {
 
 // newHTTPClient returns a provider's own HTTP client. It follows no redirect: a
 // redirect could carry the caller's credentials to another host.
-func newHTTPClient() *http.Client {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = 64
+func newHTTPClient(wrap func(http.RoundTripper) http.RoundTripper) *http.Client {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = 64
+	var transport http.RoundTripper = base
+	if wrap != nil {
+		transport = wrap(base)
+	}
 	return &http.Client{
 		Transport:     transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agent-context/agent-context/adapters/knowledge/knowledgetest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/contract/client"
 )
@@ -137,6 +138,12 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 		_, err = c.GetOperation(ctx, &contract.GetOperationRequest{OperationID: "op-any"})
 	case contract.RouteMaintenanceStatus.Path:
 		_, err = c.MaintenanceStatus(ctx)
+	case contract.RouteKnowledgeCapabilities.Path:
+		_, err = c.KnowledgeCapabilities(ctx)
+	case contract.RouteKnowledgeQuery.Path:
+		_, err = c.QueryKnowledge(ctx, &contract.KnowledgeQueryRequest{Query: "deploy"})
+	case contract.RouteKnowledgeResolve.Path:
+		_, err = c.ResolveResources(ctx, &contract.ResolveResourcesRequest{ResourceRefs: []string{"doc-0"}})
 	default:
 		return fmt.Errorf("routeCall does not know %s %s: add it", route.Method, route.Path)
 	}
@@ -159,12 +166,16 @@ func invocationRequest(id, conversation, window string) *contract.CreateModelInv
 // the typed client wherever a client would, and validates every request and response
 // against contract/openapi.yaml: successes, route-specific errors, and every error
 // status each route documents (a database that times out or fails provides 503 and
-// 500). It fails when a served route is undocumented or the reverse, when an answer's
+// 500; knowledge providers that fail or are gone provide 502 and 503). It fails when a served route is undocumented or the reverse, when an answer's
 // shape or status differs from the document, when a documented status was never
 // observed, and when a route has no client method.
 func TestOpenAPIContract(t *testing.T) {
 	t.Parallel()
-	rig := newContractRig(t)
+	docs := knowledgetest.NewProvider(t, knowledgetest.ByPath(knowledgetest.Hits(2, "an excerpt"),
+		knowledgetest.JSON(http.StatusOK, `{"resources":[{"resourceRef":"doc-0","title":"Zero","metadata":{"pages":1}}],"missing":["doc-9"]}`)))
+	broken := knowledgetest.NewProvider(t, knowledgetest.JSON(http.StatusInternalServerError, `{"error":"boom"}`))
+	rig := newContractRig(t, withProviders(t, map[string]any{"default": "docs", "providers": []any{
+		providerEntry("docs", docs.URL), providerEntry("broken", broken.URL), providerEntry("gone", knowledgetest.RefusedURL(t))}}))
 	ctx := context.Background()
 
 	require.NoError(t, compareRoutes(rig.check.documentedRoutes(), rig.app.main.server.ServedRoutes()))
@@ -339,6 +350,41 @@ func TestOpenAPIContract(t *testing.T) {
 		require.True(t, status.Database.OK)
 	})
 
+	t.Run("knowledge", func(t *testing.T) {
+		caps, err := rig.full.KnowledgeCapabilities(ctx)
+		require.NoError(t, err)
+		require.Len(t, caps.Providers, 3)
+		hits, err := rig.full.QueryKnowledge(ctx, &contract.KnowledgeQueryRequest{Query: "deploy", TopK: ptrTo(5),
+			ScopeRef: ptrTo("space-1"), Filters: json.RawMessage(`{"lang":"en"}`), Requirement: contract.RequirementRequired})
+		require.NoError(t, err)
+		require.Len(t, hits.Hits, 2)
+		degraded, err := rig.full.QueryKnowledge(ctx, &contract.KnowledgeQueryRequest{Query: "deploy", Provider: ptrTo("gone")})
+		require.NoError(t, err)
+		require.True(t, degraded.Degraded)
+		disabled, err := rig.full.QueryKnowledge(ctx, &contract.KnowledgeQueryRequest{Query: "deploy", Requirement: contract.RequirementDisabled})
+		require.NoError(t, err)
+		require.Equal(t, contract.ReasonDisabled, *disabled.DegradationReason)
+		_, err = rig.full.QueryKnowledge(ctx, &contract.KnowledgeQueryRequest{Query: "deploy", Provider: ptrTo("broken"), Requirement: contract.RequirementRequired})
+		requireCode(t, err, http.StatusBadGateway, contract.CodeKnowledgeUpstreamError)
+		_, err = rig.full.QueryKnowledge(ctx, &contract.KnowledgeQueryRequest{Query: "deploy", Provider: ptrTo("gone"), Requirement: contract.RequirementRequired})
+		e := requireCode(t, err, http.StatusServiceUnavailable, contract.CodeKnowledgeUnavailable)
+		require.Equal(t, contract.ReasonProviderUnavailable, e.Details["reason"])
+		_, err = rig.full.QueryKnowledge(ctx, &contract.KnowledgeQueryRequest{Query: "deploy", Provider: ptrTo("nope")})
+		require.Equal(t, "provider", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+		_, err = rig.full.QueryKnowledge(invalid(), &contract.KnowledgeQueryRequest{Query: strings.Repeat("q", contract.MaxKnowledgeQueryBytes+1)})
+		requireCode(t, err, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
+
+		resolved, err := rig.full.ResolveResources(ctx, &contract.ResolveResourcesRequest{ResourceRefs: []string{"doc-0", "doc-9"}})
+		require.NoError(t, err)
+		require.Equal(t, []string{"doc-9"}, resolved.Missing)
+		_, err = rig.full.ResolveResources(ctx, &contract.ResolveResourcesRequest{Provider: ptrTo("broken"), ResourceRefs: []string{"doc-0"}})
+		requireCode(t, err, http.StatusBadGateway, contract.CodeKnowledgeUpstreamError)
+		_, err = rig.full.ResolveResources(ctx, &contract.ResolveResourcesRequest{Provider: ptrTo("gone"), ResourceRefs: []string{"doc-0"}})
+		requireCode(t, err, http.StatusServiceUnavailable, contract.CodeKnowledgeUnavailable)
+		_, err = rig.full.ResolveResources(invalid(), &contract.ResolveResourcesRequest{ResourceRefs: []string{}})
+		requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed)
+	})
+
 	t.Run("every route's generic errors", func(t *testing.T) {
 		for _, route := range contract.Routes() {
 			if route.Public() {
@@ -400,7 +446,7 @@ func TestOpenAPIContract(t *testing.T) {
 		_, err = tx.Exec(ctx, "LOCK TABLE "+strings.Join(quoted(tables), ", ")+" IN ACCESS EXCLUSIVE MODE")
 		require.NoError(t, err)
 		for _, route := range contract.Routes() {
-			if !documents(rig.check, route, http.StatusServiceUnavailable) {
+			if !usesDatabase(route) || !documents(rig.check, route, http.StatusServiceUnavailable) {
 				continue
 			}
 			e := requireCode(t, routeCall(ctx, broken.full, route), http.StatusServiceUnavailable, contract.CodeServiceUnavailable)
@@ -416,7 +462,7 @@ func TestOpenAPIContract(t *testing.T) {
 			}
 		}
 		for _, route := range contract.Routes() {
-			if !documents(rig.check, route, http.StatusInternalServerError) {
+			if !usesDatabase(route) || !documents(rig.check, route, http.StatusInternalServerError) {
 				continue
 			}
 			e := requireCode(t, routeCall(ctx, broken.full, route), http.StatusInternalServerError, contract.CodeInternal)
@@ -429,6 +475,12 @@ func TestOpenAPIContract(t *testing.T) {
 	rig.check.requireClean(t)
 	require.Empty(t, rig.check.unobserved(), "documented statuses no request provoked: provoke them here, or stop documenting them")
 	require.Empty(t, rig.check.notViaClient(), "routes without a typed client method (contract/client)")
+}
+
+// usesDatabase reports whether a route answers from the database (and so fails with
+// it); the knowledge routes answer from their providers.
+func usesDatabase(route contract.Route) bool {
+	return strings.HasPrefix(route.Path, contract.PrefixContext) || route.Path == contract.PathReady
 }
 
 func documents(c *contractCheck, route contract.Route, status int) bool {

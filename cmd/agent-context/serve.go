@@ -102,7 +102,8 @@ func (m *Main) Run(ctx context.Context) error {
 	windows := runtime.NewWindows(db, runtime.SystemClock{})
 	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db,
 		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter)})
-	if m.knowledgeProviders, err = knowledge.New(cfg.Knowledge, knowledge.Options{Logger: m.Log, Registerer: m.registry}); err != nil {
+	if m.knowledgeProviders, err = knowledge.New(cfg.Knowledge, knowledge.Options{Logger: m.Log,
+		Registerer: m.registry, Transport: m.tracing.Transport}); err != nil {
 		return err
 	}
 	m.knowledgeProviders.Start()

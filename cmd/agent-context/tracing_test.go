@@ -18,6 +18,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agent-context/agent-context/adapters/knowledge/knowledgetest"
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/contract/client"
@@ -98,6 +99,39 @@ func TestTracingServerAndSQLSpans(t *testing.T) {
 		}
 		return false
 	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestTracingKnowledgeCalls: a call to a knowledge provider is a client span under the
+// request's server span, and the provider receives that span as its traceparent.
+func TestTracingKnowledgeCalls(t *testing.T) {
+	t.Parallel()
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
+	provider := knowledgetest.NewProvider(t, knowledgetest.Hits(1, "an excerpt"))
+	app := startMain(t, func(m *Main) { m.tracing = telemetry.NewWithProvider(tp) },
+		withProviders(t, map[string]any{"default": "docs", "providers": []any{providerEntry("docs", provider.URL)}}))
+	c := client.New(client.WithBaseURL(app.base))
+	_, err := c.QueryKnowledge(client.WithRequestID(context.Background(), "req-k"), &contract.KnowledgeQueryRequest{Query: "deploy"})
+	require.NoError(t, err)
+
+	var server, outbound sdktrace.ReadOnlySpan
+	require.Eventually(t, func() bool {
+		for _, s := range recorder.Ended() {
+			if attrs(s)["agent_context.request_id"].AsString() == "req-k" {
+				server = s
+			}
+		}
+		return server != nil
+	}, 10*time.Second, 10*time.Millisecond)
+	for _, s := range recorder.Ended() {
+		if s.SpanKind() == trace.SpanKindClient && s.Parent().SpanID() == server.SpanContext().SpanID() {
+			outbound = s
+		}
+	}
+	require.NotNil(t, outbound, "the provider call is a client span of the request")
+	want := "00-" + server.SpanContext().TraceID().String() + "-" + outbound.SpanContext().SpanID().String() + "-01"
+	require.Equal(t, want, provider.Last(t).Header.Get("traceparent"))
 }
 
 // TestTracingOffByDefault: without OTEL_* configuration there is no tracer: no
