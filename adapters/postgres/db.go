@@ -117,7 +117,10 @@ type DBOptions struct {
 	// SearchTimeout is the statement timeout of a message search, so that one
 	// expensive query cannot hold the database; 0 means DefaultSearchTimeout.
 	SearchTimeout time.Duration
-	Logger        *slog.Logger
+	// SearchCandidates is how many of the newest matches of a search are ranked for
+	// its best hits; 0 means DefaultSearchCandidates.
+	SearchCandidates int
+	Logger           *slog.Logger
 }
 
 // DB is the Postgres side of the runtime's ports: runtime.UnitOfWork over a pool,
@@ -135,6 +138,9 @@ var _ runtime.UnitOfWork = (*DB)(nil)
 func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 	if opts.SearchTimeout <= 0 {
 		opts.SearchTimeout = DefaultSearchTimeout
+	}
+	if opts.SearchCandidates <= 0 {
+		opts.SearchCandidates = DefaultSearchCandidates
 	}
 	queue, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: opts.Logger})
 	if err != nil {
@@ -156,7 +162,7 @@ func (db *DB) WithinTx(ctx context.Context, fn func(ctx context.Context, tx runt
 // over builds every store over h.
 func (db *DB) over(h DBTX) runtime.Stores {
 	return runtime.Stores{
-		Messages:      &MessageStore{db: h, searchTimeout: db.opts.SearchTimeout},
+		Messages:      &MessageStore{db: h, searchTimeout: db.opts.SearchTimeout, searchCandidates: db.opts.SearchCandidates},
 		Conversations: &ConversationStore{db: h},
 		Windows:       &WindowStore{db: h},
 		Operations:    &OperationStore{db: h},

@@ -32,13 +32,16 @@ func (t conversationTable) sizeExpr() string {
 	return "(" + strings.Join(terms, " + ") + ")::bigint"
 }
 
+// messagesTable is the messages table; retention bounds its steps by the same sizes.
+var messagesTable = conversationTable{Name: "messages", Column: "conversation_id", Size: []string{"content", "metadata", "search"}}
+
 // conversationTables lists every table holding rows of a conversation, in the order
 // physical deletion empties them (a table whose rows other tables reference by a
 // foreign key comes after those tables, unless the reference cascades). A migration
 // that creates such a table adds it here: the deletion job then removes its rows, and
 // the test that scans every column of every table after a deletion proves it.
 var conversationTables = []conversationTable{
-	{Name: "messages", Column: "conversation_id", Size: []string{"content", "metadata", "search"}},
+	messagesTable,
 	// Windows go last: deleting one cascades to the derivations that name it from
 	// another conversation (a derivation's conversation_id is its target's).
 	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}},

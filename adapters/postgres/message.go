@@ -20,15 +20,23 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// DefaultSearchTimeout bounds one message search unless MessageStoreOptions says
-// otherwise.
+// DefaultSearchTimeout bounds one message search unless DBOptions says otherwise.
 const DefaultSearchTimeout = 5 * time.Second
+
+// DefaultSearchCandidates is how many of the newest matches a search ranks unless
+// DBOptions says otherwise: enough that the best hits of a common word are among the
+// recent ones, few enough that ranking them stays cheap and that the slowest case (a
+// word of about 1 % of the messages, where walking the newest messages and collecting
+// every match through the GIN index cost the same) stays near 100 ms on a million
+// messages. docs/conversations.md and docs/benchmarks.md have the figures.
+const DefaultSearchCandidates = 1000
 
 // MessageStore keeps conversation messages in the messages table, with conversation
 // heads (sequence allocation, tombstones) in conversations.
 type MessageStore struct {
-	db            DBTX
-	searchTimeout time.Duration
+	db               DBTX
+	searchTimeout    time.Duration
+	searchCandidates int
 }
 
 var _ runtime.MessageStore = (*MessageStore)(nil)
@@ -144,7 +152,7 @@ func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batc
 			}
 			return translate(err)
 		}
-		if err := correctHeads(ctx, tx, scope, last, assumed, plan.LastSequence); err != nil {
+		if err := correctHeads(ctx, tx, scope, batch, plan, last, assumed); err != nil {
 			return err
 		}
 		res = runtime.AppendResult{Appended: len(plan.Insert), SkippedIDs: plan.SkippedIDs}
@@ -237,11 +245,12 @@ func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, ms
 
 // claimHeads locks the head rows of the batch's conversations in ID order (so that
 // concurrent appenders cannot deadlock), creating missing ones, and returns each one's
-// last sequence before the append. In the same statement it moves each head ahead by
-// the number of the batch's records in its conversation, the outcome of the common
-// append (new records, server-assigned sequences), which then needs no statement of
-// its own; assumed holds those new values for correctHeads. A tombstoned conversation
-// is refused with 409 CONFLICT, reason conversation_deleted.
+// last sequence before the append. In the same statement it moves each head's last
+// sequence and message count ahead by the number of the batch's records in its
+// conversation, the outcome of the common append (new records, server-assigned
+// sequences), which then needs no statement of its own; assumed holds the new last
+// sequences for correctHeads. A tombstoned conversation is refused with 409 CONFLICT,
+// reason conversation_deleted.
 //
 // The upsert locks a conflicting head row even where its WHERE clause leaves a
 // tombstone unchanged, and returns only the rows it inserted or updated: a
@@ -257,10 +266,11 @@ func claimHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contr
 		counts[i] = assumed[id]
 	}
 	rows, err := tx.Query(ctx, `
-		INSERT INTO conversations AS c (tenant_id, project_id, conversation_id, last_sequence, created_at_ms)
-		SELECT $1, $2, v.id, v.n, $5 FROM unnest($3::text[], $4::bigint[]) AS v(id, n) ORDER BY v.id
+		INSERT INTO conversations AS c (tenant_id, project_id, conversation_id, last_sequence, message_count, created_at_ms)
+		SELECT $1, $2, v.id, v.n, v.n, $5 FROM unnest($3::text[], $4::bigint[]) AS v(id, n) ORDER BY v.id
 		ON CONFLICT (tenant_id, project_id, conversation_id) DO UPDATE
-		SET last_sequence = c.last_sequence + excluded.last_sequence
+		SET last_sequence = c.last_sequence + excluded.last_sequence,
+		    message_count = c.message_count + excluded.message_count
 		WHERE c.deleted_at_ms IS NULL
 		RETURNING c.conversation_id, c.last_sequence`,
 		scope.TenantID, scope.ProjectID, ids, counts, nowMs)
@@ -294,30 +304,40 @@ func claimHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contr
 	return last, assumed, nil
 }
 
-// correctHeads sets the last sequence of each conversation whose head claimHeads moved
-// to another value than the plan's outcome: where records were skipped, refused or
-// given their own sequences. The common append changes nothing here.
-func correctHeads(ctx context.Context, tx DBTX, scope runtime.Scope, before, assumed, planned map[string]int64) error {
+// correctHeads sets the last sequence and the message count of each conversation
+// whose head claimHeads moved to other values than the plan's outcome: where records
+// were skipped, refused or given their own sequences. claimHeads counted every record of
+// the batch; the count is corrected by those the plan does not insert. The common
+// append changes nothing here.
+func correctHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contract.ConversationRecord, plan runtime.AppendPlan, before, assumed map[string]int64) error {
+	uncounted := map[string]int64{}
+	for _, m := range batch {
+		uncounted[m.Scope.ConversationID]++
+	}
+	for _, m := range plan.Insert {
+		uncounted[m.Scope.ConversationID]--
+	}
 	var ids []string
-	var seqs []int64
+	var seqs, counts []int64
 	for id, was := range before {
 		want := was
-		if seq, ok := planned[id]; ok {
+		if seq, ok := plan.LastSequence[id]; ok {
 			want = seq
 		}
-		if want != assumed[id] {
+		if want != assumed[id] || uncounted[id] != 0 {
 			ids = append(ids, id)
 			seqs = append(seqs, want)
+			counts = append(counts, uncounted[id])
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	_, err := tx.Exec(ctx, `
-		UPDATE conversations c SET last_sequence = v.last_sequence
-		FROM unnest($3::text[], $4::bigint[]) AS v(conversation_id, last_sequence)
+		UPDATE conversations c SET last_sequence = v.last_sequence, message_count = c.message_count - v.uncounted
+		FROM unnest($3::text[], $4::bigint[], $5::bigint[]) AS v(conversation_id, last_sequence, uncounted)
 		WHERE c.tenant_id = $1 AND c.project_id = $2 AND c.conversation_id = v.conversation_id`,
-		scope.TenantID, scope.ProjectID, ids, seqs)
+		scope.TenantID, scope.ProjectID, ids, seqs, counts)
 	return translate(err)
 }
 
@@ -391,27 +411,46 @@ func (s *MessageStore) ListMessages(ctx context.Context, scope runtime.Scope, q 
 	return msgs, false, nil
 }
 
-// searchSQL finds the messages matching a tsquery ($3) through messages_search and
-// ranks them with ts_rank normalized by document length (flag 1), so a short message
-// that is about the words outranks a long one that mentions them once. $5 holds the
-// LIKE patterns of the query's unsegmented runs (empty: no check).
-// searchConversationSQL confines it to one conversation ($7): a statement of its own
-// rather than an optional condition, so each keeps a plan that fits it.
+// searchSQL finds the messages matching a tsquery ($3) and ranks the newest $7 of them
+// (the candidates) with ts_rank normalized by document length (flag 1), so a short
+// message that is about the words outranks a long one that mentions them once. $5
+// holds the LIKE patterns of the query's unsegmented runs (empty: no check).
+//
+// Ranking every match would cost in proportion to the matches: a word in a third of a
+// million messages took 1.5 s. The newest candidates are found by whichever path is
+// cheaper for the words, chosen by the planner from the column's lexeme statistics
+// (the statement is planned with its values, see SearchMessages): for a common word,
+// messages_by_age walked backwards with the tsquery as a filter, which stops after
+// about $7 / (share of the messages matching) rows; for a rare one, messages_search
+// (GIN) and a top-$7 sort of its few matches. docs/conversations.md has the figures.
+//
+// searchConversationSQL confines it to one conversation ($8), whose newest candidates
+// are those of the highest sequences (messages_by_sequence walked backwards): a
+// statement of its own rather than an optional condition, so each keeps a plan that
+// fits it.
 const searchSQL = `
-	SELECT m.conversation_id, m.message_id, m.role, m.content, m.sequence, m.created_at_ms, m.metadata,
-	       ts_rank(m.search, $3::tsquery, 1) AS score
-	FROM messages m
-	WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.search @@ $3::tsquery
-	  AND m.role = ANY($4::text[])
-	  AND m.content LIKE ALL ($5::text[])
-	  AND NOT EXISTS (SELECT 1 FROM conversations c
-	                  WHERE c.tenant_id = m.tenant_id AND c.project_id = m.project_id
-	                    AND c.conversation_id = m.conversation_id AND c.deleted_at_ms IS NOT NULL)
-	ORDER BY score DESC, m.created_at_ms DESC, m.conversation_id, m.sequence DESC
+	WITH candidates AS (
+	    SELECT m.conversation_id, m.message_id, m.role, m.content, m.sequence, m.created_at_ms, m.metadata, m.search
+	    FROM messages m
+	    WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.search @@ $3::tsquery
+	      AND m.role = ANY($4::text[])
+	      AND m.content LIKE ALL ($5::text[])
+	      AND NOT EXISTS (SELECT 1 FROM conversations c
+	                      WHERE c.tenant_id = m.tenant_id AND c.project_id = m.project_id
+	                        AND c.conversation_id = m.conversation_id AND c.deleted_at_ms IS NOT NULL)
+	    ORDER BY m.created_at_ms DESC, m.conversation_id DESC, m.sequence DESC
+	    LIMIT $7
+	)
+	SELECT conversation_id, message_id, role, content, sequence, created_at_ms, metadata,
+	       ts_rank(search, $3::tsquery, 1) AS score
+	FROM candidates
+	ORDER BY score DESC, created_at_ms DESC, conversation_id, sequence DESC
 	LIMIT $6`
 
-var searchConversationSQL = strings.Replace(searchSQL, "WHERE m.tenant_id = $1 AND m.project_id = $2 AND",
-	"WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.conversation_id = $7 AND", 1)
+var searchConversationSQL = strings.NewReplacer(
+	"WHERE m.tenant_id = $1 AND m.project_id = $2 AND", "WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.conversation_id = $8 AND",
+	"ORDER BY m.created_at_ms DESC, m.conversation_id DESC, m.sequence DESC", "ORDER BY m.sequence DESC",
+).Replace(searchSQL)
 
 // SearchMessages implements runtime.MessageStore. The search runs in its own
 // transaction with a local statement timeout; running out of it is SERVICE_UNAVAILABLE
@@ -434,7 +473,9 @@ func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, 
 		if err := setLocalTimeout(ctx, tx, s.searchTimeout); err != nil {
 			return err
 		}
-		args := []any{scope.TenantID, scope.ProjectID, tsquery, roles, patterns, q.Limit}
+		// Planned with the values (an unnamed statement), never with a generic plan:
+		// the cheaper path to the candidates depends on how common the words are.
+		args := []any{pgx.QueryExecModeExec, scope.TenantID, scope.ProjectID, tsquery, roles, patterns, q.Limit, s.searchCandidates}
 		query := searchSQL
 		if q.ConversationID != "" {
 			query, args = searchConversationSQL, append(args, q.ConversationID)

@@ -137,6 +137,16 @@ func TestAppendRetryIsSkipped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2, 3, 4, 5}, messageSequences(b.all(t, b.scope, "c")))
 	require.Equal(t, int64(5), b.lastSequence(t, b.scope, "c"))
+
+	// A skipped record beside one that gives its own sequence where the head would
+	// have gone anyway: the last sequence is right as claimed, the count is not.
+	given := newMessage("c", "m7", "user", "seven")
+	given.Sequence = 7
+	res, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m5", "user", "five"), given}, runtime.PlanAppend, 6)
+	require.NoError(t, err)
+	require.Equal(t, runtime.AppendResult{Appended: 1, SkippedIDs: []string{"m5"}}, res)
+	require.Equal(t, int64(7), b.lastSequence(t, b.scope, "c"))
+	requireCountsExact(t, b.pool)
 }
 
 // lastSequence reads a conversation's head.
@@ -178,6 +188,7 @@ func TestAppendConflictWritesNothing(t *testing.T) {
 	var last int64
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT last_sequence FROM conversations WHERE conversation_id = 'c'`).Scan(&last))
 	require.Equal(t, int64(1), last)
+	requireCountsExact(t, b.pool)
 }
 
 func TestAppendClientSequences(t *testing.T) {
@@ -202,6 +213,7 @@ func TestAppendClientSequences(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{10, 11, 20, 21, 22}, messageSequences(b.all(t, b.scope, "c")))
 	require.Equal(t, int64(22), b.lastSequence(t, b.scope, "c"))
+	requireCountsExact(t, b.pool)
 }
 
 // Appenders whose batches span the same conversations in opposite orders, several of
@@ -243,6 +255,7 @@ func TestConcurrentMultiConversationAppends(t *testing.T) {
 		}
 		require.Equal(t, int64(writers*batches), b.lastSequence(t, b.scope, c))
 	}
+	requireCountsExact(t, b.pool)
 }
 
 // Concurrent appenders of one conversation get sequences 1..N exactly: the head row's
@@ -286,6 +299,7 @@ func TestConcurrentAppendersGetContiguousSequences(t *testing.T) {
 			require.Equal(t, fmt.Sprintf("%s-m%d", prefix, j), got[i+j].ID)
 		}
 	}
+	requireCountsExact(t, b.pool)
 }
 
 func TestListMessages(t *testing.T) {

@@ -131,9 +131,13 @@ func (s *OperationStore) StartOperation(ctx context.Context, scope runtime.Scope
 	return op, err
 }
 
-// FailOperation implements runtime.OperationStore.
+// FailOperation implements runtime.OperationStore. A failed retention run also forgets
+// the conversations it recorded as touched (retention.go).
 func (s *OperationStore) FailOperation(ctx context.Context, scope runtime.Scope, id string, opErr contract.OperationError, nowMs int64) error {
 	_, err := s.db.Exec(ctx, `
+		WITH forgotten AS (
+		    DELETE FROM retention_touched WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3
+		)
 		UPDATE operations
 		SET state = 'failed', error_code = $4, error_message = $5, updated_at_ms = $6, completed_at_ms = $6
 		WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3 AND state IN ('pending', 'running')`,

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -36,6 +37,8 @@ type operationBundle struct {
 	messages runtime.MessageStore
 	ops      *runtime.Operations
 	scope    runtime.Scope
+	// bounds are the bounds of the operations' steps.
+	bounds runtime.StepBounds
 }
 
 func setupOperations(t testing.TB, batch int) *operationBundle {
@@ -56,7 +59,8 @@ func setupBoundedOperations(t testing.TB, batch int, batchBytes int64) *operatio
 		ops: runtime.NewOperations(runtime.OperationsConfig{
 			DB: db, Schema: db, Clock: fixedClock{opNow}, BatchSize: batch, BatchBytes: batchBytes,
 		}),
-		scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
+		scope:  runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
+		bounds: runtime.StepBounds{Rows: batch, Bytes: cmp.Or(batchBytes, runtime.DefaultOperationBatchBytes)},
 	}
 }
 
@@ -130,30 +134,34 @@ func TestRetentionPolicies(t *testing.T) {
 		examined int64
 	}{
 		{
-			name: "age only",
-			req:  contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](996_500)}},
-			want: contract.RetentionResult{DeletedMessages: 9, AffectedConversations: 3},
-			left: map[string][]int64{"c1": seqRange(4, 10), "c2": nil, "c3": seqRange(4, 5)},
+			name:     "age only",
+			req:      contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](996_500)}},
+			want:     contract.RetentionResult{DeletedMessages: 9, AffectedConversations: 3},
+			left:     map[string][]int64{"c1": seqRange(4, 10), "c2": nil, "c3": seqRange(4, 5)},
+			examined: 9, // the messages older than the cutoff
 		},
 		{
-			name: "keep last only",
-			req:  contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](4)}},
-			want: contract.RetentionResult{DeletedMessages: 7, AffectedConversations: 2},
-			left: map[string][]int64{"c1": seqRange(7, 10), "c2": seqRange(1, 3), "c3": seqRange(2, 5)},
+			name:     "keep last only",
+			req:      contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](4)}},
+			want:     contract.RetentionResult{DeletedMessages: 7, AffectedConversations: 2},
+			left:     map[string][]int64{"c1": seqRange(7, 10), "c2": seqRange(1, 3), "c3": seqRange(2, 5)},
+			examined: 7, // the messages beyond the keep boundaries; c2 is skipped by its count
 		},
 		{
-			name: "the shortest age deletes everything old enough",
-			req:  contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](contract.MinRetentionMaxAgeMs)}},
-			want: contract.RetentionResult{DeletedMessages: 18, AffectedConversations: 3},
-			left: map[string][]int64{"c1": nil, "c2": nil, "c3": nil},
+			name:     "the shortest age deletes everything old enough",
+			req:      contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](contract.MinRetentionMaxAgeMs)}},
+			want:     contract.RetentionResult{DeletedMessages: 18, AffectedConversations: 3},
+			left:     map[string][]int64{"c1": nil, "c2": nil, "c3": nil},
+			examined: 18,
 		},
 		{
 			name: "both: older and not among the newest",
 			req: contract.RetentionRequest{Policy: &contract.RetentionPolicy{
 				MaxAgeMs: ptr[int64](996_500), KeepLastMessages: ptr[int64](4),
 			}},
-			want: contract.RetentionResult{DeletedMessages: 4, AffectedConversations: 2},
-			left: map[string][]int64{"c1": seqRange(4, 10), "c2": seqRange(1, 3), "c3": seqRange(2, 5)},
+			want:     contract.RetentionResult{DeletedMessages: 4, AffectedConversations: 2},
+			left:     map[string][]int64{"c1": seqRange(4, 10), "c2": seqRange(1, 3), "c3": seqRange(2, 5)},
+			examined: 9, // the messages older than the cutoff, kept ones included
 		},
 		{
 			name: "dry run counts without deleting",
@@ -161,8 +169,9 @@ func TestRetentionPolicies(t *testing.T) {
 				Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](996_500), KeepLastMessages: ptr[int64](4)},
 				DryRun: true,
 			},
-			want: contract.RetentionResult{DeletedMessages: 4, AffectedConversations: 2},
-			left: map[string][]int64{"c1": seqRange(1, 10), "c2": seqRange(1, 3), "c3": seqRange(1, 5)},
+			want:     contract.RetentionResult{DeletedMessages: 4, AffectedConversations: 2},
+			left:     map[string][]int64{"c1": seqRange(1, 10), "c2": seqRange(1, 3), "c3": seqRange(1, 5)},
+			examined: 9, // the same messages as the run that deletes
 		},
 		{
 			name: "one conversation",
@@ -170,14 +179,36 @@ func TestRetentionPolicies(t *testing.T) {
 				Policy:         &contract.RetentionPolicy{MaxAgeMs: ptr[int64](996_500)},
 				ConversationID: ptr("c1"),
 			},
-			want: contract.RetentionResult{DeletedMessages: 3, AffectedConversations: 1},
-			left: map[string][]int64{"c1": seqRange(4, 10), "c2": seqRange(1, 3), "c3": seqRange(1, 5)},
+			want:     contract.RetentionResult{DeletedMessages: 3, AffectedConversations: 1},
+			left:     map[string][]int64{"c1": seqRange(4, 10), "c2": seqRange(1, 3), "c3": seqRange(1, 5)},
+			examined: 10, // one conversation's walk reads all of its messages
 		},
 		{
-			name: "nothing old enough",
-			req:  contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](999_999)}},
-			want: contract.RetentionResult{},
-			left: map[string][]int64{"c1": seqRange(1, 10), "c2": seqRange(1, 3), "c3": seqRange(1, 5)},
+			name: "dry run of keep last only",
+			req: contract.RetentionRequest{
+				Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](4)},
+				DryRun: true,
+			},
+			want:     contract.RetentionResult{DeletedMessages: 7, AffectedConversations: 2},
+			left:     map[string][]int64{"c1": seqRange(1, 10), "c2": seqRange(1, 3), "c3": seqRange(1, 5)},
+			examined: 7,
+		},
+		{
+			name: "one conversation, keep last",
+			req: contract.RetentionRequest{
+				Policy:         &contract.RetentionPolicy{KeepLastMessages: ptr[int64](4)},
+				ConversationID: ptr("c1"),
+			},
+			want:     contract.RetentionResult{DeletedMessages: 6, AffectedConversations: 1},
+			left:     map[string][]int64{"c1": seqRange(7, 10), "c2": seqRange(1, 3), "c3": seqRange(1, 5)},
+			examined: 6,
+		},
+		{
+			name:     "nothing old enough",
+			req:      contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](999_999)}},
+			want:     contract.RetentionResult{},
+			left:     map[string][]int64{"c1": seqRange(1, 10), "c2": seqRange(1, 3), "c3": seqRange(1, 5)},
+			examined: 0,
 		},
 	}
 	for _, tc := range cases {
@@ -203,11 +234,9 @@ func TestRetentionPolicies(t *testing.T) {
 				require.Equal(t, left, b.sequences(t, b.scope, conv), conv)
 			}
 			require.Equal(t, seqRange(1, 10), b.sequences(t, other, "c1"), "another scope is untouched")
-			examined := int64(18)
-			if tc.req.ConversationID != nil {
-				examined = 10
-			}
-			require.Equal(t, contract.OperationProgress{Done: examined, Total: &examined}, op.Progress)
+			require.Equal(t, contract.OperationProgress{Done: tc.examined, Total: &tc.examined}, op.Progress)
+			b.requireCountsExact(t)
+			requireForgotten(t, b.pool)
 		})
 	}
 }
@@ -231,31 +260,41 @@ func TestRetentionSkipsDeletedConversations(t *testing.T) {
 // runs) still delete and count every message exactly once.
 func TestRetentionConcurrentRunsCountOnce(t *testing.T) {
 	t.Parallel()
-	b := setupOperations(t, 2)
-	for i := range 6 {
-		b.seed(t, b.scope, fmt.Sprintf("c%d", i), 5)
-	}
-	res, err := b.ops.Retention(context.Background(), b.scope, &contract.RetentionRequest{
-		Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](1)},
-	})
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Go(func() {
-			_, err := b.ops.RunOperation(context.Background(), b.scope, res.Operation.ID, opNow.Add(time.Hour))
-			errs <- err
+	for name, policy := range map[string]*contract.RetentionPolicy{
+		"keep last": {KeepLastMessages: ptr[int64](1)},
+		// Older than 4.5 s: the first four of each, met by the age walk in four
+		// instants that every conversation shares.
+		"age": {MaxAgeMs: ptr[int64](995_500)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupOperations(t, 2)
+			for i := range 6 {
+				b.seed(t, b.scope, fmt.Sprintf("c%d", i), 5)
+			}
+			res, err := b.ops.Retention(context.Background(), b.scope, &contract.RetentionRequest{Policy: policy})
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for range 4 {
+				wg.Go(func() {
+					_, err := b.ops.RunOperation(context.Background(), b.scope, res.Operation.ID, opNow.Add(time.Hour))
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			op, err := b.store.Operation(context.Background(), b.scope, res.Operation.ID)
+			require.NoError(t, err)
+			require.Equal(t, contract.RetentionResult{DeletedMessages: 24, AffectedConversations: 6}, retentionResult(t, op))
+			require.Equal(t, int64(24), op.Progress.Done, "both walks examine exactly what they delete here")
+			b.requireCountsExact(t)
+			requireForgotten(t, b.pool)
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	op, err := b.store.Operation(context.Background(), b.scope, res.Operation.ID)
-	require.NoError(t, err)
-	require.Equal(t, contract.RetentionResult{DeletedMessages: 24, AffectedConversations: 6}, retentionResult(t, op))
-	require.Equal(t, int64(30), op.Progress.Done)
 }
 
 // Deleting tombstones at once and creates one operation; physical deletion runs in

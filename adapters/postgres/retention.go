@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -11,124 +13,241 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// retentionCursor is a retention run's resume point, kept in the operation's row: the
-// last message examined and the counts so far. LastAffected is the last conversation
-// counted in AffectedConversations; conversations are visited in ID order, so one that
-// spans several steps is counted once.
+// retentionCursor is a retention run's resume point, kept in the operation's row with
+// the counts so far. Which fields hold the position depends on the walk (see
+// RetentionStep): the age walk keeps the last message examined (CreatedAtMs,
+// ConversationID, Sequence), the walk of one conversation its Sequence, and the
+// keep-last walk the conversation it is in (ConversationID; Past once it is done) and
+// the last message examined there (Sequence; in a dry run also Skip, the number of
+// that conversation's messages examined, which a run that deletes finds gone).
+// Cleanup marks a run whose walk is over and that is forgetting the conversations it
+// touched.
 type retentionCursor struct {
+	CreatedAtMs           int64  `json:"createdAtMs"`
 	ConversationID        string `json:"conversationId"`
 	Sequence              int64  `json:"sequence"`
-	LastAffected          string `json:"lastAffected"`
+	Skip                  int64  `json:"skip"`
+	Past                  bool   `json:"past"`
+	Cleanup               bool   `json:"cleanup"`
 	DeletedMessages       int64  `json:"deletedMessages"`
 	AffectedConversations int64  `json:"affectedConversations"`
 }
 
-// retentionStepSQL examines the next messages after the keyset ($4, $5) in
-// (conversation_id, sequence) order, confined by the filter %s (retentionScopeWide or
-// retentionOneConversation, so that each variant plans as a plain index range): at
-// most $6, and only while the stored bytes of those before stay under $10. It deletes
-// (unless $9, a dry run) those created before $7 (NULL: any time) and, when $8 > 0,
-// older than the $8 newest of their conversation. Messages of tombstoned conversations
-// are left to their deletion. It returns the number of candidates read and the number
-// examined (fewer when the byte bound cut them), the last one examined, and the
-// conversations and number of messages deleted (or that would be).
-const retentionStepSQL = `
+// retentionWindowSQL reads, from the candidate messages a walk selects (%[1]s: the
+// filter after tenant and project, %[2]s: the walk's order), at most $3 and only
+// while the stored bytes of those before stay under $4. It returns the messages
+// examined in walk order, each with the number of candidates read (more than examined
+// when the byte bound cut them).
+const retentionWindowSQL = `
 WITH cand AS (
-    SELECT conversation_id, sequence, created_at_ms,
-           (pg_column_size(content) + coalesce(pg_column_size(metadata), 0) + pg_column_size(search))::bigint AS size
+    SELECT conversation_id, sequence, created_at_ms, %[3]s AS size
     FROM messages
-    WHERE tenant_id = $1 AND project_id = $2 AND %s
-    ORDER BY conversation_id, sequence
-    LIMIT $6
-), win AS (
-    SELECT conversation_id, sequence, created_at_ms FROM (
-        SELECT conversation_id, sequence, created_at_ms,
-               sum(size) OVER (ORDER BY conversation_id, sequence ROWS UNBOUNDED PRECEDING) - size AS before
-        FROM cand
-    ) c
-    WHERE before < $10
+    WHERE tenant_id = $1 AND project_id = $2 AND %[1]s
+    ORDER BY %[2]s
+    LIMIT $3
+)
+SELECT conversation_id, sequence, created_at_ms, (SELECT count(*) FROM cand)
+FROM (
+    SELECT *, sum(size) OVER (ORDER BY %[2]s ROWS UNBOUNDED PRECEDING) - size AS before
+    FROM cand
+) c
+WHERE before < $4
+ORDER BY %[2]s`
+
+var (
+	// retentionAgeSQL is the age walk: the scope's messages created before $5 after
+	// the keyset ($6, $7, $8), through messages_by_age.
+	retentionAgeSQL = fmt.Sprintf(retentionWindowSQL,
+		`created_at_ms < $5 AND (created_at_ms, conversation_id, sequence) > ($6, $7, $8)`,
+		`created_at_ms, conversation_id, sequence`, messagesTable.sizeExpr())
+	// retentionConversationSQL is the walk of one conversation ($5): its messages
+	// after the sequence $6, through messages_by_sequence.
+	retentionConversationSQL = fmt.Sprintf(retentionWindowSQL,
+		`conversation_id = $5 AND sequence > $6`, `sequence`, messagesTable.sizeExpr())
+)
+
+// retentionHeadsSQL reads at most $5 heads of the keep-last walk from the conversation
+// $3 on ($3 itself excluded when $4, the walk being past it), and returns how many it
+// read, the last of them, and those that hold more messages than the policy keeps
+// ($6) and are not tombstoned, with their message counts. retentionHeadSQL reads the
+// head of the one conversation $3 instead.
+const retentionHeadsSQL = `
+WITH scan AS (
+    SELECT conversation_id, message_count, deleted_at_ms FROM conversations
+    WHERE tenant_id = $1 AND project_id = $2 AND conversation_id >= $3
+      AND NOT (conversation_id = $3 AND $4::boolean)
+    ORDER BY conversation_id
+    LIMIT $5
+)
+SELECT (SELECT count(*) FROM scan), (SELECT max(conversation_id) FROM scan),
+       ARRAY(SELECT conversation_id FROM scan WHERE deleted_at_ms IS NULL AND message_count > $6 ORDER BY conversation_id),
+       ARRAY(SELECT message_count FROM scan WHERE deleted_at_ms IS NULL AND message_count > $6 ORDER BY conversation_id)`
+
+var retentionHeadSQL = strings.Replace(retentionHeadsSQL, "conversation_id >= $3", "conversation_id = $3", 1)
+
+// retentionBeyondKeepSQL reads, for each conversation of $3 (in that order), the
+// oldest of its messages after the sequence $4 that the keep-last policy ($7)
+// selects: as many as its head's count leaves beyond the newest $7, less the $5 a dry
+// run already examined, and at most $6. It stops, as retentionWindowSQL does, when the
+// bytes of the messages before reach $8, and returns the messages examined and the
+// number read.
+var retentionBeyondKeepSQL = `
+WITH want AS (
+    SELECT * FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
+        WITH ORDINALITY AS w(conversation_id, after, skip, cap, ord)
+), cand AS (
+    SELECT w.ord, m.conversation_id, m.sequence, m.size
+    FROM want w
+    JOIN conversations h
+      ON h.tenant_id = $1 AND h.project_id = $2 AND h.conversation_id = w.conversation_id
+     AND h.deleted_at_ms IS NULL
+    CROSS JOIN LATERAL (
+        SELECT conversation_id, sequence, ` + messagesTable.sizeExpr() + ` AS size
+        FROM messages
+        WHERE tenant_id = $1 AND project_id = $2 AND conversation_id = w.conversation_id AND sequence > w.after
+        ORDER BY sequence
+        LIMIT greatest(least(w.cap, h.message_count - $7::bigint - w.skip), 0)
+    ) m
+)
+SELECT conversation_id, sequence, (SELECT count(*) FROM cand)
+FROM (
+    SELECT *, sum(size) OVER (ORDER BY ord, sequence ROWS UNBOUNDED PRECEDING) - size AS before
+    FROM cand
+) c
+WHERE before < $8
+ORDER BY ord, sequence`
+
+// retentionLockSQL locks the heads of the conversations $3 in ID order, as appenders
+// do, so that no append or other retention changes their messages or counts until the
+// step commits, and appenders and retention never deadlock.
+const retentionLockSQL = `
+SELECT conversation_id FROM conversations
+WHERE tenant_id = $1 AND project_id = $2 AND conversation_id = ANY($3::text[])
+ORDER BY conversation_id
+FOR UPDATE`
+
+// retentionDeleteSQL deletes (unless $6, a dry run) those of the candidate messages
+// ($3, $4: conversation and sequence) whose conversation is not tombstoned and, when
+// $5 > 0, that are not among the newest $5 of their conversation, subtracts them from
+// their heads' counts and records their conversations as touched by the operation
+// $7. It returns the number of messages deleted (or that would be) and of
+// conversations touched for the first time in this run.
+//
+// The keep boundary of a conversation comes from its head's count n: the messages
+// beyond the newest $5 are its n − $5 oldest. A conversation whose count is within the
+// policy is decided from its head alone; otherwise one index-only probe finds the
+// boundary from the cheaper end: the newest $5 entries (when $5 ≤ n − $5), or the
+// oldest n − $5 up to the newest candidate.
+const retentionDeleteSQL = `
+WITH cand AS (
+    SELECT * FROM unnest($3::text[], $4::bigint[]) AS c(conversation_id, sequence)
 ), live AS (
-    SELECT c.conversation_id, k.sequence AS keep_from
-    FROM (SELECT DISTINCT conversation_id FROM win) c
+    SELECT h.conversation_id, h.message_count - $5::bigint AS allowed, c.newest
+    FROM (SELECT conversation_id, max(sequence) AS newest FROM cand GROUP BY conversation_id) c
     JOIN conversations h
       ON h.tenant_id = $1 AND h.project_id = $2 AND h.conversation_id = c.conversation_id
      AND h.deleted_at_ms IS NULL
-    LEFT JOIN LATERAL (
-        SELECT m.sequence FROM messages m
-        WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.conversation_id = c.conversation_id
-        ORDER BY m.sequence DESC
-        OFFSET greatest($8::bigint - 1, 0) LIMIT 1
-    ) k ON $8::bigint > 0
+), bound AS (
+    SELECT l.conversation_id, CASE
+        WHEN $5::bigint = 0 THEN l.newest
+        WHEN l.allowed <= 0 THEN 0
+        WHEN $5::bigint <= l.allowed THEN (
+            SELECT m.sequence - 1 FROM messages m
+            WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.conversation_id = l.conversation_id
+            ORDER BY m.sequence DESC
+            OFFSET $5::bigint - 1 LIMIT 1)
+        ELSE (
+            SELECT CASE WHEN count(*) < l.allowed THEN l.newest ELSE max(x.sequence) END
+            FROM (
+                SELECT m.sequence FROM messages m
+                WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.conversation_id = l.conversation_id
+                  AND m.sequence <= l.newest
+                ORDER BY m.sequence
+                LIMIT l.allowed) x)
+    END AS last_doomed
+    FROM live l
 ), doomed AS (
-    SELECT w.conversation_id, w.sequence
-    FROM win w JOIN live l USING (conversation_id)
-    WHERE ($7::bigint IS NULL OR w.created_at_ms < $7)
-      AND ($8::bigint = 0 OR w.sequence < l.keep_from)
+    SELECT c.conversation_id, c.sequence
+    FROM cand c JOIN bound b USING (conversation_id)
+    WHERE c.sequence <= b.last_doomed
 ), deleted AS (
     DELETE FROM messages m USING doomed d
-    WHERE NOT $9::boolean
+    WHERE NOT $6::boolean
       AND m.tenant_id = $1 AND m.project_id = $2
       AND m.conversation_id = d.conversation_id AND m.sequence = d.sequence
     RETURNING m.conversation_id
 ), hit AS (
-    SELECT conversation_id FROM doomed WHERE $9::boolean
+    SELECT conversation_id FROM doomed WHERE $6::boolean
     UNION ALL
     SELECT conversation_id FROM deleted
+), per AS (
+    SELECT conversation_id, count(*) AS n FROM hit GROUP BY conversation_id
+), counted AS (
+    UPDATE conversations h SET message_count = h.message_count - p.n
+    FROM per p
+    WHERE NOT $6::boolean
+      AND h.tenant_id = $1 AND h.project_id = $2 AND h.conversation_id = p.conversation_id
+), touched AS (
+    INSERT INTO retention_touched (tenant_id, project_id, operation_id, conversation_id)
+    SELECT $1, $2, $7, conversation_id FROM per
+    ON CONFLICT DO NOTHING
+    RETURNING 1
 )
-SELECT
-    (SELECT count(*) FROM cand),
-    (SELECT count(*) FROM win),
-    (SELECT conversation_id FROM win ORDER BY conversation_id DESC, sequence DESC LIMIT 1),
-    (SELECT sequence FROM win ORDER BY conversation_id DESC, sequence DESC LIMIT 1),
-    (SELECT count(*) FROM hit),
-    ARRAY(SELECT DISTINCT conversation_id FROM hit ORDER BY 1)`
+SELECT (SELECT count(*) FROM hit), (SELECT count(*) FROM touched)`
 
-// RetentionStep implements runtime.OperationStore.
+// RetentionStep implements runtime.OperationStore. A step walks the next candidates of
+// the plan, within bounds, and deletes what the policy selects among them, in one
+// transaction that also advances the cursor and the counts. The walk depends on the
+// policy, so that a run costs in proportion to what it deletes, not to what the scope
+// holds (docs/operations.md has the exact costs):
+//
+//   - with maxAgeMs, the age walk reads only the messages older than the cutoff
+//     (messages_by_age), and checks the keep-last floor, if any, per conversation
+//     touched; confined to one conversation, it walks that conversation's messages;
+//   - with keepLastMessages only, the keep-last walk reads the scope's heads and,
+//     beyond the keep boundary of each conversation that holds more than the policy
+//     keeps, exactly the messages it deletes.
+//
+// Once the walk is over, the run forgets the conversations it touched (a step of at
+// most bounds.Rows of them each) and succeeds.
 func (s *OperationStore) RetentionStep(ctx context.Context, scope runtime.Scope, operationID string, plan runtime.RetentionPlan, bounds runtime.StepBounds, nowMs int64) (bool, error) {
 	var done bool
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		if err := setLocalTimeout(ctx, tx, bounds.Timeout); err != nil {
 			return err
 		}
-		var cur retentionCursor
-		running, err := lockRunning(ctx, tx, scope, operationID, &cur)
+		st := retentionStep{tx: tx, scope: scope, operationID: operationID, plan: plan, bounds: bounds}
+		running, err := lockRunning(ctx, tx, scope, operationID, &st.cur)
 		if err != nil || !running {
 			done = err == nil
 			return err
 		}
-		var conversation *string
-		query := retentionScopeWide
-		if plan.ConversationID != "" {
-			conversation, query = &plan.ConversationID, retentionOneConversation
-		}
-		var candidates, examined, hits int64
-		var lastConversation *string
-		var lastSequence *int64
-		var affected []string
-		if err := tx.QueryRow(ctx, query, scope.TenantID, scope.ProjectID, conversation,
-			cur.ConversationID, cur.Sequence, int64(bounds.Rows), plan.CutoffMs, plan.KeepLast, plan.DryRun, bounds.Bytes).
-			Scan(&candidates, &examined, &lastConversation, &lastSequence, &hits, &affected); err != nil {
-			return translate(err)
-		}
-		cur.DeletedMessages += hits
-		for _, c := range affected {
-			if c != cur.LastAffected {
-				cur.AffectedConversations++
-				cur.LastAffected = c
+		var examined int64
+		walked := st.cur.Cleanup
+		if !walked {
+			if plan.CutoffMs == nil {
+				examined, walked, err = st.keepLastWalk(ctx)
+			} else {
+				examined, walked, err = st.ageWalk(ctx)
+			}
+			if err != nil {
+				return err
 			}
 		}
-		if lastConversation != nil && lastSequence != nil {
-			cur.ConversationID, cur.Sequence = *lastConversation, *lastSequence
+		finished := false
+		if walked {
+			st.cur.Cleanup = true
+			if finished, err = st.forget(ctx); err != nil {
+				return err
+			}
 		}
-		raw, err := json.Marshal(cur)
+		raw, err := json.Marshal(st.cur)
 		if err != nil {
 			return err
 		}
-		// The walk is over when fewer candidates than the bound were left and the
-		// byte bound cut none of them.
-		if candidates < int64(bounds.Rows) && examined == candidates {
+		if finished {
 			result, err := json.Marshal(contract.RetentionResult{
-				DeletedMessages: cur.DeletedMessages, AffectedConversations: cur.AffectedConversations,
+				DeletedMessages: st.cur.DeletedMessages, AffectedConversations: st.cur.AffectedConversations,
 			})
 			if err != nil {
 				return err
@@ -149,6 +268,211 @@ func (s *OperationStore) RetentionStep(ctx context.Context, scope runtime.Scope,
 		return translate(err)
 	})
 	return done, err
+}
+
+// retentionStep is one step of a retention run, in its transaction.
+type retentionStep struct {
+	tx          pgx.Tx
+	scope       runtime.Scope
+	operationID string
+	plan        runtime.RetentionPlan
+	bounds      runtime.StepBounds
+	cur         retentionCursor
+}
+
+// ageWalk examines the next messages of the age walk (or of the one conversation's
+// walk) and deletes those the plan selects. It reports how many it examined and
+// whether the walk is over: fewer candidates than the bound were left and the byte
+// bound cut none of them.
+func (st *retentionStep) ageWalk(ctx context.Context) (int64, bool, error) {
+	query, args := retentionAgeSQL, []any{st.scope.TenantID, st.scope.ProjectID, int64(st.bounds.Rows), st.bounds.Bytes,
+		*st.plan.CutoffMs, st.cur.CreatedAtMs, st.cur.ConversationID, st.cur.Sequence}
+	if st.plan.ConversationID != "" {
+		query, args = retentionConversationSQL, append(args[:4], st.plan.ConversationID, st.cur.Sequence)
+	}
+	rows, err := st.tx.Query(ctx, query, args...)
+	if err != nil {
+		return 0, false, translate(err)
+	}
+	var conversations []string
+	var sequences []int64
+	var examined, candidates int64
+	for rows.Next() {
+		var created int64
+		if err := rows.Scan(&st.cur.ConversationID, &st.cur.Sequence, &created, &candidates); err != nil {
+			rows.Close()
+			return 0, false, translate(err)
+		}
+		st.cur.CreatedAtMs = created
+		examined++
+		if created < *st.plan.CutoffMs {
+			conversations = append(conversations, st.cur.ConversationID)
+			sequences = append(sequences, st.cur.Sequence)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, false, translate(err)
+	}
+	if err := st.remove(ctx, conversations, sequences, st.plan.KeepLast); err != nil {
+		return 0, false, err
+	}
+	return examined, candidates < int64(st.bounds.Rows) && examined == candidates, nil
+}
+
+// keepLastWalk examines the next heads of the keep-last walk and, of the conversations
+// holding more messages than the policy keeps, the oldest messages beyond the keep
+// boundary, and deletes them. It reports how many messages it examined and whether
+// the walk is over.
+func (st *retentionStep) keepLastWalk(ctx context.Context) (int64, bool, error) {
+	rowBound := int64(st.bounds.Rows)
+	query, from := retentionHeadsSQL, st.cur.ConversationID
+	if st.plan.ConversationID != "" {
+		query, from = retentionHeadSQL, st.plan.ConversationID
+	}
+	var scanned int64
+	var lastScanned *string
+	var ids []string
+	var counts []int64
+	if err := st.tx.QueryRow(ctx, query, st.scope.TenantID, st.scope.ProjectID, from, st.cur.Past, rowBound, st.plan.KeepLast).
+		Scan(&scanned, &lastScanned, &ids, &counts); err != nil {
+		return 0, false, translate(err)
+	}
+	// The last head the scope has was read, or the one conversation's.
+	end := scanned < rowBound || st.plan.ConversationID != ""
+
+	// Share the step's rows among the conversations in order, as their counts ask.
+	var want []string
+	var afters, skips, caps []int64
+	room, cut := rowBound, false
+	for i, id := range ids {
+		after, skip := int64(0), int64(0)
+		if id == st.cur.ConversationID && !st.cur.Past {
+			after = st.cur.Sequence
+			if st.plan.DryRun {
+				skip = st.cur.Skip
+			}
+		}
+		desire := counts[i] - st.plan.KeepLast - skip
+		if desire <= 0 {
+			continue
+		}
+		if room == 0 {
+			cut = true
+			break
+		}
+		take := min(desire, room)
+		want, afters, skips, caps = append(want, id), append(afters, after), append(skips, skip), append(caps, take)
+		room -= take
+		if take < desire {
+			cut = true
+			break
+		}
+	}
+	if len(want) == 0 {
+		if lastScanned != nil {
+			st.cur = retentionCursor{ConversationID: *lastScanned, Past: true,
+				DeletedMessages: st.cur.DeletedMessages, AffectedConversations: st.cur.AffectedConversations}
+		}
+		return 0, end, nil
+	}
+	if err := st.lockHeads(ctx, want); err != nil {
+		return 0, false, err
+	}
+	rows, err := st.tx.Query(ctx, retentionBeyondKeepSQL, st.scope.TenantID, st.scope.ProjectID,
+		want, afters, skips, caps, st.plan.KeepLast, st.bounds.Bytes)
+	if err != nil {
+		return 0, false, translate(err)
+	}
+	var conversations []string
+	var sequences []int64
+	var candidates int64
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq, &candidates); err != nil {
+			rows.Close()
+			return 0, false, translate(err)
+		}
+		conversations, sequences = append(conversations, id), append(sequences, seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, false, translate(err)
+	}
+	if err := st.remove(ctx, conversations, sequences, 0); err != nil {
+		return 0, false, err
+	}
+	examined := int64(len(conversations))
+	next := retentionCursor{DeletedMessages: st.cur.DeletedMessages, AffectedConversations: st.cur.AffectedConversations}
+	switch {
+	case (cut || examined < candidates) && examined > 0:
+		// Resume in the conversation examined last.
+		last := conversations[examined-1]
+		next.ConversationID, next.Sequence = last, sequences[examined-1]
+		for _, id := range conversations {
+			if id == last {
+				next.Skip++
+			}
+		}
+		if last == st.cur.ConversationID && !st.cur.Past {
+			next.Skip += st.cur.Skip
+		}
+	case cut:
+		// The conversations given the step's rows had none left to examine.
+		next.ConversationID, next.Past = want[len(want)-1], true
+	default:
+		next.ConversationID, next.Past = *lastScanned, true
+	}
+	st.cur = next
+	return examined, !cut && examined == candidates && end, nil
+}
+
+// lockHeads locks the heads of the conversations ids (sorted), unless the run is dry:
+// a dry run changes nothing, and its counts and messages are read in one statement.
+func (st *retentionStep) lockHeads(ctx context.Context, ids []string) error {
+	if st.plan.DryRun {
+		return nil
+	}
+	_, err := st.tx.Exec(ctx, retentionLockSQL, st.scope.TenantID, st.scope.ProjectID, ids)
+	return translate(err)
+}
+
+// remove locks the heads of the candidates' conversations and deletes (or counts) the
+// candidates the plan selects, with the keep-last floor keep (0: none to check, the
+// candidates are beyond it already), adding them to the cursor's counts.
+func (st *retentionStep) remove(ctx context.Context, conversations []string, sequences []int64, keep int64) error {
+	if len(conversations) == 0 {
+		return nil
+	}
+	ids := slices.Clone(conversations)
+	slices.Sort(ids)
+	if err := st.lockHeads(ctx, slices.Compact(ids)); err != nil {
+		return err
+	}
+	var hits, touched int64
+	if err := st.tx.QueryRow(ctx, retentionDeleteSQL, st.scope.TenantID, st.scope.ProjectID, conversations, sequences,
+		keep, st.plan.DryRun, st.operationID).Scan(&hits, &touched); err != nil {
+		return translate(err)
+	}
+	st.cur.DeletedMessages += hits
+	st.cur.AffectedConversations += touched
+	return nil
+}
+
+// forget removes up to bounds.Rows of the conversations the run recorded as touched,
+// and reports whether none is left.
+func (st *retentionStep) forget(ctx context.Context) (bool, error) {
+	tag, err := st.tx.Exec(ctx, `
+		DELETE FROM retention_touched WHERE ctid = ANY(ARRAY(
+		    SELECT ctid FROM retention_touched
+		    WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3
+		    LIMIT $4))`,
+		st.scope.TenantID, st.scope.ProjectID, st.operationID, int64(st.bounds.Rows))
+	if err != nil {
+		return false, translate(err)
+	}
+	return tag.RowsAffected() < int64(st.bounds.Rows), nil
 }
 
 // DueRetentionScopes implements runtime.OperationStore. Scopes are found by a loose
@@ -207,10 +531,3 @@ type scheduledScope struct {
 	ProjectID string
 	Due       bool
 }
-
-// The window filters of retentionStepSQL; $3 is the conversation of a run confined to
-// one.
-var (
-	retentionScopeWide       = fmt.Sprintf(retentionStepSQL, `$3::text IS NULL AND (conversation_id, sequence) > ($4::text, $5::bigint)`)
-	retentionOneConversation = fmt.Sprintf(retentionStepSQL, `conversation_id = $3::text AND $4::text IS NOT NULL AND sequence > $5::bigint`)
-)

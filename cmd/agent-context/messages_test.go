@@ -775,7 +775,7 @@ func BenchmarkMessagesAppend(b *testing.B) {
 func BenchmarkMessagesReadLatency(b *testing.B) {
 	app := startMsgBenchApp(b)
 	const conversations, perConversation = 10_000, 100
-	loadMessages(b, app.pool, conversations, perConversation)
+	loadMessages(b, app.pool, conversations, perConversation, func(rng *rand.Rand, _ int) string { return msgBenchContent(rng, 20) })
 
 	rng := rand.New(rand.NewPCG(3, 5))
 	// One untimed request opens the client's connection and the server's pool.
@@ -807,11 +807,11 @@ func BenchmarkMessagesReadLatency(b *testing.B) {
 	}
 }
 
-// loadMessages copies conversations × perConversation messages (about 120 bytes each)
-// into the messages table and sets the conversation heads. The secondary indexes are
-// dropped for the load and rebuilt from their own definitions afterwards, which is
-// much faster than maintaining them row by row.
-func loadMessages(b *testing.B, pool *pgxpool.Pool, conversations, perConversation int) {
+// loadMessages copies conversations × perConversation messages into the messages table,
+// the i-th (from 0, in arrival order) with content(rng, i), and sets the conversation
+// heads. The secondary indexes are dropped for the load and rebuilt from their own
+// definitions afterwards, which is much faster than maintaining them row by row.
+func loadMessages(b *testing.B, pool *pgxpool.Pool, conversations, perConversation int, content func(rng *rand.Rand, i int) string) {
 	b.Helper()
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes
@@ -832,10 +832,11 @@ func loadMessages(b *testing.B, pool *pgxpool.Pool, conversations, perConversati
 			return nil, nil
 		}
 		seq, conv := i/conversations+1, i%conversations
+		text := content(rng, i)
 		i++
 		return postgres.MessageRow(scope, contract.ConversationRecord{
 			Scope: contract.ConversationScope{ConversationID: fmt.Sprintf("conv-%d", conv)}, ID: fmt.Sprintf("m-%d", seq), Role: contract.Roles[seq%4],
-			Content: msgBenchContent(rng, 20), Sequence: int64(seq), CreatedAtMs: int64(1_700_000_000_000 + i),
+			Content: text, Sequence: int64(seq), CreatedAtMs: int64(1_700_000_000_000 + i),
 		}), nil
 	}))
 	require.NoError(b, err)

@@ -1,0 +1,276 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// requireCountsExact checks that every live head of the database counts exactly the
+// messages its conversation holds.
+func (b *operationBundle) requireCountsExact(t *testing.T) {
+	t.Helper()
+	requireCountsExact(t, b.pool)
+}
+
+func requireCountsExact(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT h.tenant_id, h.project_id, h.conversation_id, h.message_count, count(m.sequence)
+		FROM conversations h
+		LEFT JOIN messages m USING (tenant_id, project_id, conversation_id)
+		WHERE h.deleted_at_ms IS NULL
+		GROUP BY 1, 2, 3, 4
+		HAVING h.message_count <> count(m.sequence)`)
+	require.NoError(t, err)
+	wrong, err := pgx.CollectRows(rows, pgx.RowToMap)
+	require.NoError(t, err)
+	require.Empty(t, wrong, "heads whose message_count is not their number of messages")
+}
+
+// requireForgotten checks that no retention run left conversations recorded as touched.
+func requireForgotten(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	var left int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM retention_touched`).Scan(&left))
+	require.Zero(t, left)
+}
+
+// copyMessages copies messages into scope with their heads: for each conversation
+// conv-NNNNN, the times of its messages in sequence order.
+func copyMessages(tb testing.TB, pool *pgxpool.Pool, scope runtime.Scope, times map[string][]int64) {
+	tb.Helper()
+	ctx := context.Background()
+	var rows [][]any
+	var ids []string
+	var counts []int64
+	for conv, created := range times {
+		ids, counts = append(ids, conv), append(counts, int64(len(created)))
+		for i, ms := range created {
+			rows = append(rows, postgres.MessageRow(scope, contract.ConversationRecord{
+				Scope: contract.ConversationScope{ConversationID: conv}, ID: fmt.Sprintf("m-%d", i+1), Role: contract.RoleUser,
+				Content: fmt.Sprintf("message %d of %s", i+1, conv), Sequence: int64(i + 1), CreatedAtMs: ms,
+			}))
+		}
+	}
+	_, err := pool.CopyFrom(ctx, pgx.Identifier{"messages"}, postgres.MessageColumns, pgx.CopyFromRows(rows))
+	require.NoError(tb, err)
+	_, err = pool.Exec(ctx, `
+		INSERT INTO conversations (tenant_id, project_id, conversation_id, last_sequence, message_count, created_at_ms)
+		SELECT $1, $2, id, n, n, 0 FROM unnest($3::text[], $4::bigint[]) AS v(id, n)`,
+		scope.TenantID, scope.ProjectID, ids, counts)
+	require.NoError(tb, err)
+	_, err = pool.Exec(ctx, "ANALYZE messages, conversations")
+	require.NoError(tb, err)
+}
+
+// messageReads runs a retention operation's steps to the end in one transaction and
+// returns the rows its statements read from messages (sequential and index fetches,
+// from pg_stat_xact_user_tables) and the operation as it ended.
+func (b *operationBundle) messageReads(t *testing.T, req contract.RetentionRequest, plan runtime.RetentionPlan) (int64, contract.Operation) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := b.ops.Retention(ctx, b.scope, &req)
+	require.NoError(t, err)
+	id := res.Operation.ID
+	_, err = b.store.StartOperation(ctx, b.scope, id, opNow.UnixMilli())
+	require.NoError(t, err)
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	stores := postgres.StoresOver(newDB(t, b.pool), tx)
+	for steps := 0; ; steps++ {
+		require.Less(t, steps, 10_000, "the run does not end")
+		done, err := stores.Operations.RetentionStep(ctx, b.scope, id, plan, b.bounds, opNow.UnixMilli())
+		require.NoError(t, err)
+		if done {
+			break
+		}
+	}
+	var read int64
+	require.NoError(t, tx.QueryRow(ctx, `
+		SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+		FROM pg_stat_xact_user_tables WHERE relname = 'messages'`).Scan(&read))
+	t.Logf("rows read from messages: %d", read)
+	require.NoError(t, tx.Commit(ctx))
+	op, err := b.store.Operation(ctx, b.scope, id)
+	require.NoError(t, err)
+	return read, op
+}
+
+// A retention run reads in proportion to what it deletes, not to what the scope holds:
+// 20,000 young messages and 20 old ones, or 5,000 messages in conversations within the
+// keep-last policy and 30 beyond it in one other. The reads are counted by Postgres in
+// the transaction that runs every step.
+func TestRetentionReadsInProportionToWhatItDeletes(t *testing.T) {
+	t.Parallel()
+	// The operations are created at opNow with the shortest age: messages created
+	// before the cutoff are old, those from young on are not.
+	maxAge := int64(contract.MinRetentionMaxAgeMs)
+	cutoff := opNow.UnixMilli() - maxAge
+	young := cutoff + 10_000
+	t.Run("age", func(t *testing.T) {
+		t.Parallel()
+		b := setupOperations(t, 7)
+		times := map[string][]int64{}
+		for c := range 200 {
+			conv := fmt.Sprintf("conv-%05d", c)
+			for i := range 100 {
+				times[conv] = append(times[conv], young+int64(i))
+			}
+		}
+		// Two old messages at the start of each of ten conversations.
+		for c := 0; c < 200; c += 20 {
+			conv := fmt.Sprintf("conv-%05d", c)
+			times[conv][0], times[conv][1] = int64(c), int64(c+1)
+		}
+		copyMessages(t, b.pool, b.scope, times)
+		read, op := b.messageReads(t, contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: &maxAge}},
+			runtime.RetentionPlan{CutoffMs: &cutoff})
+		require.LessOrEqual(t, read, int64(2*20), "each old message is read to be examined and to be deleted, nothing else")
+		require.Equal(t, contract.RetentionResult{DeletedMessages: 20, AffectedConversations: 10}, retentionResult(t, op))
+		require.Equal(t, int64(20), op.Progress.Done, "only the old messages are examined")
+		b.requireCountsExact(t)
+		requireForgotten(t, b.pool)
+	})
+	t.Run("keep last", func(t *testing.T) {
+		t.Parallel()
+		b := setupOperations(t, 7)
+		times := map[string][]int64{"conv-99999": make([]int64, 40)}
+		for c := range 500 {
+			times[fmt.Sprintf("conv-%05d", c)] = make([]int64, 10)
+		}
+		copyMessages(t, b.pool, b.scope, times)
+		read, op := b.messageReads(t, contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](10)}},
+			runtime.RetentionPlan{KeepLast: 10})
+		require.LessOrEqual(t, read, int64(2*30), "conversations within the policy are skipped from their heads")
+		require.Equal(t, contract.RetentionResult{DeletedMessages: 30, AffectedConversations: 1}, retentionResult(t, op))
+		require.Equal(t, int64(30), op.Progress.Done)
+		require.Equal(t, seqRange(31, 40), b.sequences(t, b.scope, "conv-99999"))
+		b.requireCountsExact(t)
+	})
+	t.Run("both", func(t *testing.T) {
+		t.Parallel()
+		b := setupOperations(t, 7)
+		times := map[string][]int64{}
+		for c := range 200 {
+			conv := fmt.Sprintf("conv-%05d", c)
+			for i := range 100 {
+				times[conv] = append(times[conv], young+int64(i))
+			}
+		}
+		// Ten conversations with three old messages, one with four old ones only.
+		for c := 0; c < 200; c += 20 {
+			conv := fmt.Sprintf("conv-%05d", c)
+			times[conv][0], times[conv][1], times[conv][2] = 1, 2, 3
+		}
+		times["conv-short"] = []int64{1, 2, 3, 4}
+		copyMessages(t, b.pool, b.scope, times)
+		read, op := b.messageReads(t, contract.RetentionRequest{Policy: &contract.RetentionPolicy{
+			MaxAgeMs: &maxAge, KeepLastMessages: ptr[int64](3),
+		}}, runtime.RetentionPlan{CutoffMs: &cutoff, KeepLast: 3})
+		// Each old message is read and deleted, and each conversation a step touches
+		// costs one probe of its keep boundary (at most three index entries here):
+		// at most five reads per old message.
+		require.LessOrEqual(t, read, int64(5*34))
+		require.Equal(t, contract.RetentionResult{DeletedMessages: 31, AffectedConversations: 11}, retentionResult(t, op))
+		require.Equal(t, int64(34), op.Progress.Done, "the old messages are examined")
+		require.Equal(t, []int64{2, 3, 4}, b.sequences(t, b.scope, "conv-short"))
+		b.requireCountsExact(t)
+	})
+}
+
+// Two retention operations over the same conversations, their steps interleaved, each
+// count the conversations they touched once: the age walk meets every conversation in
+// several steps (three per step here, one instant of creation each), and what one
+// operation recorded does not count for the other.
+func TestRetentionInterleavedOperationsCountTheirOwn(t *testing.T) {
+	t.Parallel()
+	b := setupOperations(t, 3)
+	ctx := context.Background()
+	for _, c := range []string{"c1", "c2", "c3"} {
+		b.seed(t, b.scope, c, 5)
+	}
+	policy := &contract.RetentionPolicy{MaxAgeMs: ptr[int64](996_500)} // older than 3.5 s: 3 of each
+	var ids []string
+	for range 2 {
+		res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{Policy: policy, DryRun: true})
+		require.NoError(t, err)
+		ids = append(ids, res.Operation.ID)
+	}
+	ops := map[string]contract.Operation{}
+	for len(ops) < len(ids) {
+		for _, id := range ids {
+			if op := b.stepOnce(t, id); op.State == contract.OperationSucceeded {
+				ops[id] = op
+			}
+		}
+	}
+	for _, op := range ops {
+		require.Equal(t, contract.RetentionResult{DeletedMessages: 9, AffectedConversations: 3}, retentionResult(t, op))
+	}
+	requireForgotten(t, b.pool)
+}
+
+// A keep-last step is bounded by bytes as well as rows, in a dry run (which resumes
+// inside the conversation by the number it examined there) and in a run that deletes.
+func TestRetentionKeepLastStepBoundedBytes(t *testing.T) {
+	t.Parallel()
+	for _, dry := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dry run %v", dry), func(t *testing.T) {
+			t.Parallel()
+			b := setupBoundedOperations(t, 1000, 250<<10)
+			ctx := context.Background()
+			batch := make([]contract.ConversationRecord, 6)
+			for i := range batch {
+				batch[i] = contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: "c"}, ID: fmt.Sprintf("m%d", i), Role: contract.RoleUser,
+					Content: hexText(t, 100<<10), CreatedAtMs: 1}
+			}
+			_, err := b.messages.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, opNow.UnixMilli())
+			require.NoError(t, err)
+			res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{
+				Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](1)}, DryRun: dry,
+			})
+			require.NoError(t, err)
+			id := res.Operation.ID
+
+			op := b.stepOnce(t, id)
+			require.Equal(t, contract.OperationRunning, op.State, "the byte bound cut the step, so the walk goes on")
+			require.Equal(t, int64(3), op.Progress.Done, "rows while the bytes before stay under 250 KiB: 0, 100, 200 KiB")
+			op = b.stepOnce(t, id)
+			require.Equal(t, contract.RetentionResult{DeletedMessages: 5, AffectedConversations: 1}, retentionResult(t, op))
+			require.Equal(t, contract.OperationProgress{Done: 5, Total: ptr[int64](5)}, op.Progress)
+			if dry {
+				require.Equal(t, seqRange(1, 6), b.sequences(t, b.scope, "c"))
+			} else {
+				require.Equal(t, []int64{6}, b.sequences(t, b.scope, "c"))
+			}
+			b.requireCountsExact(t)
+		})
+	}
+}
+
+// A retention run that fails forgets the conversations it recorded as touched.
+func TestFailedRetentionForgetsWhatItTouched(t *testing.T) {
+	t.Parallel()
+	b := setupOperations(t, 2)
+	ctx := context.Background()
+	b.seed(t, b.scope, "c1", 5)
+	b.seed(t, b.scope, "c2", 5)
+	res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](1)}})
+	require.NoError(t, err)
+	require.Equal(t, contract.OperationRunning, b.stepOnce(t, res.Operation.ID).State)
+	var touched int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM retention_touched`).Scan(&touched))
+	require.Equal(t, 1, touched)
+	require.NoError(t, b.ops.FailOperation(ctx, b.scope, res.Operation.ID, fmt.Errorf("disk on fire")))
+	requireForgotten(t, b.pool)
+}
