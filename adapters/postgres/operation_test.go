@@ -583,8 +583,9 @@ func TestMaintenanceCounts(t *testing.T) {
 }
 
 // loadConversations copies conversations × perConversation messages into scope, with
-// their head rows, the i-th message of a conversation created at i ms.
-func loadConversations(tb testing.TB, pool *pgxpool.Pool, scope runtime.Scope, conversations, perConversation int) {
+// their head rows, the i-th message of a conversation created at i ms, or at
+// createdAt(conversation, i) when given.
+func loadConversations(tb testing.TB, pool *pgxpool.Pool, scope runtime.Scope, conversations, perConversation int, createdAt ...func(conv, seq int) int64) {
 	tb.Helper()
 	ctx := context.Background()
 	total, i := conversations*perConversation, 0
@@ -594,17 +595,21 @@ func loadConversations(tb testing.TB, pool *pgxpool.Pool, scope runtime.Scope, c
 		}
 		conv, seq := i/perConversation, i%perConversation+1
 		i++
+		created := int64(seq)
+		if len(createdAt) > 0 {
+			created = createdAt[0](conv, seq)
+		}
 		return postgres.MessageRow(scope, contract.ConversationRecord{
 			Scope: contract.ConversationScope{ConversationID: fmt.Sprintf("conv-%05d", conv)}, ID: fmt.Sprintf("m-%d", seq), Role: contract.RoleUser,
 			Content:  fmt.Sprintf("message %d of conversation %d with a few words of text", seq, conv),
-			Sequence: int64(seq), CreatedAtMs: int64(seq),
+			Sequence: int64(seq), CreatedAtMs: created,
 		}), nil
 	}))
 	require.NoError(tb, err)
 	require.EqualValues(tb, total, copied)
 	_, err = pool.Exec(ctx, `
-		INSERT INTO conversations (tenant_id, project_id, conversation_id, last_sequence, created_at_ms)
-		SELECT $1, $2, 'conv-' || lpad(g::text, 5, '0'), $3, 0 FROM generate_series(0, $4 - 1) AS g`,
+		INSERT INTO conversations (tenant_id, project_id, conversation_id, last_sequence, message_count, created_at_ms)
+		SELECT $1, $2, 'conv-' || lpad(g::text, 5, '0'), $3, $3, 0 FROM generate_series(0, $4 - 1) AS g`,
 		scope.TenantID, scope.ProjectID, perConversation, conversations)
 	require.NoError(tb, err)
 	_, err = pool.Exec(ctx, "ANALYZE messages, conversations")

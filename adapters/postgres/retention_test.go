@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -273,4 +274,49 @@ func TestFailedRetentionForgetsWhatItTouched(t *testing.T) {
 	require.Equal(t, 1, touched)
 	require.NoError(t, b.ops.FailOperation(ctx, b.scope, res.Operation.ID, fmt.Errorf("disk on fire")))
 	requireForgotten(t, b.pool)
+}
+
+// BenchmarkRetentionFewOld measures dry runs over a scope of 1,000,000 messages in
+// 10,000 conversations of 100, of which 100 are old (the first message of the first
+// 100 conversations): the default policy's case (maxAge only), and keep-last 100, which
+// no conversation exceeds. Each run examines what it reports (rows/op); what a run
+// costs should follow that, not the million messages.
+//
+//	go test -run '^$' -bench BenchmarkRetentionFewOld -benchtime 5x -timeout 30m ./adapters/postgres/
+func BenchmarkRetentionFewOld(b *testing.B) {
+	const conversations, perConversation = 10_000, 100
+	ctx := context.Background()
+	bundle := setupOperations(b, 0)
+	maxAge := int64(contract.MinRetentionMaxAgeMs)
+	young := opNow.UnixMilli() - maxAge + 10_000
+	loadConversations(b, bundle.pool, bundle.scope, conversations, perConversation, func(conv, seq int) int64 {
+		if conv < 100 && seq == 1 {
+			return 1
+		}
+		return young + int64(seq)
+	})
+	for _, bench := range []struct {
+		name   string
+		policy contract.RetentionPolicy
+		want   string
+	}{
+		{"max-age", contract.RetentionPolicy{MaxAgeMs: &maxAge}, `{"deletedMessages":100,"affectedConversations":100}`},
+		{"keep-last", contract.RetentionPolicy{KeepLastMessages: ptr[int64](perConversation)}, `{"deletedMessages":0,"affectedConversations":0}`},
+	} {
+		b.Run(bench.name, func(b *testing.B) {
+			var examined int64
+			for b.Loop() {
+				res, err := bundle.ops.Retention(ctx, bundle.scope, &contract.RetentionRequest{Policy: &bench.policy, DryRun: true})
+				require.NoError(b, err)
+				finished, err := bundle.ops.RunOperation(ctx, bundle.scope, res.Operation.ID, opNow.Add(time.Hour))
+				require.NoError(b, err)
+				require.True(b, finished)
+				op, err := bundle.store.Operation(ctx, bundle.scope, res.Operation.ID)
+				require.NoError(b, err)
+				require.JSONEq(b, bench.want, string(op.Result))
+				examined = op.Progress.Done
+			}
+			b.ReportMetric(float64(examined), "examined/op")
+		})
+	}
 }

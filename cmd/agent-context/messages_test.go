@@ -842,8 +842,8 @@ func loadMessages(b *testing.B, pool *pgxpool.Pool, conversations, perConversati
 	require.NoError(b, err)
 	require.EqualValues(b, total, copied)
 	_, err = pool.Exec(ctx, `
-		INSERT INTO conversations (tenant_id, project_id, conversation_id, last_sequence, created_at_ms)
-		SELECT 'local', 'local', 'conv-' || g, $1, 0 FROM generate_series(0, $2 - 1) AS g`, perConversation, conversations)
+		INSERT INTO conversations (tenant_id, project_id, conversation_id, last_sequence, message_count, created_at_ms)
+		SELECT 'local', 'local', 'conv-' || g, $1, $1, 0 FROM generate_series(0, $2 - 1) AS g`, perConversation, conversations)
 	require.NoError(b, err)
 	copyTime := time.Since(start)
 	conn, err := pool.Acquire(ctx)
