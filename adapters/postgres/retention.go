@@ -137,7 +137,8 @@ FOR UPDATE`
 // beyond the newest $5 are its n − $5 oldest. A conversation whose count is within the
 // policy is decided from its head alone; otherwise one index-only probe finds the
 // boundary from the cheaper end: the newest $5 entries (when $5 ≤ n − $5), or the
-// oldest n − $5 up to the newest candidate.
+// oldest n − $5 up to the newest candidate. bound is materialized so that the probe
+// runs once per conversation, not once per candidate.
 const retentionDeleteSQL = `
 WITH cand AS (
     SELECT * FROM unnest($3::text[], $4::bigint[]) AS c(conversation_id, sequence)
@@ -147,7 +148,7 @@ WITH cand AS (
     JOIN conversations h
       ON h.tenant_id = $1 AND h.project_id = $2 AND h.conversation_id = c.conversation_id
      AND h.deleted_at_ms IS NULL
-), bound AS (
+), bound AS MATERIALIZED (
     SELECT l.conversation_id, CASE
         WHEN $5::bigint = 0 THEN l.newest
         WHEN l.allowed <= 0 THEN 0
