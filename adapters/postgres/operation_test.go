@@ -405,31 +405,56 @@ func TestDeleteConversationStepBoundedBytes(t *testing.T) {
 }
 
 // A retention step is bounded by bytes as well as rows, and a step cut by the byte
-// bound does not end the walk.
+// bound does not end the walk: the age walk, and the keep-last walk in a dry run (which
+// resumes inside the conversation by the number it examined there) and in a run that
+// deletes.
 func TestRetentionStepBoundedBytes(t *testing.T) {
 	t.Parallel()
-	b := setupBoundedOperations(t, 1000, 250<<10)
-	ctx := context.Background()
-	batch := make([]contract.ConversationRecord, 5)
-	for i := range batch {
-		batch[i] = contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: "c"}, ID: fmt.Sprintf("m%d", i), Role: contract.RoleUser,
-			Content: hexText(t, 100<<10), CreatedAtMs: 1}
+	for _, tc := range []struct {
+		name    string
+		req     contract.RetentionRequest
+		deleted int64
+		between []int64 // the sequences left after the first step
+		left    []int64
+	}{
+		{"age", contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](contract.MinRetentionMaxAgeMs)}},
+			6, seqRange(4, 6), nil},
+		{"keep last", contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](1)}},
+			5, seqRange(4, 6), []int64{6}},
+		{"keep last, dry run", contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](1)}, DryRun: true},
+			5, seqRange(1, 6), seqRange(1, 6)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupBoundedOperations(t, 1000, 250<<10)
+			ctx := context.Background()
+			batch := make([]contract.ConversationRecord, 6)
+			for i := range batch {
+				batch[i] = contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: "c"}, ID: fmt.Sprintf("m%d", i), Role: contract.RoleUser,
+					Content: hexText(t, 100<<10), CreatedAtMs: 1}
+			}
+			_, err := b.messages.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, opNow.UnixMilli())
+			require.NoError(t, err)
+			res, err := b.ops.Retention(ctx, b.scope, &tc.req)
+			require.NoError(t, err)
+			id := res.Operation.ID
+
+			op := b.stepOnce(t, id)
+			require.Equal(t, contract.OperationRunning, op.State, "the byte bound cut the step, so the walk goes on")
+			require.Equal(t, int64(3), op.Progress.Done, "rows while the bytes before stay under 250 KiB: 0, 100, 200 KiB")
+			require.Equal(t, tc.between, b.sequences(t, b.scope, "c"))
+
+			op = b.stepOnce(t, id)
+			require.Equal(t, contract.RetentionResult{DeletedMessages: tc.deleted, AffectedConversations: 1}, retentionResult(t, op))
+			require.Equal(t, contract.OperationProgress{Done: tc.deleted, Total: &tc.deleted}, op.Progress)
+			if tc.left == nil {
+				require.Empty(t, b.sequences(t, b.scope, "c"))
+			} else {
+				require.Equal(t, tc.left, b.sequences(t, b.scope, "c"))
+			}
+			b.requireCountsExact(t)
+		})
 	}
-	_, err := b.messages.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, opNow.UnixMilli())
-	require.NoError(t, err)
-	res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: ptr[int64](contract.MinRetentionMaxAgeMs)}})
-	require.NoError(t, err)
-	id := res.Operation.ID
-
-	op := b.stepOnce(t, id)
-	require.Equal(t, contract.OperationRunning, op.State, "the byte bound cut the step, so the walk goes on")
-	require.Equal(t, int64(3), op.Progress.Done, "rows while the bytes before stay under 250 KiB: 0, 100, 200 KiB")
-	require.Equal(t, seqRange(4, 5), b.sequences(t, b.scope, "c"))
-
-	op = b.stepOnce(t, id)
-	require.Equal(t, contract.RetentionResult{DeletedMessages: 5, AffectedConversations: 1}, retentionResult(t, op))
-	require.Equal(t, contract.OperationProgress{Done: 5, Total: ptr[int64](5)}, op.Progress)
-	require.Empty(t, b.sequences(t, b.scope, "c"))
 }
 
 // A conversation that never existed is tombstoned too, and its deletion succeeds.

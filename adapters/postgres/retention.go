@@ -299,14 +299,12 @@ func (st *retentionStep) ageWalk(ctx context.Context) (int64, bool, error) {
 	var sequences []int64
 	var examined, candidates int64
 	for rows.Next() {
-		var created int64
-		if err := rows.Scan(&st.cur.ConversationID, &st.cur.Sequence, &created, &candidates); err != nil {
+		if err := rows.Scan(&st.cur.ConversationID, &st.cur.Sequence, &st.cur.CreatedAtMs, &candidates); err != nil {
 			rows.Close()
 			return 0, false, translate(err)
 		}
-		st.cur.CreatedAtMs = created
 		examined++
-		if created < *st.plan.CutoffMs {
+		if st.cur.CreatedAtMs < *st.plan.CutoffMs {
 			conversations = append(conversations, st.cur.ConversationID)
 			sequences = append(sequences, st.cur.Sequence)
 		}
@@ -315,8 +313,15 @@ func (st *retentionStep) ageWalk(ctx context.Context) (int64, bool, error) {
 	if err := rows.Err(); err != nil {
 		return 0, false, translate(err)
 	}
-	if err := st.remove(ctx, conversations, sequences, st.plan.KeepLast); err != nil {
-		return 0, false, err
+	if len(conversations) > 0 {
+		ids := slices.Clone(conversations)
+		slices.Sort(ids)
+		if err := st.lockHeads(ctx, slices.Compact(ids)); err != nil {
+			return 0, false, err
+		}
+		if err := st.remove(ctx, conversations, sequences, st.plan.KeepLast); err != nil {
+			return 0, false, err
+		}
 	}
 	return examined, candidates < int64(st.bounds.Rows) && examined == candidates, nil
 }
@@ -439,17 +444,12 @@ func (st *retentionStep) lockHeads(ctx context.Context, ids []string) error {
 	return translate(err)
 }
 
-// remove locks the heads of the candidates' conversations and deletes (or counts) the
-// candidates the plan selects, with the keep-last floor keep (0: none to check, the
-// candidates are beyond it already), adding them to the cursor's counts.
+// remove deletes (or counts) the candidates the plan selects, with the keep-last floor
+// keep (0: none to check, the candidates are beyond it already), adding them to the
+// cursor's counts. The caller holds the heads of their conversations (lockHeads).
 func (st *retentionStep) remove(ctx context.Context, conversations []string, sequences []int64, keep int64) error {
 	if len(conversations) == 0 {
 		return nil
-	}
-	ids := slices.Clone(conversations)
-	slices.Sort(ids)
-	if err := st.lockHeads(ctx, slices.Compact(ids)); err != nil {
-		return err
 	}
 	var hits, touched int64
 	if err := st.tx.QueryRow(ctx, retentionDeleteSQL, st.scope.TenantID, st.scope.ProjectID, conversations, sequences,

@@ -73,6 +73,19 @@ func copyMessages(tb testing.TB, pool *pgxpool.Pool, scope runtime.Scope, times 
 	require.NoError(tb, err)
 }
 
+// youngConversations is conversations conv-NNNNN of perConversation messages each,
+// created from young on, as copyMessages takes them.
+func youngConversations(conversations, perConversation int, young int64) map[string][]int64 {
+	times := map[string][]int64{}
+	for c := range conversations {
+		conv := fmt.Sprintf("conv-%05d", c)
+		for i := range perConversation {
+			times[conv] = append(times[conv], young+int64(i))
+		}
+	}
+	return times
+}
+
 // messageReads runs a retention operation's steps to the end in one transaction and
 // returns the rows its statements read from messages (sequential and index fetches,
 // from pg_stat_xact_user_tables) and the operation as it ended.
@@ -121,13 +134,7 @@ func TestRetentionReadsInProportionToWhatItDeletes(t *testing.T) {
 	t.Run("age", func(t *testing.T) {
 		t.Parallel()
 		b := setupOperations(t, 7)
-		times := map[string][]int64{}
-		for c := range 200 {
-			conv := fmt.Sprintf("conv-%05d", c)
-			for i := range 100 {
-				times[conv] = append(times[conv], young+int64(i))
-			}
-		}
+		times := youngConversations(200, 100, young)
 		// Two old messages at the start of each of ten conversations.
 		for c := 0; c < 200; c += 20 {
 			conv := fmt.Sprintf("conv-%05d", c)
@@ -161,13 +168,7 @@ func TestRetentionReadsInProportionToWhatItDeletes(t *testing.T) {
 	t.Run("both", func(t *testing.T) {
 		t.Parallel()
 		b := setupOperations(t, 7)
-		times := map[string][]int64{}
-		for c := range 200 {
-			conv := fmt.Sprintf("conv-%05d", c)
-			for i := range 100 {
-				times[conv] = append(times[conv], young+int64(i))
-			}
-		}
+		times := youngConversations(200, 100, young)
 		// Ten conversations with three old messages each, one after the other in
 		// the age walk, then one with four old ones only. In steps of 7 the walk
 		// touches 3, 3, 3, 3 and 2 conversations.
@@ -223,44 +224,6 @@ func TestRetentionInterleavedOperationsCountTheirOwn(t *testing.T) {
 		require.Equal(t, contract.RetentionResult{DeletedMessages: 9, AffectedConversations: 3}, retentionResult(t, op))
 	}
 	requireForgotten(t, b.pool)
-}
-
-// A keep-last step is bounded by bytes as well as rows, in a dry run (which resumes
-// inside the conversation by the number it examined there) and in a run that deletes.
-func TestRetentionKeepLastStepBoundedBytes(t *testing.T) {
-	t.Parallel()
-	for _, dry := range []bool{true, false} {
-		t.Run(fmt.Sprintf("dry run %v", dry), func(t *testing.T) {
-			t.Parallel()
-			b := setupBoundedOperations(t, 1000, 250<<10)
-			ctx := context.Background()
-			batch := make([]contract.ConversationRecord, 6)
-			for i := range batch {
-				batch[i] = contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: "c"}, ID: fmt.Sprintf("m%d", i), Role: contract.RoleUser,
-					Content: hexText(t, 100<<10), CreatedAtMs: 1}
-			}
-			_, err := b.messages.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, opNow.UnixMilli())
-			require.NoError(t, err)
-			res, err := b.ops.Retention(ctx, b.scope, &contract.RetentionRequest{
-				Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](1)}, DryRun: dry,
-			})
-			require.NoError(t, err)
-			id := res.Operation.ID
-
-			op := b.stepOnce(t, id)
-			require.Equal(t, contract.OperationRunning, op.State, "the byte bound cut the step, so the walk goes on")
-			require.Equal(t, int64(3), op.Progress.Done, "rows while the bytes before stay under 250 KiB: 0, 100, 200 KiB")
-			op = b.stepOnce(t, id)
-			require.Equal(t, contract.RetentionResult{DeletedMessages: 5, AffectedConversations: 1}, retentionResult(t, op))
-			require.Equal(t, contract.OperationProgress{Done: 5, Total: ptr[int64](5)}, op.Progress)
-			if dry {
-				require.Equal(t, seqRange(1, 6), b.sequences(t, b.scope, "c"))
-			} else {
-				require.Equal(t, []int64{6}, b.sequences(t, b.scope, "c"))
-			}
-			b.requireCountsExact(t)
-		})
-	}
 }
 
 // A retention run that fails forgets the conversations it recorded as touched.
