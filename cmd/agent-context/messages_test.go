@@ -775,7 +775,7 @@ func BenchmarkMessagesAppend(b *testing.B) {
 func BenchmarkMessagesReadLatency(b *testing.B) {
 	app := startMsgBenchApp(b)
 	const conversations, perConversation = 10_000, 100
-	loadMessages(b, app.pool, conversations, perConversation, func(rng *rand.Rand, _ int) string { return msgBenchContent(rng, 20) })
+	loadMessages(b, app.pool, conversations, perConversation)
 
 	rng := rand.New(rand.NewPCG(3, 5))
 	// One untimed request opens the client's connection and the server's pool.
@@ -807,11 +807,18 @@ func BenchmarkMessagesReadLatency(b *testing.B) {
 	}
 }
 
-// loadMessages copies conversations × perConversation messages into the messages table,
-// the i-th (from 0, in arrival order) with content(rng, i), and sets the conversation
-// heads. The secondary indexes are dropped for the load and rebuilt from their own
-// definitions afterwards, which is much faster than maintaining them row by row.
-func loadMessages(b *testing.B, pool *pgxpool.Pool, conversations, perConversation int, content func(rng *rand.Rand, i int) string) {
+// loadMessages copies conversations × perConversation messages (about 120 bytes each)
+// into the messages table and sets the conversation heads (loadMessagesWith).
+func loadMessages(b *testing.B, pool *pgxpool.Pool, conversations, perConversation int) {
+	loadMessagesWith(b, pool, conversations, perConversation, func(rng *rand.Rand, _ int) string { return msgBenchContent(rng, 20) })
+}
+
+// loadMessagesWith copies conversations × perConversation messages into the messages
+// table, the i-th (from 0, in arrival order) with content(rng, i), and sets the
+// conversation heads. The secondary indexes are dropped for the load and rebuilt from
+// their own definitions afterwards, which is much faster than maintaining them row by
+// row.
+func loadMessagesWith(b *testing.B, pool *pgxpool.Pool, conversations, perConversation int, content func(rng *rand.Rand, i int) string) {
 	b.Helper()
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes

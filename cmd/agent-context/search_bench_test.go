@@ -49,7 +49,7 @@ func searchBenchContent(rng *rand.Rand, i int) string {
 func BenchmarkSearchCommonWord(b *testing.B) {
 	app := startMsgBenchApp(b)
 	const conversations, perConversation = 10_000, 100
-	loadMessages(b, app.pool, conversations, perConversation, searchBenchContent)
+	loadMessagesWith(b, app.pool, conversations, perConversation, searchBenchContent)
 
 	bodies := make([][]byte, len(searchBenchQueries))
 	for i, q := range searchBenchQueries {
