@@ -87,7 +87,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		_ = c.NoContent(info.Status)
 		return
 	}
-	if werr := c.JSON(info.Status, body); werr != nil {
+	if werr := writeJSON(c, info.Status, body); werr != nil {
 		s.log.WarnContext(c.Request().Context(), "writing error response failed",
 			slog.String("request_id", requestID), slog.Any("error", werr))
 	}

@@ -30,7 +30,7 @@ func jsonBody[Req any](maxBytes int64, h Handler[Req]) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		return c.JSON(status, body)
+		return writeJSON(c, status, body)
 	}
 }
 
@@ -42,7 +42,7 @@ func noBody(h func(ctx context.Context, p runtime.Principal) (int, any, error)) 
 		if err != nil {
 			return err
 		}
-		return c.JSON(status, body)
+		return writeJSON(c, status, body)
 	}
 }
 

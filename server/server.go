@@ -112,7 +112,7 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 func (s *Server) Drain() { s.draining.Store(true) }
 
 func (s *Server) health(c echo.Context) error {
-	return c.JSON(http.StatusOK, contract.Health{Status: "ok", Service: contract.Service})
+	return writeJSON(c, http.StatusOK, contract.Health{Status: "ok", Service: contract.Service})
 }
 
 func (s *Server) readyHandler(c echo.Context) error {
@@ -130,5 +130,5 @@ func (s *Server) readyHandler(c echo.Context) error {
 		return runtime.Errorf(contract.CodeServiceUnavailable, "the database schema is not current").
 			With("reason", "migrations_pending").With("schemaVersion", current).With("latestVersion", latest)
 	}
-	return c.JSON(http.StatusOK, contract.Ready{Status: "ok", SchemaVersion: current, LatestVersion: latest})
+	return writeJSON(c, http.StatusOK, contract.Ready{Status: "ok", SchemaVersion: current, LatestVersion: latest})
 }
