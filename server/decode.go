@@ -3,7 +3,7 @@ package server
 import (
 	"bytes"
 	"errors"
-	"io"
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
@@ -16,28 +16,21 @@ import (
 )
 
 // decodeBody reads r's JSON body into v with the contract's strictness: the content
-// type must be JSON, the body at most maxBytes, member names match case-sensitively,
+// type must be JSON, the body at most l.maxBytes, member names match case-sensitively,
 // unknown and duplicate members are refused, and nothing may follow the value.
 // Go's encoding/json is too lenient for that (case-insensitive names, last duplicate
-// wins), so the stricter decoder of the json v2 prototype does the work.
-func decodeBody(r *http.Request, v any, maxBytes int64) error {
+// wins), so the stricter decoder of the json v2 prototype does the work. The bytes
+// buffered are reserved in hold, which the caller releases once the request is done.
+func decodeBody(r *http.Request, v any, l bodyLimits, hold *bodyHold) error {
 	if err := checkJSONContentType(r.Header.Get(echoHeaderContentType)); err != nil {
 		return err
 	}
 	if err := checkContentEncoding(r.Header.Values(headerContentEncoding)); err != nil {
 		return err
 	}
-	if r.ContentLength > maxBytes {
-		// Refused on the declared length alone: nothing is read or buffered.
-		return runtime.TooLarge("body", maxBytes)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBytes))
+	body, err := l.readBody(r, hold)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return runtime.TooLarge("body", maxBytes)
-		}
-		return runtime.Invalid("body", "the request body could not be read")
+		return err
 	}
 	// RFC 8259 §8.1 lets a parser ignore a byte order mark; some Windows tools send one.
 	body = bytes.TrimLeft(bytes.TrimPrefix(body, utf8BOM), " \t\r\n")
@@ -54,8 +47,22 @@ func decodeBody(r *http.Request, v any, maxBytes int64) error {
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
+// errInvalidUTF8 is the decoder's cause for invalid UTF-8. The library keeps that
+// sentinel in an internal package, so it is taken once from the library itself, and
+// errors are then recognised by identity, never by their text.
+var errInvalidUTF8 = func() error {
+	_, err := jsontext.NewDecoder(bytes.NewReader([]byte("\"\xff\""))).ReadValue()
+	var syntactic *jsontext.SyntacticError
+	if !errors.As(err, &syntactic) || syntactic.Err == nil {
+		panic(fmt.Sprintf("the JSON decoder accepted invalid UTF-8 (%v)", err))
+	}
+	return syntactic.Err
+}()
+
 // decodeJSON unmarshals data into v strictly (see decodeBody) and turns every failure
-// into a VALIDATION_FAILED error whose details.field is the offending path.
+// into a VALIDATION_FAILED error whose details.field is the offending path. Failures
+// are told apart by the library's error types and sentinels: their messages may
+// quote member names, which are the client's text.
 func decodeJSON(data []byte, v any) error {
 	err := json.Unmarshal(data, v, json.RejectUnknownMembers(true))
 	if err == nil {
@@ -65,9 +72,9 @@ func decodeJSON(data []byte, v any) error {
 	if errors.As(err, &syntactic) {
 		field := runtime.FieldPath(syntactic.JSONPointer)
 		switch {
-		case strings.Contains(syntactic.Err.Error(), "duplicate object member name"):
+		case errors.Is(syntactic.Err, jsontext.ErrDuplicateName):
 			return runtime.Invalid(field, "duplicate field %q", field)
-		case strings.Contains(syntactic.Err.Error(), "invalid UTF-8"):
+		case errors.Is(syntactic.Err, errInvalidUTF8):
 			return runtime.Invalid(fieldOr(field, "body"), "the value is not valid UTF-8")
 		default:
 			return runtime.Invalid(fieldOr(field, "body"), "malformed JSON")
@@ -76,7 +83,7 @@ func decodeJSON(data []byte, v any) error {
 	var semantic *json.SemanticError
 	if errors.As(err, &semantic) {
 		field := fieldOr(runtime.FieldPath(semantic.JSONPointer), "body")
-		if strings.Contains(semantic.Error(), "unknown object member name") {
+		if errors.Is(semantic.Err, json.ErrUnknownName) {
 			return runtime.Invalid(field, "unknown field %q", field)
 		}
 		if semantic.JSONKind != 0 {

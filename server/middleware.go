@@ -1,8 +1,11 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	goruntime "runtime"
 	"time"
 
@@ -35,16 +38,31 @@ func (s *Server) recoverMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// StatusClientClosedRequest is the status logged for a request whose client went
+// away before it was answered (nginx's 499). It is never sent: there is no one to
+// send it to.
+const StatusClientClosedRequest = 499
+
 // logMiddleware writes one structured line per request: request ID, route, status,
 // latency, tenant and subject. It never logs credentials or content.
+//
+// A request whose client disconnected or timed out mid-request (its body broke off,
+// or its context was canceled while the handler waited, on the database say) is not
+// a server failure: it is logged at INFO as 499, no envelope is written, and the
+// connection is dropped, so that a client that only half-closed never reads a
+// default 200 for a request that did nothing.
 func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		err := next(c)
-		if err != nil {
+		gone := err != nil && !c.Response().Committed && clientGone(c.Request(), err)
+		if err != nil && !gone {
 			c.Error(err)
 		}
 		status := c.Response().Status
+		if gone {
+			status = StatusClientClosedRequest
+		}
 		attrs := []slog.Attr{
 			slog.String("request_id", requestIDFrom(c)),
 			slog.String("method", c.Request().Method),
@@ -67,8 +85,21 @@ func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 			level = slog.LevelError
 		}
 		s.log.LogAttrs(c.Request().Context(), level, "request", attrs...)
+		if gone {
+			panic(errAbortHandler)
+		}
 		return nil
 	}
+}
+
+// clientGone reports whether err ended r because its client went away: reading the
+// body failed, or the request's context was canceled (net/http cancels it when the
+// connection closes) and the handler stopped because of that.
+func clientGone(r *http.Request, err error) bool {
+	if errors.Is(err, errClientClosed) {
+		return true
+	}
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
 }
 
 // routeLabel is the matched route template, or "unmatched" so that scanners probing

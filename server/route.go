@@ -18,11 +18,15 @@ const ctxKeyRouteMatched = "agent-context.route"
 type Handler[Req any] func(ctx context.Context, p runtime.Principal, req *Req) (int, any, error)
 
 // jsonBody adapts a Handler to echo. The body is decoded only after the route's
-// middleware has authenticated the caller and checked the capability.
-func jsonBody[Req any](maxBytes int64, h Handler[Req]) echo.HandlerFunc {
+// middleware has authenticated the caller and checked the capability; the memory
+// reserved for it is held until the response is written, since the decoded request
+// lives that long.
+func jsonBody[Req any](limits bodyLimits, h Handler[Req]) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		hold := &bodyHold{budget: limits.budget}
+		defer hold.release()
 		var req Req
-		if err := decodeBody(c.Request(), &req, maxBytes); err != nil {
+		if err := decodeBody(c.Request(), &req, limits, hold); err != nil {
 			return err
 		}
 		p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)

@@ -25,6 +25,10 @@ type Config struct {
 	Ready  ReadinessChecker
 	// MaxBodyBytes bounds every request body (default 32 MiB, the contract's limit).
 	MaxBodyBytes int64
+	// MaxInFlightBodyBytes bounds the bytes all requests together hold for their
+	// bodies (default DefaultMaxInFlightBodyBytes); beyond it a request is refused
+	// with 503 SERVICE_UNAVAILABLE, reason overloaded.
+	MaxInFlightBodyBytes int64
 	// Messages serves the conversation message routes.
 	Messages *runtime.Messages
 	// Windows serves the window, derivation, lineage and model invocation routes.
@@ -44,7 +48,7 @@ type Server struct {
 	log      *slog.Logger
 	auth     AuthConfig
 	ready    ReadinessChecker
-	maxBody  int64
+	maxBody  bodyLimits
 	draining atomic.Bool
 
 	messages   *runtime.Messages
@@ -60,7 +64,7 @@ func New(cfg Config) *Server {
 		log:     cfg.Logger,
 		auth:    cfg.Auth,
 		ready:   cfg.Ready,
-		maxBody: cfg.MaxBodyBytes,
+		maxBody: bodyLimits{maxBytes: cfg.MaxBodyBytes},
 	}
 	s.messages = cfg.Messages
 	s.windows = cfg.Windows
@@ -69,9 +73,14 @@ func New(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.maxBody <= 0 {
-		s.maxBody = contract.MaxRequestBodyBytes
+	if s.maxBody.maxBytes <= 0 {
+		s.maxBody.maxBytes = contract.MaxRequestBodyBytes
 	}
+	inFlight := cfg.MaxInFlightBodyBytes
+	if inFlight <= 0 {
+		inFlight = DefaultMaxInFlightBodyBytes
+	}
+	s.maxBody.budget = newBodyBudget(inFlight)
 	s.echo.HideBanner = true
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = s.errorHandler

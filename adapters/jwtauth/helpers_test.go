@@ -1,6 +1,7 @@
 package jwtauth
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -47,6 +48,24 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// lockedBuffer is a log sink that the code under test writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // testKey is a private signing key and its kid.
@@ -197,11 +216,17 @@ func requireCode(tb testing.TB, err error, code string) {
 }
 
 // jwksServer is a key server whose document tests change and whose hits they count.
+// After hang, each request blocks (entered receives one value per request) until
+// release is closed.
 type jwksServer struct {
 	*httptest.Server
 	doc    atomic.Pointer[[]byte]
 	status atomic.Int32
 	hits   atomic.Int64
+
+	mu      sync.Mutex
+	entered chan struct{}
+	release chan struct{}
 }
 
 func newJWKSServer(tb testing.TB, doc []byte) *jwksServer {
@@ -209,8 +234,19 @@ func newJWKSServer(tb testing.TB, doc []byte) *jwksServer {
 	s := &jwksServer{}
 	s.serve(doc)
 	s.status.Store(http.StatusOK)
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.hits.Add(1)
+		s.mu.Lock()
+		entered, release := s.entered, s.release
+		s.mu.Unlock()
+		if release != nil {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "application/jwk-set+json")
 		w.WriteHeader(int(s.status.Load()))
 		_, _ = w.Write(*s.doc.Load())
@@ -220,3 +256,24 @@ func newJWKSServer(tb testing.TB, doc []byte) *jwksServer {
 }
 
 func (s *jwksServer) serve(doc []byte) { s.doc.Store(&doc) }
+
+// hang makes the server block every request until the returned function is called
+// (the test's cleanup calls it too); entered receives a value as each request arrives.
+func (s *jwksServer) hang(tb testing.TB) (entered <-chan struct{}, release func()) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entered, s.release = make(chan struct{}, 16), make(chan struct{})
+	ch := s.release
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.entered, s.release = nil, nil
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+	tb.Cleanup(release)
+	return s.entered, release
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 
+	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 )
 
@@ -126,11 +127,15 @@ func parseKeySet(data []byte) (*keySet, error) {
 
 // keySource supplies the key set in force.
 type keySource interface {
-	// current returns the key set to verify with; it may reload a changed source.
-	current(ctx context.Context) *keySet
+	// current returns the key set to verify with; it may reload a changed source. It
+	// returns SERVICE_UNAVAILABLE (reason key_set_stale) when the only set it has is
+	// too old to trust.
+	current(ctx context.Context) (*keySet, error)
 	// unknownKey is called when a token names a kid absent from seen. It may reload the
 	// source, at most once per UnknownKeyRefreshInterval, and returns the set then in force.
 	unknownKey(ctx context.Context, kid string, seen *keySet) *keySet
+	// close stops any background work.
+	close()
 }
 
 // fileSource reads a JWKS file and re-reads it when it changes: its identity (inode),
@@ -167,11 +172,11 @@ func newFileSource(path string, clock runtime.Clock, log *slog.Logger) (*fileSou
 	return s, nil
 }
 
-func (s *fileSource) current(context.Context) *keySet {
+func (s *fileSource) current(context.Context) (*keySet, error) {
 	info, err := os.Stat(s.path)
 	if err != nil || s.stamp.Load().same(info) {
 		// A file missing for a moment (being replaced) keeps the keys in force.
-		return s.set.Load()
+		return s.set.Load(), nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -181,8 +186,10 @@ func (s *fileSource) current(context.Context) *keySet {
 				slog.String("path", s.path), slog.Any("error", err))
 		}
 	}
-	return s.set.Load()
+	return s.set.Load(), nil
 }
+
+func (s *fileSource) close() {}
 
 // unknownKey re-reads the file even if its stamp did not change (a copy that kept the
 // modification time), at most once per UnknownKeyRefreshInterval.
@@ -234,76 +241,155 @@ func (s *fileSource) load(info os.FileInfo) error {
 	return nil
 }
 
-// urlSource fetches a JWKS over HTTP. It refreshes the set every RefreshInterval (the
-// request that notices does it; concurrent ones keep using the set in force) and on an
-// unknown kid, but never fetches more than once per UnknownKeyRefreshInterval for
-// unknown kids, and retries a failed fetch no sooner than that either.
+// urlSource fetches a JWKS over HTTP, always in the background: no request ever
+// waits on the key server, except a token naming a kid the set lacks, which waits
+// at most unknownKeyWait for the fetch it triggers. A fetch is due every interval
+// (noticed by the first request after it, or by the source's own timer when there is
+// no traffic); a token with an unknown kid triggers one early, but unknown kids
+// never cause more than one fetch per UnknownKeyRefreshInterval, and a failed fetch
+// is retried no sooner than that either. The last good set keeps verifying while
+// the key server fails, for at most maxStaleness after it was fetched; then tokens
+// are refused with 503 until a fetch succeeds again.
 type urlSource struct {
-	url      string
-	client   *http.Client
-	clock    runtime.Clock
-	log      *slog.Logger
-	interval time.Duration
+	url            string
+	client         *http.Client
+	clock          runtime.Clock
+	log            *slog.Logger
+	interval       time.Duration
+	maxStaleness   time.Duration
+	unknownKeyWait time.Duration
 
 	set         atomic.Pointer[keySet]
+	fetchedAt   atomic.Int64 // unix nanoseconds of the last successful fetch
 	nextRefresh atomic.Int64 // unix nanoseconds
 
-	mu          sync.Mutex // serialises fetches and guards the fields below
-	data        []byte
+	rounds chan *fetchRound // to the refresher; holds the one round in flight
+	stop   context.CancelFunc
+	done   chan struct{} // closed when the refresher has returned
+
+	mu          sync.Mutex // guards the fields below
+	data        []byte     // the document in force
 	lastAttempt time.Time
+	round       *fetchRound // the fetch in flight, nil when none
 }
+
+// fetchRound is one fetch; done is closed when its outcome is in force.
+type fetchRound struct{ done chan struct{} }
 
 // fetchTimeout bounds one JWKS fetch.
 const fetchTimeout = 10 * time.Second
 
-func newURLSource(ctx context.Context, url string, client *http.Client, interval time.Duration,
+func newURLSource(ctx context.Context, url string, client *http.Client, opts Options,
 	clock runtime.Clock, log *slog.Logger) (*urlSource, error) {
-	s := &urlSource{url: url, client: client, clock: clock, log: log, interval: interval}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.fetchLocked(ctx, clock.Now()); err != nil {
+	s := &urlSource{url: url, client: client, clock: clock, log: log, interval: opts.RefreshInterval,
+		maxStaleness: opts.MaxStaleness, unknownKeyWait: opts.UnknownKeyWait,
+		rounds: make(chan *fetchRound, 1), done: make(chan struct{})}
+	now := clock.Now()
+	s.lastAttempt = now
+	if err := s.fetch(ctx, now); err != nil {
 		return nil, fmt.Errorf("JWKS URL: %w", err)
 	}
+	background, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	go s.refresher(background)
 	return s, nil
 }
 
-func (s *urlSource) current(ctx context.Context) *keySet {
+func (s *urlSource) current(context.Context) (*keySet, error) {
 	now := s.clock.Now()
-	if now.UnixNano() >= s.nextRefresh.Load() && s.mu.TryLock() {
-		if now.UnixNano() >= s.nextRefresh.Load() {
-			if err := s.fetchLocked(ctx, now); err != nil {
-				s.log.Warn("JWKS refresh failed; keeping the previous keys",
-					slog.String("url", s.url), slog.Any("error", err))
-			}
-		}
-		s.mu.Unlock()
+	if now.UnixNano() >= s.nextRefresh.Load() {
+		s.begin(now, false)
 	}
-	return s.set.Load()
+	if now.Sub(time.Unix(0, s.fetchedAt.Load())) > s.maxStaleness {
+		return nil, runtime.Errorf(contract.CodeServiceUnavailable,
+			"runtime tokens cannot be verified: the key set is out of date and the key server does not answer").
+			With("reason", "key_set_stale")
+	}
+	return s.set.Load(), nil
 }
 
-func (s *urlSource) unknownKey(ctx context.Context, kid string, seen *keySet) *keySet {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *urlSource) unknownKey(ctx context.Context, _ string, seen *keySet) *keySet {
 	if cur := s.set.Load(); cur != seen {
-		// Another request refreshed while this one waited.
+		// A fetch installed a new set since this request took its own.
 		return cur
 	}
-	now := s.clock.Now()
-	if now.Sub(s.lastAttempt) < UnknownKeyRefreshInterval {
+	round := s.begin(s.clock.Now(), true)
+	if round == nil {
 		return s.set.Load()
 	}
-	if err := s.fetchLocked(ctx, now); err != nil {
-		s.log.Warn("JWKS refresh for an unknown key ID failed; keeping the previous keys",
-			slog.String("url", s.url), slog.Any("error", err))
+	wait := time.NewTimer(s.unknownKeyWait)
+	defer wait.Stop()
+	select {
+	case <-round.done:
+	case <-wait.C:
+	case <-ctx.Done():
 	}
 	return s.set.Load()
 }
 
-// fetchLocked fetches and installs the set; the caller holds mu. The fetch is detached
-// from the request's cancellation: its result serves every request after it.
-func (s *urlSource) fetchLocked(ctx context.Context, now time.Time) error {
+// begin hands a fetch to the refresher, unless one is in flight (which it returns),
+// or it is not due: for a periodic refresh (unknownKid false) nextRefresh must have
+// passed, for an unknown kid the last attempt must be UnknownKeyRefreshInterval ago.
+// It returns nil when no fetch is in flight or started.
+func (s *urlSource) begin(now time.Time, unknownKid bool) *fetchRound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.round != nil {
+		return s.round
+	}
+	if unknownKid && now.Sub(s.lastAttempt) < UnknownKeyRefreshInterval ||
+		!unknownKid && now.UnixNano() < s.nextRefresh.Load() {
+		return nil
+	}
 	s.lastAttempt = now
+	s.round = &fetchRound{done: make(chan struct{})}
+	// Never blocks: the channel holds one round, and a round is handed over only
+	// when none is in flight.
+	s.rounds <- s.round
+	return s.round
+}
+
+// refresher runs the rounds handed to it, and starts the periodic one itself when
+// no request noticed it was due.
+func (s *urlSource) refresher(ctx context.Context) {
+	defer close(s.done)
+	timer := time.NewTimer(s.untilDue())
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case round := <-s.rounds:
+			s.run(ctx, round)
+		case <-timer.C:
+			s.begin(s.clock.Now(), false)
+		}
+		timer.Reset(s.untilDue())
+	}
+}
+
+func (s *urlSource) untilDue() time.Duration {
+	return max(time.Unix(0, s.nextRefresh.Load()).Sub(s.clock.Now()), 0)
+}
+
+// run fetches for round and then closes it.
+func (s *urlSource) run(ctx context.Context, round *fetchRound) {
+	if err := s.fetch(ctx, s.clock.Now()); err != nil {
+		s.log.Warn("JWKS refresh failed; keeping the previous keys",
+			slog.String("url", s.url), slog.Any("error", err))
+	}
+	s.mu.Lock()
+	s.round = nil
+	s.mu.Unlock()
+	close(round.done)
+}
+
+// fetch fetches and installs the set, and schedules the next periodic fetch: one
+// interval after a success, UnknownKeyRefreshInterval after a failure.
+func (s *urlSource) fetch(ctx context.Context, now time.Time) error {
 	data, err := s.get(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err == nil && !bytes.Equal(data, s.data) {
 		var set *keySet
 		if set, err = parseKeySet(data); err == nil {
@@ -314,13 +400,21 @@ func (s *urlSource) fetchLocked(ctx context.Context, now time.Time) error {
 	next := now.Add(s.interval)
 	if err != nil {
 		next = now.Add(min(s.interval, UnknownKeyRefreshInterval))
+	} else {
+		s.fetchedAt.Store(now.UnixNano())
 	}
 	s.nextRefresh.Store(next.UnixNano())
 	return err
 }
 
+// close stops the refresher and abandons a fetch in flight.
+func (s *urlSource) close() {
+	s.stop()
+	<-s.done
+}
+
 func (s *urlSource) get(ctx context.Context) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
 )
 
 // rewrite replaces the JWKS file the way an operator would (write a temporary file,
@@ -84,17 +86,42 @@ const testRefreshInterval = 5 * time.Minute
 
 func setupURL(t *testing.T, keys ...testKey) *urlBundle {
 	t.Helper()
+	return setupURLWith(t, Options{}, keys...)
+}
+
+// setupURLWith starts a key server holding keys and a verifier fetching from it;
+// opts may set the logger and the URL source's timings.
+func setupURLWith(t *testing.T, opts Options, keys ...testKey) *urlBundle {
+	t.Helper()
 	srv := newJWKSServer(t, jwksJSON(t, keys...))
 	clock := newFakeClock()
-	v, err := New(context.Background(), Options{
-		JWKSURL:         srv.URL + "/.well-known/jwks.json",
-		RefreshInterval: testRefreshInterval,
-		Clock:           clock,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	opts.JWKSURL = srv.URL + "/.well-known/jwks.json"
+	opts.RefreshInterval = testRefreshInterval
+	opts.Clock = clock
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.UnknownKeyWait == 0 {
+		// Long enough that no test depends on how fast the loopback key server is.
+		opts.UnknownKeyWait = time.Minute
+	}
+	v, err := New(context.Background(), opts)
 	require.NoError(t, err)
+	t.Cleanup(v.Close)
 	require.EqualValues(t, 1, srv.hits.Load())
 	return &urlBundle{v: v, clock: clock, server: srv}
+}
+
+// settle waits for the key set fetch in flight, if any, to be in force.
+func settle(t *testing.T, v *Verifier) {
+	t.Helper()
+	s := v.keys.(*urlSource)
+	s.mu.Lock()
+	round := s.round
+	s.mu.Unlock()
+	if round != nil {
+		<-round.done
+	}
 }
 
 func TestJWKSURLRotation(t *testing.T) {
@@ -114,7 +141,7 @@ func TestJWKSURLRotation(t *testing.T) {
 	_, err = b.v.Verify(ctx, newTok)
 	requireCode(t, err, contract.CodeTokenInvalid)
 	require.EqualValues(t, 1, b.server.hits.Load())
-	// ...after that, the unknown kid triggers one fetch and verifies.
+	// ...after that, the unknown kid triggers one fetch, waits for it and verifies.
 	b.clock.Advance(UnknownKeyRefreshInterval)
 	_, err = b.v.Verify(ctx, newTok)
 	require.NoError(t, err)
@@ -122,9 +149,14 @@ func TestJWKSURLRotation(t *testing.T) {
 	_, err = b.v.Verify(ctx, oldTok)
 	require.NoError(t, err)
 
-	// The old key is removed: the periodic refresh drops it, and its (cached) token is refused.
+	// The old key is removed. The request that notices the periodic refresh is due
+	// does not wait for it (its cached token still passes); once the refresh is in,
+	// the token is refused.
 	b.server.serve(jwksJSON(t, newKey))
 	b.clock.Advance(testRefreshInterval)
+	_, err = b.v.Verify(ctx, oldTok)
+	require.NoError(t, err)
+	settle(t, b.v)
 	_, err = b.v.Verify(ctx, oldTok)
 	requireCode(t, err, contract.CodeTokenInvalid)
 	require.EqualValues(t, 3, b.server.hits.Load())
@@ -136,13 +168,16 @@ func TestJWKSURLRotation(t *testing.T) {
 	b.clock.Advance(testRefreshInterval)
 	_, err = b.v.Verify(ctx, newTok)
 	require.NoError(t, err)
+	settle(t, b.v)
 	require.EqualValues(t, 4, b.server.hits.Load())
 	_, err = b.v.Verify(ctx, newTok)
 	require.NoError(t, err)
+	settle(t, b.v)
 	require.EqualValues(t, 4, b.server.hits.Load())
 	b.clock.Advance(UnknownKeyRefreshInterval)
 	_, err = b.v.Verify(ctx, newTok)
 	require.NoError(t, err)
+	settle(t, b.v)
 	require.EqualValues(t, 5, b.server.hits.Load())
 
 	// A document that is no usable key set is refused the same way.
@@ -151,7 +186,91 @@ func TestJWKSURLRotation(t *testing.T) {
 	b.clock.Advance(UnknownKeyRefreshInterval)
 	_, err = b.v.Verify(ctx, newTok)
 	require.NoError(t, err)
+	settle(t, b.v)
 	require.EqualValues(t, 6, b.server.hits.Load())
+	_, err = b.v.Verify(ctx, newTok)
+	require.NoError(t, err)
+}
+
+// TestJWKSURLRefreshOffTheRequestPath: while the key server hangs, the refresh waits
+// for it in the background and every request is answered with the keys in force; a
+// token naming a key the set lacks waits at most UnknownKeyWait.
+func TestJWKSURLRefreshOffTheRequestPath(t *testing.T) {
+	t.Parallel()
+	key := mustKey(t, jwa.EdDSA, "current")
+	next := mustKey(t, jwa.EdDSA, "next")
+	logs := &lockedBuffer{}
+	b := setupURLWith(t, Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), UnknownKeyWait: time.Millisecond}, key)
+	ctx := context.Background()
+	claims := validClaims(b.clock.Now())
+	tok, nextTok := key.sign(t, claims, nil), next.sign(t, claims, nil)
+
+	entered, release := b.server.hang(t)
+	b.server.serve(jwksJSON(t, key, next))
+	b.clock.Advance(testRefreshInterval)
+	// The request that notices the refresh is due starts it and goes on...
+	_, err := b.v.Verify(ctx, tok)
+	require.NoError(t, err)
+	<-entered
+	// ...and so does every request while the fetch hangs on the key server.
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			_, err := b.v.Verify(ctx, tok)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	require.NotContains(t, logs.String(), "JWKS refresh failed", "no request waited for the fetch to give up")
+	require.EqualValues(t, 2, b.server.hits.Load(), "one fetch for all of them")
+	// A token with the key the hanging fetch would bring gives up after UnknownKeyWait.
+	b.clock.Advance(UnknownKeyRefreshInterval)
+	_, err = b.v.Verify(ctx, nextTok)
+	requireCode(t, err, contract.CodeTokenInvalid)
+	require.EqualValues(t, 2, b.server.hits.Load(), "it joined the fetch in flight")
+
+	release()
+	settle(t, b.v)
+	_, err = b.v.Verify(ctx, nextTok)
+	require.NoError(t, err)
+	require.NotContains(t, logs.String(), "JWKS refresh failed")
+}
+
+// TestJWKSURLMaxStaleness: the last good key set keeps verifying while the key server
+// fails, up to MaxStaleness after it was fetched; past it every token is refused with
+// 503 (the token may be good, the key set is not) until a fetch succeeds again.
+func TestJWKSURLMaxStaleness(t *testing.T) {
+	t.Parallel()
+	key := mustKey(t, jwa.EdDSA, "k")
+	b := setupURLWith(t, Options{MaxStaleness: time.Hour, MaxTTL: 3 * time.Hour}, key)
+	ctx := context.Background()
+	tok := key.sign(t, with(validClaims(b.clock.Now()), map[string]any{"exp": b.clock.Now().Add(2 * time.Hour).Unix()}), nil)
+	_, err := b.v.Verify(ctx, tok)
+	require.NoError(t, err)
+
+	b.server.status.Store(http.StatusBadGateway)
+	b.clock.Advance(time.Hour)
+	_, err = b.v.Verify(ctx, tok)
+	require.NoError(t, err, "at the max staleness the set is still in force")
+	settle(t, b.v)
+	require.EqualValues(t, 2, b.server.hits.Load())
+
+	b.clock.Advance(time.Second)
+	_, err = b.v.Verify(ctx, tok)
+	requireCode(t, err, contract.CodeServiceUnavailable)
+	var re *runtime.Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "key_set_stale", re.Details["reason"])
+
+	// The key server recovers: the next due fetch puts the set back in force.
+	b.server.status.Store(http.StatusOK)
+	b.clock.Advance(UnknownKeyRefreshInterval)
+	_, err = b.v.Verify(ctx, tok)
+	requireCode(t, err, contract.CodeServiceUnavailable)
+	settle(t, b.v)
+	require.EqualValues(t, 3, b.server.hits.Load())
+	_, err = b.v.Verify(ctx, tok)
+	require.NoError(t, err)
 }
 
 func TestJWKSURLUnknownKidRateLimit(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -37,6 +38,15 @@ const (
 	UnknownKeyRefreshInterval = 30 * time.Second
 	// DefaultRefreshInterval is how often a JWKS URL is fetched again.
 	DefaultRefreshInterval = 5 * time.Minute
+	// DefaultMaxStaleness is how long the last good key set fetched from a JWKS URL
+	// keeps verifying while the key server cannot be reached: long enough to ride out
+	// an outage of the identity service, short enough that a key it withdrew is not
+	// trusted for long by a replica cut off from it.
+	DefaultMaxStaleness = time.Hour
+	// DefaultUnknownKeyWait is the longest a token naming an unknown kid waits for
+	// the key set fetch it triggered (a key server answers in milliseconds; one that
+	// hangs holds such a request this long, and no other request at all).
+	DefaultUnknownKeyWait = time.Second
 	// DefaultCacheSize bounds the verified-token cache.
 	DefaultCacheSize = 10_000
 	// MaxTokenBytes bounds a token; anything longer is refused before parsing.
@@ -63,6 +73,11 @@ type Options struct {
 	Algorithms []string
 	// RefreshInterval for JWKSURL (default DefaultRefreshInterval).
 	RefreshInterval time.Duration
+	// MaxStaleness for JWKSURL (default DefaultMaxStaleness): past it without a
+	// successful fetch, tokens are refused with SERVICE_UNAVAILABLE.
+	MaxStaleness time.Duration
+	// UnknownKeyWait for JWKSURL (default DefaultUnknownKeyWait).
+	UnknownKeyWait time.Duration
 	// CacheSize bounds the verified-token cache (default DefaultCacheSize; negative
 	// disables it).
 	CacheSize int
@@ -74,7 +89,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Verifier verifies runtime tokens. It is safe for concurrent use.
+// Verifier verifies runtime tokens. It is safe for concurrent use. Close stops the
+// background refresh of a JWKS URL.
 type Verifier struct {
 	issuer string
 	maxTTL time.Duration
@@ -82,6 +98,7 @@ type Verifier struct {
 	clock  runtime.Clock
 	keys   keySource
 	cache  *tokenCache
+	closed sync.Once
 }
 
 // New returns a Verifier for opts. It loads the key set once and fails when it cannot:
@@ -131,11 +148,16 @@ func New(ctx context.Context, opts Options) (*Verifier, error) {
 		if client == nil {
 			client = &http.Client{Timeout: fetchTimeout}
 		}
-		interval := opts.RefreshInterval
-		if interval <= 0 {
-			interval = DefaultRefreshInterval
+		if opts.RefreshInterval <= 0 {
+			opts.RefreshInterval = DefaultRefreshInterval
 		}
-		v.keys, err = newURLSource(ctx, opts.JWKSURL, client, interval, v.clock, log)
+		if opts.MaxStaleness <= 0 {
+			opts.MaxStaleness = DefaultMaxStaleness
+		}
+		if opts.UnknownKeyWait <= 0 {
+			opts.UnknownKeyWait = DefaultUnknownKeyWait
+		}
+		v.keys, err = newURLSource(ctx, opts.JWKSURL, client, opts, v.clock, log)
 	default:
 		return nil, errors.New("a JWKS file or a JWKS URL is required")
 	}
@@ -152,6 +174,10 @@ func New(ctx context.Context, opts Options) (*Verifier, error) {
 	return v, nil
 }
 
+// Close stops the verifier's background work (the refresh of a JWKS URL). Verify
+// keeps answering with the keys in force.
+func (v *Verifier) Close() { v.closed.Do(v.keys.close) }
+
 func invalid(msg string) *runtime.Error { return runtime.Errorf(contract.CodeTokenInvalid, "%s", msg) }
 func expired(msg string) *runtime.Error { return runtime.Errorf(contract.CodeTokenExpired, "%s", msg) }
 
@@ -159,13 +185,18 @@ func expired(msg string) *runtime.Error { return runtime.Errorf(contract.CodeTok
 // returns *runtime.Error with INTERNAL_TOKEN_INVALID (malformed, disallowed algorithm,
 // missing or unknown kid, bad signature, wrong issuer or audience, missing or invalid
 // claim, lifetime over the maximum) or INTERNAL_TOKEN_EXPIRED (exp passed, nbf in the
-// future). Messages name the rule that failed, never an expected value.
+// future). Messages name the rule that failed, never an expected value. When the key
+// set of a JWKS URL is older than the maximum staleness, it returns
+// SERVICE_UNAVAILABLE (reason key_set_stale): the token may well be good.
 func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 	if !compactJWS(token) {
 		return Claims{}, invalid("the runtime token is malformed")
 	}
 	now := v.clock.Now()
-	set := v.keys.current(ctx)
+	set, err := v.keys.current(ctx)
+	if err != nil {
+		return Claims{}, err
+	}
 	var key [32]byte
 	if v.cache != nil {
 		key = cacheKey(token)

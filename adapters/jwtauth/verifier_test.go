@@ -253,8 +253,9 @@ func TestMintRoundTrip(t *testing.T) {
 // staticSource is a key set that never changes.
 type staticSource struct{ set *keySet }
 
-func (s staticSource) current(context.Context) *keySet                     { return s.set }
+func (s staticSource) current(context.Context) (*keySet, error)            { return s.set, nil }
 func (s staticSource) unknownKey(context.Context, string, *keySet) *keySet { return s.set }
+func (s staticSource) close()                                              {}
 
 func TestVerifiedTokenCache(t *testing.T) {
 	t.Parallel()

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -17,6 +18,8 @@ import (
 	"github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/telemetry"
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/server"
 )
 
 // Config is the service configuration, read from AGENT_CONTEXT_* variables.
@@ -30,14 +33,26 @@ type Config struct {
 	LogLevel         slog.Level
 	LogFormat        string
 	StatementTimeout time.Duration
-	DrainTimeout     time.Duration
-	MaxConns         int32
+	// Shutdown (08-operations.md): for DrainDelay after SIGTERM /ready answers 503
+	// while requests are still served, so load balancers stop routing here; then the
+	// listener closes and in-flight requests have DrainTimeout to finish.
+	DrainDelay   time.Duration
+	DrainTimeout time.Duration
+	MaxConns     int32
+	// MaxInFlightBodyBytes bounds the bytes all requests together hold for their
+	// bodies; beyond it requests are refused with 503 (reason overloaded).
+	MaxInFlightBodyBytes int64
+	// LogOutput receives the logs (default os.Stderr); tests capture them.
+	LogOutput io.Writer
 	// Runtime tokens (02-auth.md): a JWKS file or URL switches runtime-token mode on.
 	JWKSFile        string
 	JWKSURL         string
 	TokenIssuer     string
 	TokenMaxTTL     time.Duration
 	TokenAlgorithms []string
+	// JWKSMaxStaleness is how long a JWKS URL's last good key set keeps verifying
+	// while the key server cannot be reached.
+	JWKSMaxStaleness time.Duration
 	// Background operations (03-conversations.md): the default retention policy (0:
 	// none) and how often it runs, and this replica's job workers (0: it runs no jobs,
 	// other replicas do) and stuck-job rescue window.
@@ -66,15 +81,18 @@ type Config struct {
 // variable, so the service never starts half configured.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	cfg := Config{
-		Bind:             "127.0.0.1:5120",
-		DataDir:          ".agent-context",
-		LogLevel:         slog.LevelInfo,
-		LogFormat:        "json",
-		StatementTimeout: 30 * time.Second,
-		DrainTimeout:     20 * time.Second,
-		TokenIssuer:      jwtauth.DefaultIssuer,
-		TokenMaxTTL:      jwtauth.DefaultMaxTTL,
-		TokenAlgorithms:  jwtauth.DefaultAlgorithms,
+		Bind:                 "127.0.0.1:5120",
+		DataDir:              ".agent-context",
+		LogLevel:             slog.LevelInfo,
+		LogFormat:            "json",
+		StatementTimeout:     30 * time.Second,
+		DrainDelay:           5 * time.Second,
+		DrainTimeout:         20 * time.Second,
+		TokenIssuer:          jwtauth.DefaultIssuer,
+		TokenMaxTTL:          jwtauth.DefaultMaxTTL,
+		TokenAlgorithms:      jwtauth.DefaultAlgorithms,
+		JWKSMaxStaleness:     jwtauth.DefaultMaxStaleness,
+		MaxInFlightBodyBytes: server.DefaultMaxInFlightBodyBytes,
 	}
 	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, postgres.DefaultJobWorkers, postgres.DefaultRescueAfter
 	cfg.Embedder, cfg.EmbeddingTimeout = EmbedderLocal, openai.DefaultTimeout
@@ -104,6 +122,17 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			*dst = d
 		}
 	}
+	// A duration that may be switched off with 0s.
+	optionalDuration := func(name string, dst *time.Duration) {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				errs = append(errs, fmt.Sprintf("%s must be a Go duration such as 5s (0s for none), got %q", name, v))
+				return
+			}
+			*dst = d
+		}
+	}
 	str("AGENT_CONTEXT_BIND", &cfg.Bind)
 	str("AGENT_CONTEXT_DATABASE_URL", &cfg.DatabaseURL)
 	str("AGENT_CONTEXT_DATA_DIR", &cfg.DataDir)
@@ -112,6 +141,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	str("AGENT_CONTEXT_JWKS_URL", &cfg.JWKSURL)
 	str("AGENT_CONTEXT_TOKEN_ISSUER", &cfg.TokenIssuer)
 	duration("AGENT_CONTEXT_TOKEN_MAX_TTL", &cfg.TokenMaxTTL)
+	duration("AGENT_CONTEXT_JWKS_MAX_STALENESS", &cfg.JWKSMaxStaleness)
 	if v := getenv("AGENT_CONTEXT_TOKEN_ALGORITHMS"); v != "" {
 		algs, err := jwtauth.ParseAlgorithms(v)
 		if err != nil {
@@ -136,6 +166,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	cfg.AutoMigrate = cfg.DatabaseURL == ""
 	boolean("AGENT_CONTEXT_AUTO_MIGRATE", &cfg.AutoMigrate)
 	duration("AGENT_CONTEXT_STATEMENT_TIMEOUT", &cfg.StatementTimeout)
+	optionalDuration("AGENT_CONTEXT_DRAIN_DELAY", &cfg.DrainDelay)
 	duration("AGENT_CONTEXT_DRAIN_TIMEOUT", &cfg.DrainTimeout)
 	duration("AGENT_CONTEXT_RETENTION_MAX_AGE", &cfg.RetentionMaxAge)
 	duration("AGENT_CONTEXT_RETENTION_INTERVAL", &cfg.RetentionInterval)
@@ -156,6 +187,15 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_DB_MAX_CONNS must be a positive integer, got %q", v))
 		}
 		cfg.MaxConns = int32(n)
+	}
+	if v := getenv("AGENT_CONTEXT_MAX_INFLIGHT_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < contract.MaxRequestBodyBytes {
+			// Below one maximal body, a request the contract allows could never be served.
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_MAX_INFLIGHT_BODY_BYTES must be an integer of at least %d (one maximal request body), got %q",
+				contract.MaxRequestBodyBytes, v))
+		}
+		cfg.MaxInFlightBodyBytes = n
 	}
 	if v := getenv("AGENT_CONTEXT_LOG_LEVEL"); v != "" {
 		if err := cfg.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -278,10 +318,14 @@ func loadEmbeddingConfig(getenv func(string) string, cfg *Config, duration func(
 // NewLogger builds the process logger.
 func (c Config) NewLogger() *slog.Logger {
 	opts := &slog.HandlerOptions{Level: c.LogLevel}
-	if c.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	out := c.LogOutput
+	if out == nil {
+		out = os.Stderr
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	if c.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(out, opts))
+	}
+	return slog.New(slog.NewJSONHandler(out, opts))
 }
 
 // loopbackBind reports whether addr listens on loopback only.

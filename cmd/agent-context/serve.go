@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agent-context/agent-context/adapters/jwtauth"
 	"github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
@@ -26,6 +28,7 @@ type Main struct {
 	Config Config
 	Log    *slog.Logger
 
+	verifier           *jwtauth.Verifier
 	cluster            *pgcluster.Cluster
 	pool               *pgxpool.Pool
 	server             *server.Server
@@ -53,11 +56,15 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.startInstruments(ctx); err != nil {
 		return err
 	}
-	verifier, err := newTokenVerifier(ctx, cfg, m.Log, m.tracing)
+	var err error
+	m.verifier, err = newTokenVerifier(ctx, cfg, m.Log, m.tracing)
 	if err != nil {
 		return err
 	}
-	auth := server.AuthConfig{StaticToken: cfg.ServiceToken, Verifier: verifier}
+	auth := server.AuthConfig{StaticToken: cfg.ServiceToken}
+	if m.verifier != nil {
+		auth.Verifier = m.verifier
+	}
 	if auth.Open() && !loopbackBind(cfg.Bind) && !cfg.AllowOpen {
 		return fmt.Errorf("open mode (no AGENT_CONTEXT_SERVICE_TOKEN and no JWKS) refuses to bind non-loopback address %s; set AGENT_CONTEXT_ALLOW_OPEN=true to override", cfg.Bind)
 	}
@@ -109,7 +116,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.knowledgeProviders.Start()
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
 		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders),
-		Instruments: m.serverInstruments()})
+		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes})
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
 			Metrics: m.registry}
@@ -154,22 +161,47 @@ func (m *Main) databaseURL(ctx context.Context) (string, error) {
 // Addr is the listener's address (useful with port 0).
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
-// Close drains in-flight requests (bounded by the drain timeout), then closes the pool
-// and stops the embedded cluster. Acknowledged writes are committed before their
-// response, so nothing acknowledged is lost.
-func (m *Main) Close() error {
+// Close stops the service as Shutdown does, without cutting the drain delay short.
+func (m *Main) Close() error { return m.Shutdown(context.Background()) }
+
+// Shutdown stops the service the way a load balancer can follow (08-operations.md):
+// /ready answers 503 for the drain delay while every request is still served (ctx
+// ending cuts the delay short: a second signal), then the listener closes and
+// in-flight requests have the drain timeout to finish; connections still open after
+// it are closed. Then jobs stop, the pool closes and the embedded cluster stops.
+// Acknowledged writes are committed before their response, so nothing acknowledged
+// is lost.
+func (m *Main) Shutdown(ctx context.Context) error {
 	var errs []error
 	if m.http != nil {
 		m.server.Drain()
-		ctx, cancel := context.WithTimeout(context.Background(), m.Config.DrainTimeout)
-		if err := m.http.Shutdown(ctx); err != nil {
+		// Each answer from now on closes its connection, so clients that keep
+		// connections alive reconnect, through the load balancer, elsewhere.
+		m.http.SetKeepAlivesEnabled(false)
+		m.Log.Info("agent-context draining", slog.Duration("drain_delay", m.Config.DrainDelay),
+			slog.Duration("drain_timeout", m.Config.DrainTimeout))
+		delay := time.NewTimer(m.Config.DrainDelay)
+		select {
+		case <-delay.C:
+		case <-ctx.Done():
+			delay.Stop()
+		}
+		drain, cancel := context.WithTimeout(context.Background(), m.Config.DrainTimeout)
+		if err := m.http.Shutdown(drain); err != nil {
 			errs = append(errs, fmt.Errorf("drain: %w", err))
+			// Past the drain timeout: the requests left are cut off before the pool
+			// they use closes.
+			_ = m.http.Close()
 		}
 		cancel()
 		if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}
 		m.http = nil
+	}
+	if m.verifier != nil {
+		m.verifier.Close()
+		m.verifier = nil
 	}
 	if m.knowledgeProviders != nil {
 		m.knowledgeProviders.Close()

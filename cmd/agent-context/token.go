@@ -236,17 +236,18 @@ func errorMessage(err error) string {
 
 // newTokenVerifier builds the runtime-token verifier when a JWKS file or URL is
 // configured, and returns nil otherwise (runtime-token mode off).
-func newTokenVerifier(ctx context.Context, cfg Config, log *slog.Logger, tracing *telemetry.Tracing) (runtime.TokenVerifier, error) {
+func newTokenVerifier(ctx context.Context, cfg Config, log *slog.Logger, tracing *telemetry.Tracing) (*jwtauth.Verifier, error) {
 	if cfg.JWKSFile == "" && cfg.JWKSURL == "" {
 		return nil, nil
 	}
 	v, err := jwtauth.New(ctx, jwtauth.Options{
-		JWKSFile:   cfg.JWKSFile,
-		JWKSURL:    cfg.JWKSURL,
-		Issuer:     cfg.TokenIssuer,
-		MaxTTL:     cfg.TokenMaxTTL,
-		Algorithms: cfg.TokenAlgorithms,
-		Logger:     log,
+		JWKSFile:     cfg.JWKSFile,
+		JWKSURL:      cfg.JWKSURL,
+		Issuer:       cfg.TokenIssuer,
+		MaxTTL:       cfg.TokenMaxTTL,
+		Algorithms:   cfg.TokenAlgorithms,
+		MaxStaleness: cfg.JWKSMaxStaleness,
+		Logger:       log,
 		// A JWKS fetch is a client span when tracing is on (each fetch is also
 		// bounded by the verifier's own timeout).
 		HTTPClient: &http.Client{Timeout: 10 * time.Second, Transport: tracing.Transport(nil)},
