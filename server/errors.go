@@ -51,7 +51,10 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	re := toError(err)
 	info := contract.Codes[re.Code]
 	requestID := requestIDFrom(c)
-	if info.Status >= 500 {
+	if info.Status >= 500 && (re.Err != nil || re.Code == contract.CodeInternal) {
+		// A failure with a cause to investigate; a deliberate refusal (draining,
+		// overloaded) has none and is only a WARN request line.
+		c.Set(ctxKeyServerFault, true)
 		s.log.ErrorContext(c.Request().Context(), "request failed",
 			slog.String("request_id", requestID),
 			slog.String("code", re.Code),

@@ -82,6 +82,9 @@ func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		level := slog.LevelInfo
 		if status >= 500 {
+			level = slog.LevelWarn
+		}
+		if c.Get(ctxKeyServerFault) != nil {
 			level = slog.LevelError
 		}
 		s.log.LogAttrs(c.Request().Context(), level, "request", attrs...)

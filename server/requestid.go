@@ -14,6 +14,8 @@ const (
 	ctxKeyRequestID = "agent-context.request-id"
 	ctxKeyErrorCode = "agent-context.error-code"
 	ctxKeyPrincipal = "agent-context.principal"
+	// ctxKeyServerFault marks a request whose failure was logged as an error.
+	ctxKeyServerFault = "agent-context.server-fault"
 )
 
 // requestIDMiddleware keeps a caller's valid X-Request-Id (1–128 visible ASCII

@@ -48,6 +48,7 @@ func startMain(t testing.TB, prepare func(*Main), opts ...func(*Config)) *testAp
 	cfg.AutoMigrate = false
 	cfg.LogLevel = slog.LevelError + 1 // above error: tests assert on responses, not log noise
 	cfg.DrainTimeout = 5 * time.Second
+	cfg.DrainDelay = 0 // no load balancer to tell
 	for _, o := range opts {
 		o(&cfg)
 	}

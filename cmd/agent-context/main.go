@@ -66,7 +66,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 		<-ctx.Done()
-		return m.Close()
+		// The first signal starts the drain; a second one cuts its delay short.
+		hurry, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return m.Shutdown(hurry)
 	case "migrate":
 		if len(args) != 2 {
 			return usageError{"migrate needs one of up, down, status\n" + usage}

@@ -659,7 +659,7 @@ func startMsgBenchApp(b *testing.B) *msgBenchApp {
 	cfg, err := LoadConfig(func(string) string { return "" })
 	require.NoError(b, err)
 	cfg.Bind, cfg.DatabaseURL, cfg.AutoMigrate = "127.0.0.1:0", dsn, false
-	cfg.LogLevel, cfg.DrainTimeout, cfg.MaxConns = 8, 5*time.Second, msgBenchMaxConns
+	cfg.LogLevel, cfg.DrainTimeout, cfg.DrainDelay, cfg.MaxConns = 8, 5*time.Second, 0, msgBenchMaxConns
 	m := NewMain(cfg)
 	require.NoError(b, m.Run(ctx))
 	b.Cleanup(func() { require.NoError(b, m.Close()) })

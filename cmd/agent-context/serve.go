@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,6 +43,8 @@ type Main struct {
 	registry       *prometheus.Registry
 	tracing        *telemetry.Tracing
 	uninstrumented bool
+	// stopping serialises Shutdown: a Close while a Shutdown runs waits for it.
+	stopping sync.Mutex
 }
 
 // NewMain returns a Main for cfg.
@@ -172,6 +175,8 @@ func (m *Main) Close() error { return m.Shutdown(context.Background()) }
 // Acknowledged writes are committed before their response, so nothing acknowledged
 // is lost.
 func (m *Main) Shutdown(ctx context.Context) error {
+	m.stopping.Lock()
+	defer m.stopping.Unlock()
 	var errs []error
 	if m.http != nil {
 		m.server.Drain()

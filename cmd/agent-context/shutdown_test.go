@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/server"
+)
+
+// testWait bounds how long a test waits for a condition it polls for; reaching it
+// is a failure, never a measurement.
+const testWait, testPoll = 30 * time.Second, 5 * time.Millisecond
+
+// lockConversation holds the head row of conversation c of the open-mode scope in a
+// transaction of its own, so that an append to c waits on the database until the
+// returned function ends the transaction.
+func lockConversation(t *testing.T, pool *pgxpool.Pool, c string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	var locked int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM conversations
+		WHERE tenant_id = 'local' AND project_id = 'local' AND conversation_id = $1 FOR UPDATE) l`, c).Scan(&locked))
+	require.Equal(t, 1, locked)
+	var once sync.Once
+	release = func() { once.Do(func() { require.NoError(t, tx.Rollback(ctx)) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// awaitLockWait returns once a statement of the service waits for a row lock.
+func awaitLockWait(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		return err == nil && n > 0
+	}, testWait, testPoll)
+}
+
+// postAsync sends a JSON POST from another goroutine; the channel yields its
+// response, or nil and the error.
+func (a *testApp) postAsync(ctx context.Context, path string, body any) <-chan asyncResponse {
+	out := make(chan asyncResponse, 1)
+	data, err := json.Marshal(body)
+	if err != nil {
+		out <- asyncResponse{err: err}
+		return out
+	}
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+path, bytes.NewReader(data))
+		if err != nil {
+			out <- asyncResponse{err: err}
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Request-Id", requestIDFrom(ctx))
+		resp, err := a.client.Do(req)
+		if err != nil {
+			out <- asyncResponse{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		_, err = buf.ReadFrom(resp.Body)
+		out <- asyncResponse{resp: &testResponse{Status: resp.StatusCode, Header: resp.Header, Body: buf.Bytes()}, err: err}
+	}()
+	return out
+}
+
+type asyncResponse struct {
+	resp *testResponse
+	err  error
+}
+
+type requestIDKey struct{}
+
+// withRequestID makes postAsync send id as X-Request-Id.
+func withRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	if id == "" {
+		return "async"
+	}
+	return id
+}
+
+// TestShutdownDrains runs the shutdown a load balancer can follow against the real
+// Main: for the drain delay /ready answers 503 draining while other requests are
+// still served (each closing its connection); then the listener closes, and a request
+// that was in flight (an append waiting on the database) completes and is stored.
+func TestShutdownDrains(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.DrainDelay = time.Hour })
+	pool := openPool(t, app.dsn)
+	app.appendOK(t, batchOf(rec("c", "m1", "user", "first")))
+	release := lockConversation(t, pool, "c")
+
+	inFlight := app.postAsync(context.Background(), pathBatch, batchOf(rec("c", "m2", "user", "in flight")))
+	awaitLockWait(t, pool)
+
+	hurry, cutDelay := context.WithCancel(context.Background())
+	t.Cleanup(cutDelay)
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- app.main.Shutdown(hurry) }()
+	var e contract.ErrorBody
+	require.Eventually(t, func() bool {
+		r := app.do(t, http.MethodGet, contract.PathReady, nil)
+		if r.Status != http.StatusServiceUnavailable {
+			return false
+		}
+		e = r.requireError(t, http.StatusServiceUnavailable, contract.CodeServiceUnavailable)
+		return true
+	}, testWait, testPoll)
+	require.Equal(t, "draining", e.Details["reason"])
+	require.True(t, e.Retryable)
+	// Still serving, but every answer closes its connection.
+	app.post(t, pathRecent, map[string]any{"scope": map[string]any{"conversationId": "other"}}).requireOK(t, http.StatusOK, nil)
+	status, rest := rawRequest(t, app.main.Addr(), "GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+	require.Equal(t, "HTTP/1.1 200 OK", status)
+	require.Contains(t, rest, "Connection: close\r\n")
+
+	// The delay ends (here cut short, as a second signal does): no new connection.
+	cutDelay()
+	require.Eventually(t, func() bool {
+		conn, err := net.Dial("tcp", app.main.Addr())
+		if err == nil {
+			_ = conn.Close()
+		}
+		return err != nil
+	}, testWait, testPoll)
+
+	// The request in flight finishes within the drain timeout, and what it
+	// acknowledged is stored.
+	release()
+	done := <-inFlight
+	require.NoError(t, done.err)
+	var res contract.AppendMessagesResponse
+	done.resp.requireOK(t, http.StatusOK, &res)
+	require.Equal(t, 1, res.Appended)
+	require.NoError(t, <-shutdown)
+	var stored int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM messages WHERE conversation_id = 'c'`).Scan(&stored))
+	require.Equal(t, 2, stored)
+}
+
+// TestShutdownDrainTimeout: a request still running when the drain timeout ends is cut
+// off (its connection closed), and Shutdown says the drain did not finish.
+func TestShutdownDrainTimeout(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.DrainTimeout = 50 * time.Millisecond })
+	pool := openPool(t, app.dsn)
+	app.appendOK(t, batchOf(rec("c", "m1", "user", "first")))
+	lockConversation(t, pool, "c")
+	inFlight := app.postAsync(context.Background(), pathBatch, batchOf(rec("c", "m2", "user", "stuck")))
+	awaitLockWait(t, pool)
+	require.ErrorContains(t, app.main.Shutdown(context.Background()), "drain")
+	require.Error(t, (<-inFlight).err, "the connection was closed without an answer")
+}
+
+// lockedBuffer is a log sink that the service writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the JSON log lines that mention requestID.
+func (b *lockedBuffer) lines(t *testing.T, requestID string) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		if !strings.Contains(line, requestID) {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestClientLeavingIsNotAServerError: a client that gives up while its append waits
+// on the database makes pgx return context.Canceled. That is logged once, at INFO,
+// as status 499, with no error line; nothing of the append is written.
+func TestClientLeavingIsNotAServerError(t *testing.T) {
+	t.Parallel()
+	logs := &lockedBuffer{}
+	app := startApp(t, func(c *Config) { c.LogOutput, c.LogLevel = logs, 0 })
+	pool := openPool(t, app.dsn)
+	app.appendOK(t, batchOf(rec("c", "m1", "user", "first")))
+	lockConversation(t, pool, "c")
+
+	ctx, leave := context.WithCancel(withRequestID(context.Background(), "client-leaves-1"))
+	sent := app.postAsync(ctx, pathBatch, batchOf(rec("c", "m2", "user", "abandoned")))
+	awaitLockWait(t, pool)
+	leave()
+	require.ErrorIs(t, (<-sent).err, context.Canceled)
+
+	var lines []map[string]any
+	require.Eventually(t, func() bool {
+		lines = logs.lines(t, "client-leaves-1")
+		return len(lines) > 0
+	}, testWait, testPoll)
+	require.Len(t, lines, 1, "one request line, no error line: %v", lines)
+	require.Equal(t, "request", lines[0]["msg"])
+	require.Equal(t, "INFO", lines[0]["level"])
+	require.EqualValues(t, server.StatusClientClosedRequest, lines[0]["status"])
+	require.Equal(t, pathBatch, lines[0]["route"])
+
+	var stored int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM messages WHERE conversation_id = 'c'`).Scan(&stored))
+	require.Equal(t, 1, stored)
+}
+
+// TestShutdownAndLoadConfig: the drain, body-memory and key-set settings have their
+// documented defaults, and bad values fail the start naming the variable.
+func TestShutdownAndLoadConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, cfg.DrainDelay)
+	require.Equal(t, 20*time.Second, cfg.DrainTimeout)
+	require.EqualValues(t, 256<<20, cfg.MaxInFlightBodyBytes)
+	require.Equal(t, time.Hour, cfg.JWKSMaxStaleness)
+
+	cfg, err = LoadConfig(func(k string) string {
+		return map[string]string{"AGENT_CONTEXT_DRAIN_DELAY": "0s", "AGENT_CONTEXT_MAX_INFLIGHT_BODY_BYTES": "33554432",
+			"AGENT_CONTEXT_JWKS_MAX_STALENESS": "24h"}[k]
+	})
+	require.NoError(t, err)
+	require.Zero(t, cfg.DrainDelay)
+	require.EqualValues(t, contract.MaxRequestBodyBytes, cfg.MaxInFlightBodyBytes)
+	require.Equal(t, 24*time.Hour, cfg.JWKSMaxStaleness)
+
+	for name, value := range map[string]string{
+		"AGENT_CONTEXT_DRAIN_DELAY":             "-1s",
+		"AGENT_CONTEXT_MAX_INFLIGHT_BODY_BYTES": "33554431",
+		"AGENT_CONTEXT_JWKS_MAX_STALENESS":      "0s",
+	} {
+		for _, v := range []string{value, "lots"} {
+			_, err := LoadConfig(func(k string) string { return map[string]string{name: v}[k] })
+			require.ErrorContains(t, err, name, v)
+		}
+	}
+}
