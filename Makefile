@@ -6,6 +6,7 @@ SETUP := deploy/local/setup.sh
 PGRUN := $(GO) run ./adapters/postgres/pgtest/pgtestrun --
 TEST_FLAGS ?= -timeout 20m
 BENCH ?= .
+FUZZTIME ?= 5s
 BIN := bin/agent-context
 # The local embedder's model: `make setup` installs it here, and `make run`, the tests
 # and the benchmarks read it from here (a test fails, naming `make setup`, without it).
@@ -42,6 +43,17 @@ test: setup ## run every test against a throwaway local Postgres, then the deplo
 test/race: setup ## run every test with the race detector
 	$(PGRUN) $(GO) test -race $(TEST_FLAGS) ./...
 	cd $(MANIFESTS) && $(GO) test -race $(TEST_FLAGS) ./...
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target (func FuzzX in a _test.go) for FUZZTIME each, default 5s
+	@# go test fuzzes one target per package and invocation, so targets run one by one.
+	@set -euo pipefail; \
+	for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -c6- | sort); do \
+	    echo "fuzz $$dir $$target"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$dir; \
+	  done; \
+	done
 
 .PHONY: lint
 lint: ## gofmt and go vet (both modules)

@@ -32,8 +32,9 @@ type Principal struct {
 func (p Principal) Can(capability string) bool { return p.Capabilities[capability] }
 
 // TokenVerifier verifies a runtime token (a JWT) and returns what it asserts. It
-// returns *Error with INTERNAL_TOKEN_INVALID or INTERNAL_TOKEN_EXPIRED; the message
-// never reveals an expected value.
+// returns *Error with INTERNAL_TOKEN_INVALID or INTERNAL_TOKEN_EXPIRED (the message
+// never reveals an expected value), or SERVICE_UNAVAILABLE when it cannot tell (its
+// key set is too old to trust).
 type TokenVerifier interface {
 	Verify(ctx context.Context, token string) (TokenClaims, error)
 }
