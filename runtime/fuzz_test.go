@@ -49,6 +49,29 @@ func requireRefusal(t *testing.T, err error) {
 	}
 }
 
+// fuzzBody fuzzes check with every body that decodes as a Req.
+func fuzzBody[Req any](f *testing.F, check func(t *testing.T, req *Req)) {
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req Req
+		if decodeRequest(body, &req) {
+			check(t, &req)
+		}
+	})
+}
+
+// accepted reports whether a validator accepted the request; a refusal is checked
+// with requireRefusal, and reached (the store calls made) must be 0 then: a refused
+// request reaches no store.
+func accepted(t *testing.T, err error, reached int) bool {
+	t.Helper()
+	if err == nil {
+		return true
+	}
+	requireRefusal(t, err)
+	require.Zero(t, reached, "a refused request reaches no store")
+	return false
+}
+
 // requireID asserts an accepted ID follows the contract's ID rules (ValidateID is
 // tested on its own in id_test.go).
 func requireID(t *testing.T, field, id string) {
@@ -94,16 +117,10 @@ func requireLimit(t *testing.T, got int, sent *int, def, maxLimit int) {
 }
 
 func FuzzAppendMessages(f *testing.F) {
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req contract.AppendMessagesRequest
-		if !decodeRequest(body, &req) {
-			return
-		}
+	fuzzBody(f, func(t *testing.T, req *contract.AppendMessagesRequest) {
 		b := setupConversations(t)
-		res, err := b.conv.Append(context.Background(), b.scope, &req)
-		if err != nil {
-			requireRefusal(t, err)
-			require.Zero(t, b.store.calls, "a refused append reaches no store")
+		res, err := b.conv.Append(context.Background(), b.scope, req)
+		if !accepted(t, err, b.store.calls) {
 			return
 		}
 		batch := b.store.appended
@@ -132,15 +149,9 @@ func FuzzAppendMessages(f *testing.F) {
 }
 
 func FuzzRecentMessages(f *testing.F) {
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req contract.RecentMessagesRequest
-		if !decodeRequest(body, &req) {
-			return
-		}
+	fuzzBody(f, func(t *testing.T, req *contract.RecentMessagesRequest) {
 		b := setupConversations(t)
-		if _, err := b.conv.Recent(context.Background(), b.scope, &req); err != nil {
-			requireRefusal(t, err)
-			require.Zero(t, b.store.calls)
+		if _, err := b.conv.Recent(context.Background(), b.scope, req); !accepted(t, err, b.store.calls) {
 			return
 		}
 		q := b.store.list
@@ -157,18 +168,12 @@ func FuzzRecentMessages(f *testing.F) {
 // FuzzPageMessages also checks the cursor round trip: the nextCursor of a page
 // resumes, with the same request, right after the page's last message.
 func FuzzPageMessages(f *testing.F) {
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req contract.PageMessagesRequest
-		if !decodeRequest(body, &req) {
-			return
-		}
+	fuzzBody(f, func(t *testing.T, req *contract.PageMessagesRequest) {
 		b := setupConversations(t)
 		b.store.listed = []runtime.Message{{ConversationID: req.Scope.ConversationID, ID: "m", Role: contract.RoleUser, Sequence: 41}}
 		b.store.more = true
-		page, err := b.conv.Page(context.Background(), b.scope, &req)
-		if err != nil {
-			requireRefusal(t, err)
-			require.Zero(t, b.store.calls)
+		page, err := b.conv.Page(context.Background(), b.scope, req)
+		if !accepted(t, err, b.store.calls) {
 			return
 		}
 		q := b.store.list
@@ -184,7 +189,7 @@ func FuzzPageMessages(f *testing.F) {
 		}
 		require.NotNil(t, page.NextCursor)
 
-		next := req
+		next := *req
 		next.Cursor = page.NextCursor
 		_, err = b.conv.Page(context.Background(), b.scope, &next)
 		require.NoError(t, err)
@@ -199,15 +204,9 @@ func FuzzPageMessages(f *testing.F) {
 }
 
 func FuzzSearchMessages(f *testing.F) {
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req contract.SearchMessagesRequest
-		if !decodeRequest(body, &req) {
-			return
-		}
+	fuzzBody(f, func(t *testing.T, req *contract.SearchMessagesRequest) {
 		b := setupConversations(t)
-		if _, err := b.conv.Search(context.Background(), b.scope, &req); err != nil {
-			requireRefusal(t, err)
-			require.Zero(t, b.store.calls)
+		if _, err := b.conv.Search(context.Background(), b.scope, req); !accepted(t, err, b.store.calls) {
 			return
 		}
 		q := b.store.search
@@ -229,14 +228,10 @@ func FuzzSearchMessages(f *testing.F) {
 // evidence exactly on knowledge_evidence items, and a digest that depends on the
 // request only.
 func FuzzCreateWindow(f *testing.F) {
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req contract.CreateWindowRequest
-		if !decodeRequest(body, &req) {
-			return
-		}
+	fuzzBody(f, func(t *testing.T, req *contract.CreateWindowRequest) {
 		uc, store, p := setupWindowUseCases()
-		created, _, err := uc.CreateWindow(context.Background(), p, &req)
-		w, verr := runtime.ValidateWindow(&req)
+		created, _, err := uc.CreateWindow(context.Background(), p, req)
+		w, verr := runtime.ValidateWindow(req)
 		if err != nil {
 			requireRefusal(t, err)
 			require.Zero(t, store.calls)
@@ -276,7 +271,7 @@ func FuzzCreateWindow(f *testing.F) {
 		require.LessOrEqual(t, total, int64(contract.MaxWindowContentBytes))
 		require.Equal(t, total, w.ContentBytes)
 		require.Len(t, w.ContentSHA256, 64)
-		again, err := runtime.ValidateWindow(&req)
+		again, err := runtime.ValidateWindow(req)
 		require.NoError(t, err)
 		require.Equal(t, w.ContentSHA256, again.ContentSHA256)
 		require.Equal(t, w.ContentSHA256, created.ContentSHA256)
@@ -284,16 +279,10 @@ func FuzzCreateWindow(f *testing.F) {
 }
 
 func FuzzCreateDerivation(f *testing.F) {
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req contract.CreateDerivationRequest
-		if !decodeRequest(body, &req) {
-			return
-		}
+	fuzzBody(f, func(t *testing.T, req *contract.CreateDerivationRequest) {
 		uc, store, p := setupWindowUseCases()
-		d, _, err := uc.CreateDerivation(context.Background(), p, &req)
-		if err != nil {
-			requireRefusal(t, err)
-			require.Zero(t, store.calls)
+		d, _, err := uc.CreateDerivation(context.Background(), p, req)
+		if !accepted(t, err, store.calls) {
 			return
 		}
 		requireID(t, "id", d.ID)
@@ -311,16 +300,10 @@ func FuzzCreateDerivation(f *testing.F) {
 }
 
 func FuzzSaveInvocation(f *testing.F) {
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req contract.CreateModelInvocationRequest
-		if !decodeRequest(body, &req) {
-			return
-		}
+	fuzzBody(f, func(t *testing.T, req *contract.CreateModelInvocationRequest) {
 		uc, store, p := setupWindowUseCases()
-		inv, err := uc.SaveInvocation(context.Background(), p, &req)
-		if err != nil {
-			requireRefusal(t, err)
-			require.Zero(t, store.calls)
+		inv, err := uc.SaveInvocation(context.Background(), p, req)
+		if !accepted(t, err, store.calls) {
 			return
 		}
 		requireID(t, "id", inv.ID)
@@ -358,20 +341,14 @@ func FuzzWindowLookups(f *testing.F) {
 		var get contract.GetWindowRequest
 		if decodeRequest(body, &get) {
 			uc, store, p := setupWindowUseCases()
-			if _, err := uc.GetWindow(ctx, p, &get); err != nil {
-				requireRefusal(t, err)
-				require.Zero(t, store.calls)
-			} else {
+			if _, err := uc.GetWindow(ctx, p, &get); accepted(t, err, store.calls) {
 				requireID(t, "windowId", get.WindowID)
 			}
 		}
 		var lineage contract.LineageRequest
 		if decodeRequest(body, &lineage) {
 			uc, store, p := setupWindowUseCases()
-			if _, err := uc.Lineage(ctx, p, &lineage); err != nil {
-				requireRefusal(t, err)
-				require.Zero(t, store.calls)
-			} else {
+			if _, err := uc.Lineage(ctx, p, &lineage); accepted(t, err, store.calls) {
 				require.Equal(t, lineage.WindowID, store.lineage.id)
 				requireID(t, "windowId", store.lineage.id)
 				requireLimit(t, store.lineage.depth, lineage.MaxDepth, contract.DefaultLineageDepth, contract.MaxLineageDepth)
@@ -380,10 +357,7 @@ func FuzzWindowLookups(f *testing.F) {
 		var inv contract.GetModelInvocationRequest
 		if decodeRequest(body, &inv) {
 			uc, store, p := setupWindowUseCases()
-			if _, err := uc.GetInvocation(ctx, p, &inv); err != nil {
-				requireRefusal(t, err)
-				require.Zero(t, store.calls)
-			} else {
+			if _, err := uc.GetInvocation(ctx, p, &inv); accepted(t, err, store.calls) {
 				requireID(t, "invocationId", inv.InvocationID)
 			}
 		}
@@ -393,16 +367,10 @@ func FuzzWindowLookups(f *testing.F) {
 // FuzzDeleteConversation: an accepted deletion creates one pending operation whose
 // request echo is exactly the conversation it deletes.
 func FuzzDeleteConversation(f *testing.F) {
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req contract.DeleteConversationRequest
-		if !decodeRequest(body, &req) {
-			return
-		}
+	fuzzBody(f, func(t *testing.T, req *contract.DeleteConversationRequest) {
 		store := newStubOperations()
-		res, _, err := newOps(store, 0).DeleteConversation(context.Background(), opScope, &req)
-		if err != nil {
-			requireRefusal(t, err)
-			require.Empty(t, store.created)
+		res, _, err := newOps(store, 0).DeleteConversation(context.Background(), opScope, req)
+		if !accepted(t, err, len(store.created)) {
 			return
 		}
 		requireID(t, "conversationId", req.ConversationID)
@@ -411,7 +379,7 @@ func FuzzDeleteConversation(f *testing.F) {
 		require.Equal(t, contract.OperationPending, res.Operation.State)
 		var echo contract.DeleteConversationRequest
 		require.True(t, decodeRequest(res.Operation.Request, &echo), "%s", res.Operation.Request)
-		require.Equal(t, req, echo)
+		require.Equal(t, *req, echo)
 	})
 }
 
@@ -419,16 +387,10 @@ func FuzzDeleteConversation(f *testing.F) {
 // both within 0..2^53-1, a valid conversation when it names one, and its operation
 // echoes it normalized.
 func FuzzRetention(f *testing.F) {
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req contract.RetentionRequest
-		if !decodeRequest(body, &req) {
-			return
-		}
+	fuzzBody(f, func(t *testing.T, req *contract.RetentionRequest) {
 		store := newStubOperations()
-		res, err := newOps(store, 0).Retention(context.Background(), opScope, &req)
-		if err != nil {
-			requireRefusal(t, err)
-			require.Empty(t, store.created)
+		res, err := newOps(store, 0).Retention(context.Background(), opScope, req)
+		if !accepted(t, err, len(store.created)) {
 			return
 		}
 		require.NotNil(t, req.Policy)
@@ -445,7 +407,7 @@ func FuzzRetention(f *testing.F) {
 		require.Len(t, store.created, 1)
 		var echo contract.RetentionRequest
 		require.True(t, decodeRequest(res.Operation.Request, &echo), "%s", res.Operation.Request)
-		require.Equal(t, req, echo)
+		require.Equal(t, *req, echo)
 	})
 }
 

@@ -82,6 +82,13 @@ type testResponse struct {
 // as they are. headers are name, value pairs.
 func (a *testApp) do(t *testing.T, method, path string, body any, headers ...string) *testResponse {
 	t.Helper()
+	r, err := a.send(context.Background(), method, path, body, headers...)
+	require.NoError(t, err)
+	return r
+}
+
+// send is do without assertions, for requests sent off the test's goroutine.
+func (a *testApp) send(ctx context.Context, method, path string, body any, headers ...string) (*testResponse, error) {
 	var reader io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -91,11 +98,15 @@ func (a *testApp) do(t *testing.T, method, path string, body any, headers ...str
 		reader = bytes.NewReader(b)
 	default:
 		buf, err := json.Marshal(b)
-		require.NoError(t, err)
+		if err != nil {
+			return nil, err
+		}
 		reader = bytes.NewReader(buf)
 	}
-	req, err := http.NewRequest(method, a.base+path, reader)
-	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, reader)
+	if err != nil {
+		return nil, err
+	}
 	if reader != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -103,11 +114,12 @@ func (a *testApp) do(t *testing.T, method, path string, body any, headers ...str
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := a.client.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &testResponse{Status: resp.StatusCode, Header: resp.Header, Body: out}
+	return &testResponse{Status: resp.StatusCode, Header: resp.Header, Body: out}, err
 }
 
 // post sends a JSON POST.

@@ -1,9 +1,11 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -40,6 +42,15 @@ func lockConversation(t *testing.T, pool *pgxpool.Pool, c string) (release func(
 	return release
 }
 
+// storedMessages counts the stored messages of conversation c.
+func storedMessages(t *testing.T, pool *pgxpool.Pool, c string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM messages WHERE conversation_id = $1`, c).Scan(&n))
+	return n
+}
+
 // awaitLockWait returns once a statement of the service waits for a row lock.
 func awaitLockWait(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
@@ -51,32 +62,13 @@ func awaitLockWait(t *testing.T, pool *pgxpool.Pool) {
 	}, testWait, testPoll)
 }
 
-// postAsync sends a JSON POST from another goroutine; the channel yields its
-// response, or nil and the error.
-func (a *testApp) postAsync(ctx context.Context, path string, body any) <-chan asyncResponse {
+// postAsync sends a JSON POST from another goroutine (headers are name, value
+// pairs); the channel yields its response, or the error.
+func (a *testApp) postAsync(ctx context.Context, path string, body any, headers ...string) <-chan asyncResponse {
 	out := make(chan asyncResponse, 1)
-	data, err := json.Marshal(body)
-	if err != nil {
-		out <- asyncResponse{err: err}
-		return out
-	}
 	go func() {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+path, bytes.NewReader(data))
-		if err != nil {
-			out <- asyncResponse{err: err}
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Request-Id", requestIDFrom(ctx))
-		resp, err := a.client.Do(req)
-		if err != nil {
-			out <- asyncResponse{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		var buf bytes.Buffer
-		_, err = buf.ReadFrom(resp.Body)
-		out <- asyncResponse{resp: &testResponse{Status: resp.StatusCode, Header: resp.Header, Body: buf.Bytes()}, err: err}
+		resp, err := a.send(ctx, http.MethodPost, path, body, headers...)
+		out <- asyncResponse{resp: resp, err: err}
 	}()
 	return out
 }
@@ -84,21 +76,6 @@ func (a *testApp) postAsync(ctx context.Context, path string, body any) <-chan a
 type asyncResponse struct {
 	resp *testResponse
 	err  error
-}
-
-type requestIDKey struct{}
-
-// withRequestID makes postAsync send id as X-Request-Id.
-func withRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey{}, id)
-}
-
-func requestIDFrom(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	if id == "" {
-		return "async"
-	}
-	return id
 }
 
 // TestShutdownDrains runs the shutdown a load balancer can follow against the real
@@ -155,10 +132,7 @@ func TestShutdownDrains(t *testing.T) {
 	done.resp.requireOK(t, http.StatusOK, &res)
 	require.Equal(t, 1, res.Appended)
 	require.NoError(t, <-shutdown)
-	var stored int
-	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM messages WHERE conversation_id = 'c'`).Scan(&stored))
-	require.Equal(t, 2, stored)
+	require.Equal(t, 2, storedMessages(t, pool, "c"))
 }
 
 // TestShutdownDrainTimeout: a request still running when the drain timeout ends is cut
@@ -175,29 +149,40 @@ func TestShutdownDrainTimeout(t *testing.T) {
 	require.Error(t, (<-inFlight).err, "the connection was closed without an answer")
 }
 
-// lockedBuffer is a log sink that the service writes while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// logLines returns a log output for the service and the lines written to it, as
+// they are written.
+func logLines(t *testing.T) (io.Writer, <-chan string) {
+	t.Helper()
+	r, w := io.Pipe()
+	lines := make(chan string, 1024)
+	go func() {
+		scanner := bufio.NewScanner(r)
+		for scanner.Scan() {
+			lines <- scanner.Text()
+		}
+	}()
+	t.Cleanup(func() { _ = w.Close() })
+	return w, lines
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the log lines that mention requestID.
-func (b *lockedBuffer) lines(requestID string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// linesOf returns the log lines mentioning requestID, up to the request line.
+func linesOf(t *testing.T, lines <-chan string, requestID string) []string {
+	t.Helper()
 	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		if strings.Contains(line, requestID) {
+	for {
+		select {
+		case line := <-lines:
+			if !strings.Contains(line, requestID) {
+				continue
+			}
 			out = append(out, line)
+			if strings.Contains(line, `"msg":"request"`) {
+				return out
+			}
+		case <-time.After(testWait):
+			t.Fatalf("no request line for %s (seen %v)", requestID, out)
 		}
 	}
-	return out
 }
 
 // TestClientLeavingIsNotAServerError: a client that gives up while its append waits
@@ -205,32 +190,27 @@ func (b *lockedBuffer) lines(requestID string) []string {
 // as status 499, with no error line; nothing of the append is written.
 func TestClientLeavingIsNotAServerError(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
-	app := startApp(t, func(c *Config) { c.LogOutput, c.LogLevel = logs, 0 })
+	logs, lines := logLines(t)
+	app := startApp(t, func(c *Config) { c.LogOutput, c.LogLevel = logs, slog.LevelInfo })
 	pool := openPool(t, app.dsn)
 	app.appendOK(t, batchOf(rec("c", "m1", "user", "first")))
 	lockConversation(t, pool, "c")
 
-	ctx, leave := context.WithCancel(withRequestID(context.Background(), "client-leaves-1"))
-	sent := app.postAsync(ctx, pathBatch, batchOf(rec("c", "m2", "user", "abandoned")))
+	ctx, leave := context.WithCancel(context.Background())
+	sent := app.postAsync(ctx, pathBatch, batchOf(rec("c", "m2", "user", "abandoned")), "X-Request-Id", "client-leaves-1")
 	awaitLockWait(t, pool)
 	leave()
 	require.ErrorIs(t, (<-sent).err, context.Canceled)
 
-	require.Eventually(t, func() bool { return len(logs.lines("client-leaves-1")) > 0 }, testWait, testPoll)
-	lines := logs.lines("client-leaves-1")
-	require.Len(t, lines, 1, "one request line, no error line: %v", lines)
+	logged := linesOf(t, lines, "client-leaves-1")
+	require.Len(t, logged, 1, "one request line, no error line: %v", logged)
 	var line map[string]any
-	require.NoError(t, json.Unmarshal([]byte(lines[0]), &line))
+	require.NoError(t, json.Unmarshal([]byte(logged[0]), &line))
 	require.Equal(t, "request", line["msg"])
 	require.Equal(t, "INFO", line["level"])
 	require.EqualValues(t, server.StatusClientClosedRequest, line["status"])
 	require.Equal(t, pathBatch, line["route"])
-
-	var stored int
-	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM messages WHERE conversation_id = 'c'`).Scan(&stored))
-	require.Equal(t, 1, stored)
+	require.Equal(t, 1, storedMessages(t, pool, "c"), "nothing of the abandoned append is written")
 }
 
 // TestShutdownAndLoadConfig: the drain, body-memory and key-set settings have their
