@@ -131,9 +131,9 @@ func FuzzAppendMessages(f *testing.F) {
 		for i, m := range batch {
 			sent := req.Messages[i]
 			requireID(t, "id", m.ID)
-			requireID(t, "conversationId", m.ConversationID)
+			requireID(t, "conversationId", m.Scope.ConversationID)
 			require.Equal(t, sent.ID, m.ID)
-			require.Equal(t, sent.Scope.ConversationID, m.ConversationID)
+			require.Equal(t, sent.Scope.ConversationID, m.Scope.ConversationID)
 			require.Contains(t, contract.Roles, m.Role)
 			require.Equal(t, sent.Content, m.Content, "content is stored as sent")
 			require.LessOrEqual(t, len(m.Content), contract.MaxMessageContentBytes)
@@ -170,7 +170,7 @@ func FuzzRecentMessages(f *testing.F) {
 func FuzzPageMessages(f *testing.F) {
 	fuzzBody(f, func(t *testing.T, req *contract.PageMessagesRequest) {
 		b := setupConversations(t)
-		b.store.listed = []runtime.Message{{ConversationID: req.Scope.ConversationID, ID: "m", Role: contract.RoleUser, Sequence: 41}}
+		b.store.listed = []contract.ConversationRecord{{ID: "m", Scope: req.Scope, Role: contract.RoleUser, Sequence: 41}}
 		b.store.more = true
 		page, err := b.conv.Page(context.Background(), b.scope, req)
 		if !accepted(t, err, b.store.calls) {
@@ -455,5 +455,100 @@ func FuzzCursorRoundTrip(f *testing.F) {
 			_, err := codec.Decode(other, cursor)
 			require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err))
 		}
+	})
+}
+
+// stubKnowledge is one configured provider, "docs", the default, required unless a
+// query says otherwise; it records what it is asked and finds nothing.
+type stubKnowledge struct {
+	calls   int
+	queried runtime.KnowledgeQuery
+	refs    []string
+}
+
+var stubDocs = runtime.KnowledgeProviderInfo{Name: "docs", DefaultRequirement: contract.RequirementRequired,
+	ResourceResolution: true, MaxHits: contract.MaxKnowledgeTopK, Status: contract.ProviderUp}
+
+func (s *stubKnowledge) Providers() []runtime.KnowledgeProviderInfo {
+	return []runtime.KnowledgeProviderInfo{stubDocs}
+}
+func (s *stubKnowledge) Default() string { return stubDocs.Name }
+func (s *stubKnowledge) Provider(name string) (runtime.KnowledgeProviderInfo, bool) {
+	return stubDocs, name == stubDocs.Name
+}
+
+func (s *stubKnowledge) Query(_ context.Context, _ string, _ runtime.KnowledgeCredentials, q runtime.KnowledgeQuery) ([]contract.KnowledgeHit, error) {
+	s.calls++
+	s.queried = q
+	return nil, nil
+}
+
+func (s *stubKnowledge) Resolve(_ context.Context, _ string, _ runtime.KnowledgeCredentials, refs []string) ([]contract.KnowledgeResource, error) {
+	s.calls++
+	s.refs = refs
+	return nil, nil
+}
+
+// requireRef asserts an accepted provider reference: 1 to 2,048 characters.
+func requireRef(t *testing.T, ref string) {
+	t.Helper()
+	require.NotEmpty(t, ref)
+	require.LessOrEqual(t, utf8.RuneCountInString(ref), contract.MaxEvidenceRefChars)
+}
+
+// FuzzKnowledgeQuery: an accepted query reaches the provider (unless disabled) with
+// the text as sent, non-blank and within 16 KiB, topK within 1..100 (default 10), a
+// valid scopeRef and filters that are absent or one compact JSON object.
+func FuzzKnowledgeQuery(f *testing.F) {
+	fuzzBody(f, func(t *testing.T, req *contract.KnowledgeQueryRequest) {
+		providers := &stubKnowledge{}
+		res, err := runtime.NewKnowledge(providers).Query(context.Background(), runtime.Principal{}, req)
+		if !accepted(t, err, providers.calls) {
+			return
+		}
+		require.NotNil(t, res.Hits)
+		if req.Requirement == contract.RequirementDisabled {
+			require.Zero(t, providers.calls, "a disabled query calls no provider")
+			return
+		}
+		require.Equal(t, 1, providers.calls)
+		q := providers.queried
+		require.Equal(t, req.Query, q.Text)
+		require.NotEmpty(t, strings.TrimSpace(q.Text))
+		require.LessOrEqual(t, len(q.Text), contract.MaxKnowledgeQueryBytes)
+		requireLimit(t, q.TopK, req.TopK, contract.DefaultKnowledgeTopK, contract.MaxKnowledgeTopK)
+		if q.ScopeRef != nil {
+			requireRef(t, *q.ScopeRef)
+		}
+		requireStoredJSON(t, q.Filters, contract.MaxMetadataBytes)
+		if q.Filters != nil {
+			require.Equal(t, jsontext.KindBeginObject, jsontext.Value(q.Filters).Kind())
+		}
+	})
+}
+
+// FuzzResolveResources: an accepted request asks the provider for 1..100 distinct
+// valid refs in request order, and answers every one of them, resolved or missing.
+func FuzzResolveResources(f *testing.F) {
+	fuzzBody(f, func(t *testing.T, req *contract.ResolveResourcesRequest) {
+		providers := &stubKnowledge{}
+		res, err := runtime.NewKnowledge(providers).Resolve(context.Background(), runtime.Principal{}, req)
+		if !accepted(t, err, providers.calls) {
+			return
+		}
+		require.GreaterOrEqual(t, len(providers.refs), 1)
+		require.LessOrEqual(t, len(req.ResourceRefs), contract.MaxResourceRefs)
+		seen := map[string]bool{}
+		var first []string
+		for _, ref := range req.ResourceRefs {
+			requireRef(t, ref)
+			if !seen[ref] {
+				seen[ref] = true
+				first = append(first, ref)
+			}
+		}
+		require.Equal(t, first, providers.refs, "each ref once, in request order")
+		require.Equal(t, first, res.Missing, "the stub resolves none: all are missing")
+		require.Empty(t, res.Resources)
 	})
 }
