@@ -17,10 +17,6 @@ import (
 // MetricsNamespace prefixes every metric of the service (docs/observability.md).
 const MetricsNamespace = "agent_context"
 
-// statusClientClosed is the status a request is counted under when its client went
-// away before the answer (nginx's 499): the client's doing, not a server error.
-const statusClientClosed = 499
-
 // latencyBuckets span a cached read (1 ms) to a long poll (60 s).
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
@@ -69,20 +65,22 @@ func (m *requestMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		label := strconv.Itoa(status)
 		m.requests.WithLabelValues(c.Request().Method, route, label).Inc()
 		m.latency.WithLabelValues(c.Request().Method, route, label).Observe(time.Since(start).Seconds())
-		if code, ok := c.Get(ctxKeyErrorCode).(string); ok && status != statusClientClosed {
+		if code, ok := c.Get(ctxKeyErrorCode).(string); ok && status != StatusClientClosedRequest {
 			m.errors.WithLabelValues(route, code).Inc()
 		}
 		return err
 	}
 }
 
-// finalStatus is the status the request is counted under: the one written, except
-// that a request whose client went away before a successful answer counts as 499
-// whatever the server then wrote (or did not write).
+// finalStatus is the status the request is logged and counted under: the one
+// written, except that a request whose client went away before a successful answer
+// (its body broke off, or its context ended) counts as 499 whatever the server then
+// wrote (or did not write).
 func finalStatus(c echo.Context) int {
 	resp := c.Response()
-	if errors.Is(c.Request().Context().Err(), context.Canceled) && (!resp.Committed || resp.Status >= 500) {
-		return statusClientClosed
+	if c.Get(ctxKeyClientGone) != nil ||
+		errors.Is(c.Request().Context().Err(), context.Canceled) && (!resp.Committed || resp.Status >= 500) {
+		return StatusClientClosedRequest
 	}
 	return resp.Status
 }

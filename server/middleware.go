@@ -38,9 +38,9 @@ func (s *Server) recoverMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// StatusClientClosedRequest is the status logged for a request whose client went
-// away before it was answered (nginx's 499). It is never sent: there is no one to
-// send it to.
+// StatusClientClosedRequest is the status a request is logged and counted under when
+// its client went away before the answer (nginx's 499): the client's doing, not a
+// server error. It is never sent: there is no one to send it to.
 const StatusClientClosedRequest = 499
 
 // logMiddleware writes one structured line per request: request ID, route, status,
@@ -56,13 +56,12 @@ func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 		start := time.Now()
 		err := next(c)
 		gone := err != nil && !c.Response().Committed && clientGone(c.Request(), err)
-		if err != nil && !gone {
+		if gone {
+			c.Set(ctxKeyClientGone, true)
+		} else if err != nil {
 			c.Error(err)
 		}
-		status := c.Response().Status
-		if gone {
-			status = StatusClientClosedRequest
-		}
+		status := finalStatus(c)
 		attrs := []slog.Attr{
 			slog.String("request_id", requestIDFrom(c)),
 			slog.String("method", c.Request().Method),
@@ -89,7 +88,7 @@ func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		s.log.LogAttrs(c.Request().Context(), level, "request", attrs...)
 		if gone {
-			panic(errAbortHandler)
+			dropConnection(c)
 		}
 		return nil
 	}
@@ -103,6 +102,19 @@ func clientGone(r *http.Request, err error) bool {
 		return true
 	}
 	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
+}
+
+// dropConnection closes the connection of c without an answer. net/http writes
+// nothing on a hijacked connection; a writer that cannot be hijacked (a test
+// recorder) is left unwritten.
+func dropConnection(c echo.Context) {
+	hj, ok := c.Response().Writer.(http.Hijacker)
+	if !ok {
+		return
+	}
+	if conn, _, err := hj.Hijack(); err == nil {
+		_ = conn.Close()
+	}
 }
 
 // routeLabel is the matched route template, or "unmatched" so that scanners probing

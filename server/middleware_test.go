@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/runtime"
@@ -54,7 +55,8 @@ func recordAttrs(r slog.Record) map[string]any {
 func TestClientGoneIsLogged499(t *testing.T) {
 	t.Parallel()
 	records := make(chan slog.Record, 16)
-	b := setup(t, Config{Logger: slog.New(recordHandler{records})})
+	reg := prometheus.NewRegistry()
+	b := setup(t, Config{Logger: slog.New(recordHandler{records}), Instruments: Instruments{Registerer: reg, Gatherer: reg}})
 	waiting := make(chan struct{}, 1)
 	const blockingPath = "/internal/v1/test/blocking"
 	b.server.echo.Add(http.MethodPost, blockingPath, jsonBody(b.server.maxBody,
@@ -98,4 +100,28 @@ func TestClientGoneIsLogged499(t *testing.T) {
 			require.Empty(t, records, "one line, and no error line")
 		})
 	}
+	// Counted as the client's doing: 499, no error by code. (The count is taken after
+	// the log line is written, so it is waited for.)
+	counted := func() map[string]float64 {
+		out := map[string]float64{}
+		families, err := reg.Gather()
+		if err != nil {
+			out["gather failed"] = 1
+		}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				if f.GetName() == MetricsNamespace+"_http_errors_total" {
+					out["errors"] += m.GetCounter().GetValue()
+				}
+				for _, l := range m.GetLabel() {
+					if f.GetName() == MetricsNamespace+"_http_requests_total" && l.GetName() == "status" {
+						out[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return counted()["499"] == 2 }, testWait, testPoll)
+	require.Equal(t, map[string]float64{"499": 2}, counted())
 }

@@ -14,6 +14,8 @@ const (
 	ctxKeyRequestID = "agent-context.request-id"
 	ctxKeyErrorCode = "agent-context.error-code"
 	ctxKeyPrincipal = "agent-context.principal"
+	// ctxKeyClientGone marks a request whose client went away before its answer.
+	ctxKeyClientGone = "agent-context.client-gone"
 	// ctxKeyServerFault marks a request whose failure was logged as an error.
 	ctxKeyServerFault = "agent-context.server-fault"
 )
