@@ -35,6 +35,19 @@ var specCapabilities = map[string][]string{
 	"GET /internal/v1/knowledge/capabilities":           {"knowledge:read"},
 	"POST /internal/v1/knowledge/query":                 {"knowledge:query"},
 	"POST /internal/v1/knowledge/resolve-resources":     {"knowledge:query"},
+	"POST /internal/v1/a2a/agents/register":             {"a2a:send"},
+	"POST /internal/v1/a2a/messages/post":               {"a2a:send"},
+	"POST /internal/v1/a2a/messages/read":               {"a2a:read"},
+	"POST /internal/v1/a2a/events/poll":                 {"a2a:read"},
+	"POST /internal/v1/a2a/agents/list":                 {"a2a:read"},
+	"POST /internal/v1/a2a/snapshot":                    {"a2a:read"},
+	"POST /internal/v1/a2a/tasks":                       {"a2a:tasks"},
+	"POST /internal/v1/a2a/tasks/get":                   {"a2a:tasks"},
+	"POST /internal/v1/a2a/tasks/list":                  {"a2a:tasks"},
+	"POST /internal/v1/a2a/tasks/update":                {"a2a:tasks"},
+	"POST /internal/v1/a2a/tasks/cancel":                {"a2a:tasks"},
+	"POST /internal/v1/a2a/tasks/message":               {"a2a:tasks"},
+	"POST /internal/v1/a2a/tasks/info":                  {"a2a:tasks"},
 }
 
 func TestRoutesMatchTheSpecTable(t *testing.T) {

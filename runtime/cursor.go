@@ -11,27 +11,38 @@ import (
 	"github.com/agent-context/agent-context/contract"
 )
 
-// cursorVersion is the first byte of every cursor, so the format can change without
-// old cursors being misread.
-const cursorVersion = 1
+// The first byte of every cursor names its format, so the format can change without
+// old cursors being misread: a position cursor holds a number, a key cursor a string
+// (an ID to resume after). The version is covered by the MAC, so one kind is never
+// read as the other.
+const (
+	cursorVersion    = 1
+	keyCursorVersion = 2
+)
 
 // maxCursorChars bounds what Decode looks at: a version byte, a varint position and a
-// 32-byte MAC encode to far fewer characters.
-const maxCursorChars = 128
+// 32-byte MAC encode to far fewer characters. maxKeyCursorChars bounds a key cursor:
+// an ID of 191 characters is at most 764 bytes of UTF-8.
+const (
+	maxCursorChars    = 128
+	maxKeyCursorChars = 1100
+)
 
 // cursorEncoding is base64url without padding, strict about the unused trailing bits so
 // that no two strings decode to the same cursor.
 var cursorEncoding = base64.RawURLEncoding.Strict()
 
 // CursorBinding is everything a cursor is valid for: the kind of listing, the caller's
-// tenant and project, the conversation and the filter. A cursor minted for one binding
-// is refused for any other.
+// tenant and project, the conversation, the filter and, for listings relative to the
+// caller (an agent's tasks), the caller's subject. A cursor minted for one binding is
+// refused for any other.
 type CursorBinding struct {
 	Kind           string
 	Scope          Scope
 	ConversationID string
 	Order          string
 	Roles          []string
+	Subject        string
 }
 
 // CursorCodec mints and verifies opaque pagination cursors. A cursor carries only a
@@ -56,24 +67,54 @@ func (c *CursorCodec) Encode(b CursorBinding, position int64) string {
 // Decode verifies cursor against b and returns its position. Any failure is
 // INVALID_CURSOR, without saying which check failed.
 func (c *CursorCodec) Decode(b CursorBinding, cursor string) (int64, error) {
-	invalid := Errorf(contract.CodeInvalidCursor, "the cursor is invalid for this request").With("field", "cursor")
-	if len(cursor) > maxCursorChars {
-		return 0, invalid
+	payload, err := c.verify(b, cursor, cursorVersion, maxCursorChars)
+	if err != nil {
+		return 0, err
+	}
+	position, n := binary.Uvarint(payload)
+	if n != len(payload) || position > 1<<62 {
+		return 0, invalidCursor()
+	}
+	return int64(position), nil
+}
+
+// EncodeKey returns the cursor that resumes a listing bound to b, ordered by a string
+// key, after key.
+func (c *CursorCodec) EncodeKey(b CursorBinding, key string) string {
+	payload := append([]byte{keyCursorVersion}, key...)
+	return cursorEncoding.EncodeToString(append(payload, c.mac(b, payload)...))
+}
+
+// DecodeKey verifies a cursor of EncodeKey against b and returns its key. Any failure
+// is INVALID_CURSOR.
+func (c *CursorCodec) DecodeKey(b CursorBinding, cursor string) (string, error) {
+	payload, err := c.verify(b, cursor, keyCursorVersion, maxKeyCursorChars)
+	if err != nil {
+		return "", err
+	}
+	return string(payload), nil
+}
+
+// verify checks cursor's encoding, MAC and version and returns what follows the
+// version byte.
+func (c *CursorCodec) verify(b CursorBinding, cursor string, version byte, maxChars int) ([]byte, error) {
+	if len(cursor) > maxChars {
+		return nil, invalidCursor()
 	}
 	raw, err := cursorEncoding.DecodeString(cursor)
 	// The decoder skips CR and LF; re-encoding rejects every string but the canonical one.
 	if err != nil || cursorEncoding.EncodeToString(raw) != cursor || len(raw) < 2+sha256.Size {
-		return 0, invalid
+		return nil, invalidCursor()
 	}
 	payload, sum := raw[:len(raw)-sha256.Size], raw[len(raw)-sha256.Size:]
-	if !hmac.Equal(sum, c.mac(b, payload)) || payload[0] != cursorVersion {
-		return 0, invalid
+	if !hmac.Equal(sum, c.mac(b, payload)) || payload[0] != version {
+		return nil, invalidCursor()
 	}
-	position, n := binary.Uvarint(payload[1:])
-	if n != len(payload)-1 || position > 1<<62 {
-		return 0, invalid
-	}
-	return int64(position), nil
+	return payload[1:], nil
+}
+
+func invalidCursor() error {
+	return Errorf(contract.CodeInvalidCursor, "the cursor is invalid for this request").With("field", "cursor")
 }
 
 // mac authenticates payload together with the binding. The fields are separated by NUL,
@@ -85,7 +126,7 @@ func (c *CursorCodec) mac(b CursorBinding, payload []byte) []byte {
 	h := hmac.New(sha256.New, c.key)
 	for _, field := range []string{
 		"agent-context cursor", b.Kind, b.Scope.TenantID, b.Scope.ProjectID, b.ConversationID, b.Order,
-		strings.Join(roles, ","),
+		strings.Join(roles, ","), b.Subject,
 	} {
 		h.Write([]byte(field))
 		h.Write([]byte{0})

@@ -26,6 +26,11 @@ type Principal struct {
 	RuntimeToken string
 	// TokenID is the runtime token's jti, when it has one; it is logged with the request.
 	TokenID string
+	// TrustedHeaders is set when the static token or open mode admitted the caller,
+	// whose trusted x-infra-* headers set the scope and subject. Such a caller may name
+	// the sender of an A2A message or task in the body (local development); a runtime
+	// token's caller may not (07-a2a.md).
+	TrustedHeaders bool
 }
 
 // Can reports whether the principal holds capability.

@@ -17,3 +17,14 @@ func (d stubDB) Stores() runtime.Stores { return d.stores }
 func (d stubDB) WithinTx(ctx context.Context, fn func(ctx context.Context, tx runtime.Stores) error) error {
 	return fn(ctx, d.stores)
 }
+
+// stubEvents records the events appended to it; it has no log to poll.
+type stubEvents struct {
+	runtime.EventStore
+	appended []runtime.NewEvent
+}
+
+func (s *stubEvents) AppendEvents(_ context.Context, _ runtime.Scope, events []runtime.NewEvent) (int64, error) {
+	s.appended = append(s.appended, events...)
+	return int64(len(s.appended)), nil
+}

@@ -12,6 +12,12 @@ type Stores struct {
 	Windows       WindowStore
 	Operations    OperationStore
 	Jobs          JobQueue
+	// Agents, AgentMessages, Tasks and Events are agent-to-agent coordination
+	// (07-a2a.md); Events is also where other areas announce their changes.
+	Agents        AgentStore
+	AgentMessages AgentMessageStore
+	Tasks         TaskStore
+	Events        EventStore
 }
 
 // UnitOfWork is how a use case commits several stores, background jobs and

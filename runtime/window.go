@@ -43,8 +43,10 @@ type WindowStore interface {
 
 // Windows holds the use cases of context windows, derivations, lineage and model
 // invocations (04-windows.md). Windows and derivations are immutable; every create is
-// idempotent by ID.
+// idempotent by ID. A window's creation commits together with its window_created
+// event (07-a2a.md).
 type Windows struct {
+	db    UnitOfWork
 	store WindowStore
 	clock Clock
 }
@@ -54,7 +56,7 @@ func NewWindows(db UnitOfWork, clock Clock) *Windows {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &Windows{store: db.Stores().Windows, clock: clock}
+	return &Windows{db: db, store: db.Stores().Windows, clock: clock}
 }
 
 // CreateWindow validates and stores a window. It returns the stored window without
@@ -66,7 +68,16 @@ func (s *Windows) CreateWindow(ctx context.Context, p Principal, req *contract.C
 		return contract.Window{}, false, err
 	}
 	w.CreatedAtMs = s.clock.Now().UnixMilli()
-	stored, created, err := s.store.CreateWindow(ctx, p.Scope, &w)
+	var stored contract.Window
+	var created bool
+	err = s.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+		var err error
+		if stored, created, err = tx.Windows.CreateWindow(ctx, p.Scope, &w); err != nil || !created {
+			return err
+		}
+		_, err = tx.Events.AppendEvents(ctx, p.Scope, []NewEvent{WindowCreatedEvent(p.Subject, &w, w.CreatedAtMs)})
+		return err
+	})
 	if err != nil {
 		return contract.Window{}, false, err
 	}

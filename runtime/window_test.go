@@ -77,9 +77,15 @@ func (c winClock) Now() time.Time { return time.Time(c) }
 const winNowMs = 1_700_000_000_000
 
 func setupWindowUseCases() (*runtime.Windows, *stubWindowStore, runtime.Principal) {
-	store := &stubWindowStore{}
+	windows, store, _, p := setupWindowUseCasesWithEvents()
+	return windows, store, p
+}
+
+func setupWindowUseCasesWithEvents() (*runtime.Windows, *stubWindowStore, *stubEvents, runtime.Principal) {
+	store, events := &stubWindowStore{}, &stubEvents{}
 	p := runtime.Principal{Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}, Subject: "agent-7"}
-	return runtime.NewWindows(stubDB{runtime.Stores{Windows: store}}, winClock(time.UnixMilli(winNowMs))), store, p
+	db := stubDB{runtime.Stores{Windows: store, Events: events}}
+	return runtime.NewWindows(db, winClock(time.UnixMilli(winNowMs))), store, events, p
 }
 
 func validWindow() *contract.CreateWindowRequest {
@@ -267,16 +273,28 @@ func TestCreateWindowNormalizes(t *testing.T) {
 
 func TestCreateWindowComparesWithTheStoredWindow(t *testing.T) {
 	t.Parallel()
-	windows, store, p := setupWindowUseCases()
+	windows, store, events, p := setupWindowUseCasesWithEvents()
 	first, _, err := windows.CreateWindow(context.Background(), p, validWindow())
 	require.NoError(t, err)
 	first.CreatedAtMs = 42
 	store.window = &first
+	// A created window is announced, with IDs only, and its conversation recorded so
+	// that deleting the conversation removes the event.
+	require.Len(t, events.appended, 1)
+	e := events.appended[0]
+	require.Equal(t, contract.EventWindowCreated, e.Event.Kind)
+	require.Equal(t, "agent-7", e.Event.Actor)
+	require.Equal(t, "conversation-1", e.Event.CorrelationID)
+	require.Equal(t, contract.ConsistencyLocal, e.Event.ConsistencyLevel)
+	require.Empty(t, e.Event.TargetAgents)
+	require.Equal(t, "conversation-1", e.ConversationID)
+	require.JSONEq(t, `{"windowId":"window-1","conversationId":"conversation-1","stage":"assembled"}`, string(e.Event.Payload))
 
 	again, created, err := windows.CreateWindow(context.Background(), p, validWindow())
 	require.NoError(t, err)
 	require.False(t, created)
 	require.EqualValues(t, 42, again.CreatedAtMs)
+	require.Len(t, events.appended, 1, "an identical retry announces nothing")
 
 	changed := validWindow()
 	changed.Items[0].Content = winPtr("hello!")

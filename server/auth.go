@@ -83,7 +83,7 @@ func (a AuthConfig) authenticate(r *http.Request) (runtime.Principal, error) {
 // headerPrincipal is the caller of static-token and open mode: every capability,
 // scope from the trusted headers.
 func headerPrincipal(r *http.Request) (runtime.Principal, error) {
-	p := runtime.Principal{Capabilities: allCapabilities}
+	p := runtime.Principal{Capabilities: allCapabilities, TrustedHeaders: true}
 	var err error
 	if p.TenantID, err = scopeHeader(r, headerTenant, defaultTenant); err != nil {
 		return runtime.Principal{}, err

@@ -40,6 +40,8 @@ type Config struct {
 	Knowledge *runtime.Knowledge
 	// Instruments are the request metrics, tracing and what GET /metrics serves.
 	Instruments Instruments
+	// A2A serves the agent-to-agent routes.
+	A2A *runtime.A2A
 }
 
 // Server is the echo host.
@@ -55,6 +57,7 @@ type Server struct {
 	windows    *runtime.Windows
 	operations *runtime.Operations
 	knowledge  *runtime.Knowledge
+	a2a        *runtime.A2A
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -70,6 +73,7 @@ func New(cfg Config) *Server {
 	s.windows = cfg.Windows
 	s.operations = cfg.Operations
 	s.knowledge = cfg.Knowledge
+	s.a2a = cfg.A2A
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -96,6 +100,7 @@ func New(cfg Config) *Server {
 	s.windowRoutes()
 	s.operationRoutes()
 	s.knowledgeRoutes()
+	s.a2aRoutes()
 	return s
 }
 

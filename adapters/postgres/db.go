@@ -167,6 +167,10 @@ func (db *DB) over(h DBTX) runtime.Stores {
 		Windows:       &WindowStore{db: h},
 		Operations:    &OperationStore{db: h},
 		Jobs:          &JobQueue{db: h, client: db.queue},
+		Agents:        &AgentStore{db: h},
+		AgentMessages: &AgentMessageStore{db: h},
+		Tasks:         &TaskStore{db: h},
+		Events:        &EventStore{db: h},
 	}
 }
 

@@ -42,6 +42,9 @@ var messagesTable = conversationTable{Name: "messages", Column: "conversation_id
 // the test that scans every column of every table after a deletion proves it.
 var conversationTables = []conversationTable{
 	messagesTable,
+	// The A2A events that name the conversation (window_created, entry_written):
+	// IDs only, but a deleted conversation leaves no trace beyond its tombstone.
+	{Name: "a2a_events", Column: "conversation_id", Size: []string{"payload"}},
 	// Windows go last: deleting one cascades to the derivations that name it from
 	// another conversation (a derivation's conversation_id is its target's).
 	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}},

@@ -28,6 +28,13 @@ type OperationRunner interface {
 	ScheduleDefaultRetention(ctx context.Context, since, deadline time.Time) (bool, error)
 }
 
+// A2ASweeper purges expired A2A messages, events and tasks; runtime.A2A implements it.
+type A2ASweeper interface {
+	// SweepA2A sweeps every scope not swept since since, until deadline; it reports
+	// whether it finished.
+	SweepA2A(ctx context.Context, since, deadline time.Time) (bool, error)
+}
+
 // JobOptions tune the job queue of one replica.
 type JobOptions struct {
 	// Workers bounds the jobs this replica runs at once (default 4).
@@ -41,7 +48,12 @@ type JobOptions struct {
 	// schedules it never. The first run comes right after this replica becomes the
 	// queue's leader.
 	RetentionInterval time.Duration
-	Logger            *slog.Logger
+	// A2ASweeper, with A2ASweepInterval above 0, runs the A2A sweep that often
+	// (runtime.A2ASweepJob), the first run right after this replica becomes the
+	// queue's leader.
+	A2ASweeper       A2ASweeper
+	A2ASweepInterval time.Duration
+	Logger           *slog.Logger
 	// Metrics receives the job run metrics (nil: none).
 	Metrics prometheus.Registerer
 }
@@ -90,12 +102,20 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 	tm := timing(opts.RescueAfter)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &operationWorker{runner: runner, budget: tm.budget})
-	river.AddWorker(workers, &retentionSweepWorker{runner: runner, budget: tm.budget})
+	river.AddWorker(workers, &sweepWorker[retentionSweepArgs]{sweep: runner.ScheduleDefaultRetention, budget: tm.budget})
 	var periodic []*river.PeriodicJob
 	if opts.RetentionInterval > 0 {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.RetentionInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return retentionSweepArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "retention_sweep", RunOnStart: true}))
+	}
+	if opts.A2ASweeper != nil {
+		river.AddWorker(workers, &sweepWorker[runtime.A2ASweepJob]{sweep: opts.A2ASweeper.SweepA2A, budget: tm.budget})
+		if opts.A2ASweepInterval > 0 {
+			periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.A2ASweepInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return runtime.A2ASweepJob{}, nil },
+				&river.PeriodicJobOpts{ID: "a2a_sweep", RunOnStart: true}))
+		}
 	}
 	var middleware []rivertype.Middleware
 	if opts.Metrics != nil {
@@ -190,17 +210,18 @@ type retentionSweepArgs struct{}
 // Kind names the job kind in River.
 func (retentionSweepArgs) Kind() string { return "agent_context_retention_sweep" }
 
-// retentionSweepWorker schedules the default retention policy in every scope.
-type retentionSweepWorker struct {
-	river.WorkerDefaults[retentionSweepArgs]
-	runner OperationRunner
+// sweepWorker runs a periodic sweep (the default retention's scheduling, the A2A
+// purge) for one budget per run. The job's creation time marks the period: a run
+// continued after a snooze or a crash skips the scopes already done in it.
+type sweepWorker[T river.JobArgs] struct {
+	river.WorkerDefaults[T]
+	sweep  func(ctx context.Context, since, deadline time.Time) (bool, error)
 	budget time.Duration
 }
 
-// Work schedules for one budget. The job's creation time marks the period: a run
-// continued after a snooze or a crash skips the scopes already scheduled in it.
-func (w *retentionSweepWorker) Work(ctx context.Context, job *river.Job[retentionSweepArgs]) error {
-	finished, err := w.runner.ScheduleDefaultRetention(ctx, job.CreatedAt, time.Now().Add(w.budget))
+// Work sweeps for one budget; unfinished work is snoozed back into the queue.
+func (w *sweepWorker[T]) Work(ctx context.Context, job *river.Job[T]) error {
+	finished, err := w.sweep(ctx, job.CreatedAt, time.Now().Add(w.budget))
 	switch {
 	case err != nil && stopping(ctx):
 		return river.JobSnooze(0)

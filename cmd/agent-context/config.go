@@ -20,6 +20,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/server"
+	"github.com/agent-context/agent-context/runtime"
 )
 
 // Config is the service configuration, read from AGENT_CONTEXT_* variables.
@@ -75,6 +76,12 @@ type Config struct {
 	Knowledge              knowledge.Config
 	// Tracing is read from the standard OTEL_* variables (docs/observability.md).
 	Tracing telemetry.Config
+	// Agent-to-agent coordination (07-a2a.md): the live messages kept per scope, how
+	// long terminal tasks and events are kept, and how often the sweeper purges.
+	A2AMaxMessages    int
+	A2ATaskRetention  time.Duration
+	A2AEventRetention time.Duration
+	A2ASweepInterval  time.Duration
 }
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
@@ -96,6 +103,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, postgres.DefaultJobWorkers, postgres.DefaultRescueAfter
 	cfg.Embedder, cfg.EmbeddingTimeout = EmbedderLocal, openai.DefaultTimeout
+	cfg.A2AMaxMessages, cfg.A2ATaskRetention = contract.DefaultA2AMaxMessages, runtime.DefaultA2ATaskRetention
+	cfg.A2AEventRetention, cfg.A2ASweepInterval = runtime.DefaultA2AEventRetention, time.Minute
 	var errs []string
 	str := func(name string, dst *string) {
 		if v := getenv(name); v != "" {
@@ -180,6 +189,16 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_JOB_WORKERS must be a non-negative integer, got %q", v))
 		}
 		cfg.JobWorkers = n
+	}
+	duration("AGENT_CONTEXT_A2A_TASK_RETENTION", &cfg.A2ATaskRetention)
+	duration("AGENT_CONTEXT_A2A_EVENT_RETENTION", &cfg.A2AEventRetention)
+	duration("AGENT_CONTEXT_A2A_SWEEP_INTERVAL", &cfg.A2ASweepInterval)
+	if v := getenv("AGENT_CONTEXT_A2A_MAX_MESSAGES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_A2A_MAX_MESSAGES must be a positive integer, got %q", v))
+		}
+		cfg.A2AMaxMessages = n
 	}
 	if v := getenv("AGENT_CONTEXT_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 32)

@@ -38,6 +38,7 @@ type Main struct {
 	served             chan error
 	jobs               *postgres.Jobs
 	knowledgeProviders *knowledge.Client
+	hub                *postgres.EventHub
 	// Instruments (instruments.go). A test may set tracing before Run; uninstrumented
 	// (benchmarks only) leaves out request metrics and tracing.
 	registry       *prometheus.Registry
@@ -108,7 +109,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load the cursor secret: %w", err)
 	}
-	messages := runtime.NewMessages(db, runtime.NewCursorCodec(cursorSecret), runtime.SystemClock{})
+	cursors := runtime.NewCursorCodec(cursorSecret)
+	messages := runtime.NewMessages(db, cursors, runtime.SystemClock{})
 	windows := runtime.NewWindows(db, runtime.SystemClock{})
 	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db,
 		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter)})
@@ -117,12 +119,17 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.knowledgeProviders.Start()
+	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry}); err != nil {
+		return err
+	}
+	a2a := runtime.NewA2A(runtime.A2AConfig{DB: db, Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
+		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention})
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
-		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders),
+		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders), A2A: a2a,
 		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes})
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
-			Metrics: m.registry}
+			Metrics: m.registry, A2ASweeper: a2a, A2ASweepInterval: cfg.A2ASweepInterval}
 		if cfg.RetentionMaxAge > 0 {
 			jobOpts.RetentionInterval = cfg.RetentionInterval
 		}
@@ -191,6 +198,11 @@ func (m *Main) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			delay.Stop()
 		}
+		if m.hub != nil {
+			// Waiting long polls answer now with what they have, instead of holding
+			// the drain for up to 30 s.
+			m.hub.Close()
+		}
 		drain, cancel := context.WithTimeout(context.Background(), m.Config.DrainTimeout)
 		if err := m.http.Shutdown(drain); err != nil {
 			errs = append(errs, fmt.Errorf("drain: %w", err))
@@ -221,6 +233,10 @@ func (m *Main) Shutdown(ctx context.Context) error {
 		}
 		cancel()
 		m.jobs = nil
+	}
+	if m.hub != nil {
+		m.hub.Close()
+		m.hub = nil
 	}
 	if m.pool != nil {
 		m.pool.Close()

@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agent-context/agent-context/contract"
+)
+
+// a2aStateTimeout bounds the statement a scrape runs, so a slow database slows a scrape
+// by at most this much (the gauges are then missing from that scrape).
+const a2aStateTimeout = 2 * time.Second
+
+// a2aStateCollector exports the A2A tasks by state and the messages by state (live,
+// or expired and awaiting the purge), over all scopes, counted at each scrape.
+type a2aStateCollector struct {
+	pool            *pgxpool.Pool
+	tasks, messages *prometheus.Desc
+}
+
+func newA2AStateCollector(pool *pgxpool.Pool) *a2aStateCollector {
+	return &a2aStateCollector{
+		pool: pool,
+		tasks: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "a2a", "tasks"),
+			"A2A tasks by state, over every scope.", []string{"state"}, nil),
+		messages: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "a2a", "messages"),
+			"A2A messages by state (live, or expired and not yet purged), over every scope.", []string{"state"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *a2aStateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.tasks
+	ch <- c.messages
+}
+
+// Collect implements prometheus.Collector.
+func (c *a2aStateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), a2aStateTimeout)
+	defer cancel()
+	rows, err := c.pool.Query(ctx, `
+		SELECT 'task', state, count(*) FROM a2a_tasks GROUP BY state
+		UNION ALL
+		SELECT 'message', CASE WHEN expires_at_ms > $1 THEN 'live' ELSE 'expired' END, count(*)
+		FROM a2a_messages GROUP BY 2`, time.Now().UnixMilli())
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	tasks := map[string]float64{}
+	for _, s := range contract.TaskStates {
+		tasks[s] = 0
+	}
+	messages := map[string]float64{"live": 0, "expired": 0}
+	for rows.Next() {
+		var kind, state string
+		var n int64
+		if rows.Scan(&kind, &state, &n) != nil {
+			return
+		}
+		if kind == "task" {
+			tasks[state] = float64(n)
+		} else {
+			messages[state] = float64(n)
+		}
+	}
+	if rows.Err() != nil {
+		return
+	}
+	for state, n := range tasks {
+		ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, n, state)
+	}
+	for state, n := range messages {
+		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, n, state)
+	}
+}
