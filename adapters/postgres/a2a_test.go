@@ -3,16 +3,19 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -202,4 +205,506 @@ func TestA2AReadMarksAndNeverDeliversTwice(t *testing.T) {
 	require.Len(t, b.read(t, reader, contract.ReadMessagesRequest{IncludeRead: true, Limit: ptr(500)}), n)
 	// Another agent's read state is its own.
 	require.Len(t, b.read(t, b.agent("other"), contract.ReadMessagesRequest{Limit: ptr(500)}), n)
+}
+
+func (b *a2aBundle) createTask(t testing.TB, p runtime.Principal, req contract.CreateTaskRequest) *contract.Task {
+	t.Helper()
+	if req.Description == nil {
+		req.Description = ptr("do the thing")
+	}
+	task, created, err := b.a2a.CreateTask(context.Background(), p, &req)
+	require.NoError(t, err)
+	require.True(t, created)
+	return task
+}
+
+func (b *a2aBundle) update(p runtime.Principal, req contract.UpdateTaskRequest) (*contract.Task, error) {
+	return b.a2a.UpdateTask(context.Background(), p, &req)
+}
+
+// Ten participants race to move a working task on: exactly one wins, and every other
+// gets a 409, whether it raced blind (INVALID_TRANSITION from the winner's terminal
+// state) or with the version it read (CONFLICT).
+func TestA2ATaskConcurrentTransitionsOneWins(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	creator, worker := b.agent("creator"), b.agent("worker")
+	for _, withVersion := range []bool{false, true} {
+		task := b.createTask(t, creator, contract.CreateTaskRequest{ToAgent: "worker"})
+		working, err := b.update(worker, contract.UpdateTaskRequest{TaskID: task.ID, State: contract.TaskWorking})
+		require.NoError(t, err)
+		// Blind racers move to terminal states, so no winner's state lets a second one
+		// through; racers holding the version may aim anywhere.
+		targets := []string{contract.TaskCompleted, contract.TaskFailed}
+		if withVersion {
+			targets = append(targets, contract.TaskInputRequired)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 10)
+		start := make(chan struct{})
+		for i := range errs {
+			wg.Go(func() {
+				<-start
+				req := contract.UpdateTaskRequest{TaskID: task.ID, State: targets[i%len(targets)]}
+				if withVersion {
+					req.ExpectedVersion = ptr(working.Version)
+				}
+				_, errs[i] = b.update([]runtime.Principal{creator, worker}[i%2], req)
+			})
+		}
+		close(start)
+		wg.Wait()
+		wins := 0
+		for _, err := range errs {
+			if err == nil {
+				wins++
+				continue
+			}
+			code := runtime.ErrorCode(err)
+			require.Contains(t, []string{contract.CodeInvalidTransition, contract.CodeConflict}, code, "%v", err)
+			require.Equal(t, 409, contract.Codes[code].Status)
+		}
+		require.Equal(t, 1, wins, "with expectedVersion %v: %v", withVersion, errs)
+		stored, err := b.a2a.GetTask(context.Background(), creator, &contract.TaskRequest{TaskID: task.ID})
+		require.NoError(t, err)
+		require.Equal(t, working.Version+1, stored.Version)
+		require.Len(t, stored.History, 3, "created, working and the one winner")
+	}
+}
+
+func TestA2ATaskLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	ctx := context.Background()
+	creator, worker, stranger := b.agent("creator"), b.agent("worker"), b.agent("stranger")
+	task := b.createTask(t, creator, contract.CreateTaskRequest{
+		ID: ptr("t-1"), ToAgent: "worker", Parts: []contract.Part{{Type: contract.PartText, Text: ptr("please")}},
+		Metadata: []byte(`{"k": 1}`),
+	})
+	require.Equal(t, contract.TaskCreated, task.State)
+	require.Equal(t, "t-1", task.ContextID)
+	require.EqualValues(t, 1, task.Version)
+	require.Len(t, task.Messages, 1)
+	require.Equal(t, contract.TaskRoleUser, task.Messages[0].Role)
+
+	// An identical retry returns the stored task; a different one is refused.
+	again, created, err := b.a2a.CreateTask(ctx, creator, &contract.CreateTaskRequest{
+		ID: ptr("t-1"), ToAgent: "worker", Description: ptr("do the thing"),
+		Parts: []contract.Part{{Type: contract.PartText, Text: ptr("please")}}, Metadata: []byte(`{ "k" : 1 }`),
+	})
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, task.Version, again.Version)
+	_, _, err = b.a2a.CreateTask(ctx, creator, &contract.CreateTaskRequest{ID: ptr("t-1"), ToAgent: "worker", Description: ptr("other")})
+	require.Equal(t, contract.CodeIdempotencyConflict, runtime.ErrorCode(err))
+
+	// Non-participants see nothing, on every route.
+	_, err = b.a2a.GetTask(ctx, stranger, &contract.TaskRequest{TaskID: "t-1"})
+	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
+	_, err = b.update(stranger, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskWorking})
+	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
+	_, err = b.a2a.CancelTask(ctx, stranger, &contract.CancelTaskRequest{TaskID: "t-1"})
+	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
+	_, err = b.a2a.MessageTask(ctx, stranger, &contract.TaskMessageRequest{TaskID: "t-1", Parts: []contract.Part{{Type: "text", Text: ptr("x")}}})
+	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
+	admin := stranger
+	admin.Capabilities = map[string]bool{contract.CapA2ATasks: true, contract.CapA2AAdmin: true}
+	_, err = b.a2a.GetTask(ctx, admin, &contract.TaskRequest{TaskID: "t-1"})
+	require.NoError(t, err, "a2a:admin reads any task")
+
+	// The recipient works, asks, gets an answer, delivers an artifact and completes.
+	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskWorking, Message: ptr("on it")})
+	require.NoError(t, err)
+	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskInputRequired})
+	require.NoError(t, err)
+	answered, err := b.a2a.MessageTask(ctx, creator, &contract.TaskMessageRequest{TaskID: "t-1",
+		Parts: []contract.Part{{Type: contract.PartData, Data: []byte(`{"answer": 42}`)}}})
+	require.NoError(t, err)
+	require.Len(t, answered.Messages, 2)
+	require.Equal(t, contract.TaskRoleUser, answered.Messages[1].Role)
+	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskWorking})
+	require.NoError(t, err)
+	stale := answered.Version
+	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskCompleted, ExpectedVersion: &stale})
+	require.Equal(t, contract.CodeConflict, runtime.ErrorCode(err), "a stale expectedVersion")
+	done, err := b.update(worker, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskCompleted,
+		ExpectedVersion: ptr(stale + 1), Artifacts: []contract.TaskArtifactInput{{ArtifactID: ptr("a-1"), Name: ptr("report"),
+			Parts: []contract.Part{{Type: contract.PartFile, Name: ptr("r.txt"), MimeType: ptr("text/plain"), Bytes: ptr("aGk=")}}}}})
+	require.NoError(t, err)
+	require.Equal(t, contract.TaskCompleted, done.State)
+	require.EqualValues(t, 6, done.Version)
+	require.Len(t, done.Artifacts, 1)
+	var moves []string
+	for _, h := range done.History {
+		moves = append(moves, h.To)
+	}
+	require.Equal(t, []string{"created", "working", "input-required", "working", "completed"}, moves)
+	require.Equal(t, "on it", *done.History[1].Reason)
+	require.Equal(t, "worker", done.History[1].Actor)
+
+	// Terminal: no more transitions, messages or cancels.
+	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskWorking})
+	require.Equal(t, contract.CodeInvalidTransition, runtime.ErrorCode(err))
+	_, err = b.a2a.MessageTask(ctx, worker, &contract.TaskMessageRequest{TaskID: "t-1", Parts: []contract.Part{{Type: "text", Text: ptr("x")}}})
+	require.Equal(t, contract.CodeConflict, runtime.ErrorCode(err))
+	_, err = b.a2a.CancelTask(ctx, creator, &contract.CancelTaskRequest{TaskID: "t-1"})
+	require.Equal(t, contract.CodeInvalidTransition, runtime.ErrorCode(err))
+
+	// Only the creator cancels, through either route.
+	second := b.createTask(t, creator, contract.CreateTaskRequest{ToAgent: "worker"})
+	_, err = b.a2a.CancelTask(ctx, worker, &contract.CancelTaskRequest{TaskID: second.ID})
+	require.Equal(t, contract.CodeScopeForbidden, runtime.ErrorCode(err))
+	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: second.ID, State: contract.TaskCanceled})
+	require.Equal(t, contract.CodeScopeForbidden, runtime.ErrorCode(err))
+	canceled, err := b.a2a.CancelTask(ctx, creator, &contract.CancelTaskRequest{TaskID: second.ID, Reason: ptr("not needed")})
+	require.NoError(t, err)
+	require.Equal(t, contract.TaskCanceled, canceled.State)
+
+	// Counts and lists from each side.
+	third := b.createTask(t, creator, contract.CreateTaskRequest{ToAgent: "worker"})
+	info, err := b.a2a.TaskInfo(ctx, worker, &contract.TaskInfoRequest{})
+	require.NoError(t, err)
+	require.Equal(t, contract.TaskInfo{Total: 3, Active: 1, Completed: 1, Canceled: 1}, *info)
+	list, err := b.a2a.ListTasks(ctx, worker, &contract.ListTasksRequest{Role: ptr("to"), Limit: ptr(2)})
+	require.NoError(t, err)
+	require.Equal(t, []string{"t-1", second.ID}, taskIDs(list.Tasks))
+	require.EqualValues(t, 1, list.PendingCount)
+	require.NotNil(t, list.NextCursor)
+	require.Nil(t, list.Tasks[0].Messages, "lists carry headers only")
+	list, err = b.a2a.ListTasks(ctx, worker, &contract.ListTasksRequest{Role: ptr("to"), Limit: ptr(2), Cursor: list.NextCursor})
+	require.NoError(t, err)
+	require.Equal(t, []string{third.ID}, taskIDs(list.Tasks))
+	require.Nil(t, list.NextCursor)
+	list, err = b.a2a.ListTasks(ctx, worker, &contract.ListTasksRequest{Role: ptr("from")})
+	require.NoError(t, err)
+	require.Empty(t, list.Tasks)
+	list, err = b.a2a.ListTasks(ctx, creator, &contract.ListTasksRequest{States: []string{"canceled", "created"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{second.ID, third.ID}, taskIDs(list.Tasks))
+	require.Zero(t, list.PendingCount, "nothing is addressed to the creator")
+	// A cursor is bound to its caller and filter.
+	page, err := b.a2a.ListTasks(ctx, creator, &contract.ListTasksRequest{Limit: ptr(1)})
+	require.NoError(t, err)
+	_, err = b.a2a.ListTasks(ctx, worker, &contract.ListTasksRequest{Limit: ptr(1), Cursor: page.NextCursor})
+	require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err))
+	_, err = b.a2a.ListTasks(ctx, creator, &contract.ListTasksRequest{Role: ptr("from"), Limit: ptr(1), Cursor: page.NextCursor})
+	require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err))
+
+	// Terminal tasks are kept for the retention, then swept with all they hold.
+	b.clock.advance(runtime.DefaultA2ATaskRetention + time.Minute)
+	finished, err := b.a2a.SweepA2A(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, finished)
+	_, err = b.a2a.GetTask(ctx, creator, &contract.TaskRequest{TaskID: "t-1"})
+	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
+	_, err = b.a2a.GetTask(ctx, creator, &contract.TaskRequest{TaskID: third.ID})
+	require.NoError(t, err, "an open task stays")
+	for _, table := range []string{"a2a_task_messages", "a2a_task_artifacts", "a2a_task_history"} {
+		require.Zero(t, b.count(t, `SELECT count(*) FROM `+table+` WHERE task_id = ANY ($1)`, []string{"t-1", second.ID}), table)
+	}
+}
+
+func taskIDs(tasks []contract.Task) []string {
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+func eventKinds(events []contract.Event) []string {
+	kinds := make([]string, len(events))
+	for i, e := range events {
+		kinds[i] = e.Kind
+	}
+	return kinds
+}
+
+// Writers that hold the scope's lock for a while after numbering their events, and a
+// poller reading concurrently: the poller sees every sequence exactly once, without a
+// gap, because a sequence is taken only after the one before it committed. (With
+// numbers from a Postgres SEQUENCE, a poller could read 6 before 5 commits and step
+// past 5 forever.)
+func TestA2AEventSequencesAreCommitOrder(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	ctx := context.Background()
+	reader := b.agent("reader")
+	const writers, perWriter = 6, 15
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				err := b.db.WithinTx(ctx, func(ctx context.Context, tx runtime.Stores) error {
+					e := runtime.EntryWrittenEvent(fmt.Sprintf("writer-%d", w), fmt.Sprintf("e-%d-%d", w, i), "", "created", 1)
+					if _, err := tx.Events.AppendEvents(ctx, b.scope, []runtime.NewEvent{e}); err != nil {
+						return err
+					}
+					time.Sleep(time.Duration(i%3) * time.Millisecond)
+					return nil
+				})
+				require.NoError(t, err)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	var seen []int64
+	var cursor *string
+	for finished := false; ; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		page := b.poll(t, reader, contract.PollEventsRequest{Cursor: cursor, Limit: ptr(7)})
+		for _, e := range page.Events {
+			seen = append(seen, e.Sequence)
+		}
+		cursor = &page.NextCursor
+		if finished && len(page.Events) == 0 {
+			break
+		}
+	}
+	require.Len(t, seen, writers*perWriter)
+	for i, seq := range seen {
+		require.EqualValues(t, i+1, seq, "sequences arrive in order without a gap")
+	}
+}
+
+func TestA2APollFiltersAdvanceTheCursor(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	ctx := context.Background()
+	alice, bob, carol := b.agent("alice"), b.agent("bob"), b.agent("carol")
+	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("broadcast")})
+	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("secret"), ToAgent: ptr("bob"), Privacy: ptr("private"),
+		Content: ptr("the private words")})
+	task := b.createTask(t, alice, contract.CreateTaskRequest{ToAgent: "bob"})
+	_, err := b.a2a.RegisterAgent(ctx, carol, &contract.RegisterAgentRequest{AgentType: "reviewer"})
+	require.NoError(t, err)
+
+	all := b.poll(t, bob, contract.PollEventsRequest{})
+	require.Equal(t, []string{"message_posted", "message_posted", "task_created", "agent_registered"}, eventKinds(all.Events))
+	for _, e := range all.Events {
+		require.NotContains(t, string(e.Payload), "private words", "payloads hold IDs, never content")
+	}
+	require.Equal(t, []string{"alice", "bob"}, all.Events[1].TargetAgents)
+	require.Equal(t, "secret", all.Events[1].CorrelationID)
+	// A third agent sees neither the private message's event nor the task's.
+	third := b.poll(t, carol, contract.PollEventsRequest{})
+	require.Equal(t, []string{"message_posted", "agent_registered"}, eventKinds(third.Events))
+	require.Equal(t, all.NextCursor, third.NextCursor, "the cursor advanced past the rows carol may not see")
+
+	// A filtered poll returns the matches one by one and then steps past the rest.
+	filter := &contract.EventFilter{Kinds: []string{"task_created", "agent_registered"}, MinConsistency: ptr("strong")}
+	page := b.poll(t, bob, contract.PollEventsRequest{Filter: filter, Limit: ptr(1)})
+	require.Equal(t, []string{"task_created"}, eventKinds(page.Events))
+	require.Equal(t, task.ID, page.Events[0].CorrelationID)
+	page = b.poll(t, bob, contract.PollEventsRequest{Filter: filter, Limit: ptr(1), Cursor: &page.NextCursor})
+	require.Empty(t, page.Events, "agent_registered is eventual, below strong")
+	require.Equal(t, all.NextCursor, page.NextCursor)
+	again := b.poll(t, bob, contract.PollEventsRequest{Filter: filter, Cursor: &page.NextCursor})
+	require.Empty(t, again.Events)
+	require.Equal(t, page.NextCursor, again.NextCursor, "at the head the cursor stays put")
+	// The cursor is a position: another filter may continue from it.
+	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("later"), TaskID: &task.ID})
+	later := b.poll(t, bob, contract.PollEventsRequest{Cursor: &page.NextCursor,
+		Filter: &contract.EventFilter{TaskID: &task.ID, Actors: []string{"alice"}}})
+	require.Equal(t, []string{"message_posted"}, eventKinds(later.Events))
+	_, err = b.a2a.PollEvents(ctx, bob, &contract.PollEventsRequest{Cursor: ptr(page.NextCursor + "x")})
+	require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err))
+	other := runtime.Principal{Scope: runtime.Scope{TenantID: "tenant-b", ProjectID: "project-a"}, Subject: "bob"}
+	_, err = b.a2a.PollEvents(ctx, other, &contract.PollEventsRequest{Cursor: &page.NextCursor})
+	require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err), "a cursor is bound to its scope")
+}
+
+// A poll examines a bounded window of the log per statement: a filter that matches
+// nothing in a long log answers with the cursor moved past the window, and a waiting
+// poll keeps scanning to the head before it waits.
+func TestA2APollScansInBoundedWindows(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	ctx := context.Background()
+	const n = 12000
+	events := make([]runtime.NewEvent, n)
+	for i := range events {
+		events[i] = runtime.EntryWrittenEvent("writer", fmt.Sprintf("e-%d", i), "", "created", 1)
+	}
+	last, err := b.db.Stores().Events.AppendEvents(ctx, b.scope, events)
+	require.NoError(t, err)
+	require.EqualValues(t, n, last)
+	reader := b.agent("reader")
+	filter := &contract.EventFilter{Kinds: []string{"task_created"}}
+	page := b.poll(t, reader, contract.PollEventsRequest{Filter: filter})
+	require.Empty(t, page.Events)
+	require.NotEqual(t, b.poll(t, reader, contract.PollEventsRequest{Filter: filter, Cursor: &page.NextCursor}).NextCursor,
+		page.NextCursor, "the first window did not reach the head, the next one moves on")
+
+	// A long poll scans to the head and then waits for the match.
+	b.createTask(t, b.agent("writer"), contract.CreateTaskRequest{ToAgent: "reader"})
+	waited := b.poll(t, reader, contract.PollEventsRequest{Filter: filter, WaitMs: ptr[int64](30_000)})
+	require.Equal(t, []string{"task_created"}, eventKinds(waited.Events))
+	require.EqualValues(t, n+1, waited.Events[0].Sequence)
+}
+
+// awaitWaiting blocks until n polls wait on the hub (a hang guard ends the test).
+func awaitWaiting(t testing.TB, hub *postgres.EventHub, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return hub.Waiting() >= n }, time.Minute, time.Millisecond)
+}
+
+// longPoll starts a poll waiting up to 30 s and returns where its answer arrives.
+func (b *a2aBundle) longPoll(t testing.TB, p runtime.Principal, cursor *string) <-chan *contract.EventPage {
+	t.Helper()
+	out := make(chan *contract.EventPage, 1)
+	go func() {
+		page, err := b.a2a.PollEvents(context.Background(), p, &contract.PollEventsRequest{Cursor: cursor, WaitMs: ptr[int64](30_000)})
+		if err != nil {
+			t.Errorf("long poll: %v", err)
+		}
+		out <- page
+	}()
+	return out
+}
+
+func TestA2ALongPollWakesOnCommit(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	alice, bob := b.agent("alice"), b.agent("bob")
+	start := b.poll(t, bob, contract.PollEventsRequest{})
+	answer := b.longPoll(t, bob, &start.NextCursor)
+	awaitWaiting(t, b.hub, 1)
+	// An event bob may not see wakes the poll, which finds nothing and waits again.
+	b.post(t, alice, contract.PostMessageRequest{ToAgent: ptr("carol"), Privacy: ptr("private")})
+	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("for-bob"), ToAgent: ptr("bob")})
+	page := <-answer
+	require.NotNil(t, page)
+	require.Len(t, page.Events, 1)
+	require.Equal(t, "for-bob", page.Events[0].CorrelationID)
+
+	// An event in a rolled-back unit of work never reaches a poller.
+	failure := fmt.Errorf("changed its mind")
+	err := b.db.WithinTx(context.Background(), func(ctx context.Context, tx runtime.Stores) error {
+		if _, err := tx.Events.AppendEvents(ctx, b.scope, []runtime.NewEvent{runtime.EntryWrittenEvent("alice", "e", "", "created", 1)}); err != nil {
+			return err
+		}
+		return failure
+	})
+	require.ErrorIs(t, err, failure)
+	require.Empty(t, b.poll(t, bob, contract.PollEventsRequest{Cursor: &page.NextCursor}).Events)
+}
+
+func TestA2AEventsArePurgedAfterRetention(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	ctx := context.Background()
+	alice, bob := b.agent("alice"), b.agent("bob")
+	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("old"), TTLHours: ptr[int64](720)})
+	b.clock.advance(runtime.DefaultA2AEventRetention - time.Hour)
+	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("new"), TTLHours: ptr[int64](720)})
+	b.clock.advance(2 * time.Hour)
+	finished, err := b.a2a.SweepA2A(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, finished)
+	page := b.poll(t, bob, contract.PollEventsRequest{})
+	require.Len(t, page.Events, 1, "a null cursor starts at the oldest retained event")
+	require.Equal(t, "new", page.Events[0].CorrelationID)
+	require.EqualValues(t, 2, page.Events[0].Sequence, "sequences are never reused")
+	// A sweep of the same period skips the scope it finished.
+	require.NotZero(t, b.count(t, `SELECT swept_at_ms FROM a2a_heads`))
+}
+
+// A window and its window_created event commit together.
+func TestA2AWindowCreatedEvent(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	windows := runtime.NewWindows(b.db, runtime.SystemClock{})
+	p := b.agent("planner")
+	_, created, err := windows.CreateWindow(context.Background(), p, windowRequest("w-1", "conv-1", "original", 2, func(i int) string { return "x" }))
+	require.NoError(t, err)
+	require.True(t, created)
+	_, created, err = windows.CreateWindow(context.Background(), p, windowRequest("w-1", "conv-1", "original", 2, func(i int) string { return "x" }))
+	require.NoError(t, err)
+	require.False(t, created)
+	page := b.poll(t, b.agent("other"), contract.PollEventsRequest{})
+	require.Equal(t, []string{"window_created"}, eventKinds(page.Events), "the retry announces nothing")
+	require.Equal(t, "planner", page.Events[0].Actor)
+	require.Equal(t, contract.ConsistencyLocal, page.Events[0].ConsistencyLevel)
+	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM a2a_events WHERE conversation_id = 'conv-1'`))
+}
+
+// A long poll waiting across a Postgres restart is answered by an event committed after
+// the restart: the hub reconnects its listening connection and makes every poll look
+// again. (The shared test server cannot be restarted, so this test runs its own.)
+func TestA2ALongPollSurvivesADatabaseRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(t.TempDir(), "pg"), Settings: pgtest.ServerSettings()})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cluster.Stop(context.Background())) })
+	require.NoError(t, postgres.Migrate(ctx, cluster.DSN()))
+	pool, err := postgres.NewPool(ctx, cluster.DSN(), postgres.PoolOptions{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	b := setupA2AOn(t, pool)
+	alice, bob := b.agent("alice"), b.agent("bob")
+	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("before")})
+	start := b.poll(t, bob, contract.PollEventsRequest{})
+
+	answer := b.longPoll(t, bob, &start.NextCursor)
+	awaitWaiting(t, b.hub, 1)
+	require.NoError(t, cluster.Restart(ctx))
+	require.Eventually(t, func() bool { return b.hub.Connects() >= 2 }, time.Minute, 10*time.Millisecond,
+		"the hub reconnects")
+	// The first statements after the restart may meet connections the restart closed;
+	// the post is idempotent, so it is simply sent again.
+	require.Eventually(t, func() bool {
+		_, err := b.a2a.PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("after"), Content: ptr("hello")})
+		return err == nil
+	}, time.Minute, 10*time.Millisecond)
+	page := <-answer
+	require.NotNil(t, page)
+	require.Len(t, page.Events, 1, "the waiting poll was woken by the commit after the restart")
+	require.Equal(t, "after", page.Events[0].CorrelationID)
+}
+
+// A commit made while the hub cannot listen notifies nobody; once the hub is back,
+// every waiting poll looks again and finds it.
+func TestA2AEventHubRechecksAfterReconnecting(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	ctx := context.Background()
+	alice, bob := b.agent("alice"), b.agent("bob")
+	start := b.poll(t, bob, contract.PollEventsRequest{})
+	answer := b.longPoll(t, bob, &start.NextCursor)
+	awaitWaiting(t, b.hub, 1)
+
+	// Connections to the test's database are refused from a session on another one.
+	adminConfig := b.pool.Config().ConnConfig.Copy()
+	database := adminConfig.Database
+	adminConfig.Database = "postgres"
+	admin, err := pgx.ConnectConfig(ctx, adminConfig)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	allow := func(allowed bool) {
+		t.Helper()
+		_, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, pgx.Identifier{database}.Sanitize(), allowed))
+		require.NoError(t, err)
+	}
+	allow(false)
+	var terminated bool
+	require.NoError(t, admin.QueryRow(ctx, `
+		SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = $1 AND query LIKE 'LISTEN %'`, database).Scan(&terminated))
+	require.True(t, terminated)
+	// The listener is gone and cannot come back: this commit's NOTIFY reaches no one.
+	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("while-deaf")})
+	allow(true)
+
+	page := <-answer
+	require.NotNil(t, page)
+	require.Len(t, page.Events, 1, "the poll re-checked after the hub reconnected")
+	require.Equal(t, "while-deaf", page.Events[0].CorrelationID)
+	require.GreaterOrEqual(t, b.hub.Connects(), int64(2))
 }

@@ -428,27 +428,54 @@ func (c *Cluster) running(ctx context.Context) bool {
 }
 
 func (c *Cluster) startServer(ctx context.Context) error {
-	logPath := filepath.Join(c.dataDir, logFile)
 	for attempt := 1; ; attempt++ {
 		port, err := freePort()
 		if err != nil {
 			return fmt.Errorf("pgcluster: pick a port: %w", err)
 		}
-		var offset int64
-		if fi, err := os.Stat(logPath); err == nil {
-			offset = fi.Size()
-		}
-		err = c.run(ctx, "pg_ctl", "start", "-w", "-D", c.dataDir, "-l", logPath, "-o", c.serverArgs(port))
+		serverLog, err := c.pgStart(ctx, port)
 		if err == nil {
 			c.port = port
 			return nil
 		}
-		serverLog := readFrom(logPath, offset)
 		if attempt < startAttempts && ctx.Err() == nil && strings.Contains(serverLog, "could not bind") {
 			continue
 		}
 		return fmt.Errorf("pgcluster: start: %w\nserver log:\n%s", err, serverLog)
 	}
+}
+
+// pgStart starts the server on port and waits until it accepts connections; on
+// failure it returns what the server logged.
+func (c *Cluster) pgStart(ctx context.Context, port int) (string, error) {
+	logPath := filepath.Join(c.dataDir, logFile)
+	var offset int64
+	if fi, err := os.Stat(logPath); err == nil {
+		offset = fi.Size()
+	}
+	if err := c.run(ctx, "pg_ctl", "start", "-w", "-D", c.dataDir, "-l", logPath, "-o", c.serverArgs(port)); err != nil {
+		return readFrom(logPath, offset), err
+	}
+	return "", nil
+}
+
+// Restart stops the server as Stop does (open transactions roll back, every
+// connection is closed) and starts it again on the same port, so DSNs stay valid and
+// clients can reconnect. Tests use it to prove that they do.
+func (c *Cluster) Restart(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lock == nil {
+		return errors.New("pgcluster: restart: the cluster is stopped")
+	}
+	if err := c.run(ctx, "pg_ctl", "stop", "-D", c.dataDir, "-m", "fast", "-w"); err != nil {
+		return fmt.Errorf("pgcluster: restart: stop: %w", err)
+	}
+	if serverLog, err := c.pgStart(ctx, c.port); err != nil {
+		return fmt.Errorf("pgcluster: restart: start: %w\nserver log:\n%s", err, serverLog)
+	}
+	c.log.Info("pgcluster: restarted", "data_dir", c.dataDir, "port", c.port)
+	return nil
 }
 
 // serverArgs renders the server settings for pg_ctl -o, which passes them through

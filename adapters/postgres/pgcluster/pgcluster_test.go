@@ -25,6 +25,33 @@ func TestFindBinDir(t *testing.T) {
 	}
 }
 
+// Restart keeps the port (and so the DSN) and the data; connections made before it
+// are closed by it.
+func TestClusterRestartKeepsTheDSN(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(t.TempDir(), "pg"), Settings: fastSettings})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	dsn := c.DSN()
+	exec(t, dsn, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before restart')")
+	before, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer before.Close(ctx)
+
+	require.NoError(t, c.Restart(ctx))
+	require.Equal(t, dsn, c.DSN())
+	require.Error(t, before.Ping(ctx), "the restart closed the old connection")
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var v string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
+	require.Equal(t, "before restart", v)
+	require.NoError(t, c.Stop(ctx))
+	require.Error(t, c.Restart(ctx), "a stopped cluster does not restart")
+}
+
 func TestClusterSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
