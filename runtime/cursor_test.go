@@ -66,3 +66,31 @@ func TestCursorRefusesTamperingAndOtherBindings(t *testing.T) {
 		invalid(other, cursor)
 	}
 }
+
+func TestKeyCursors(t *testing.T) {
+	t.Parallel()
+	codec := runtime.NewCursorCodec([]byte(strings.Repeat("s", 32)))
+	b := runtime.CursorBinding{Kind: "a2a-agents", Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}}
+	for _, key := range []string{"a", "agent-1", strings.Repeat("é", contract.MaxIDChars)} {
+		got, err := codec.DecodeKey(b, codec.EncodeKey(b, key))
+		require.NoError(t, err)
+		require.Equal(t, key, got)
+	}
+	invalid := func(err error) {
+		t.Helper()
+		requireRuntimeError(t, err, contract.CodeInvalidCursor, map[string]any{"field": "cursor"})
+	}
+	// A key cursor is never read as a position cursor, nor the other way round.
+	_, err := codec.Decode(b, codec.EncodeKey(b, "agent-1"))
+	invalid(err)
+	_, err = codec.DecodeKey(b, codec.Encode(b, 7))
+	invalid(err)
+	_, err = codec.DecodeKey(runtime.CursorBinding{Kind: "a2a-agents", Scope: runtime.Scope{TenantID: "t2", ProjectID: "p"}}, codec.EncodeKey(b, "a"))
+	invalid(err)
+	// A cursor bound to a subject is refused for another.
+	mine := runtime.CursorBinding{Kind: "a2a-tasks", Scope: b.Scope, Order: "any", Subject: "alice"}
+	theirs := mine
+	theirs.Subject = "bob"
+	_, err = codec.Decode(theirs, codec.Encode(mine, 3))
+	invalid(err)
+}

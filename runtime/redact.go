@@ -27,7 +27,7 @@ type redactRule struct {
 
 var redactRules = []redactRule{
 	{"private_key", regexp.MustCompile(`(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)`), 0},
-	{"authorization", regexp.MustCompile(`(?i)(\bauthorization"?\s*[:=]\s*"?)[^"\r\n]+`), 1},
+	{"authorization", regexp.MustCompile(`(?i)(\bauthorization"?\s*[:=]\s*"?)(?:[A-Za-z]+\s+)?[^\s"',;]+`), 1},
 	{"bearer", regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]+`), 1},
 	{"jwt", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}`), 0},
 	{"aws_access_key", regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b`), 0},
@@ -120,7 +120,7 @@ func sensitiveName(name string) (string, bool) {
 			return s.label, true
 		}
 	}
-	return "", n == "key"
+	return "key", n == "key"
 }
 
 // RedactJSON returns the JSON value raw with every string redacted and the value of

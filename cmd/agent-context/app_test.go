@@ -40,7 +40,13 @@ func startApp(t testing.TB, opts ...func(*Config)) *testApp {
 // startMain is startApp with a hook that prepares Main before it runs (tracing).
 func startMain(t testing.TB, prepare func(*Main), opts ...func(*Config)) *testApp {
 	t.Helper()
-	dsn := pgtest.NewDSN(t)
+	return startAppOn(t, pgtest.NewDSN(t), opts...)
+}
+
+// startAppOn starts Main as startApp does, on the database dsn: a second app on the
+// database of a first is a second replica of the same service.
+func startAppOn(t *testing.T, dsn string, opts ...func(*Config)) *testApp {
+	t.Helper()
 	cfg, err := LoadConfig(func(string) string { return "" })
 	require.NoError(t, err)
 	cfg.Bind = "127.0.0.1:0"
@@ -174,7 +180,14 @@ func (m minter) tenantBearer(tenant string, caps ...string) string {
 // tenant/project holding caps.
 func (m minter) scopeBearer(tenant, project string, caps ...string) string {
 	m.t.Helper()
-	args := []string{"mint", "--sub", "agent-" + tenant, "--tenant", tenant, "--project", project}
+	return m.subjectBearer("agent-"+tenant, tenant, project, caps...)
+}
+
+// subjectBearer returns an Authorization value for subject of tenant/project holding
+// caps.
+func (m minter) subjectBearer(subject, tenant, project string, caps ...string) string {
+	m.t.Helper()
+	args := []string{"mint", "--sub", subject, "--tenant", tenant, "--project", project}
 	for _, c := range caps {
 		args = append(args, "--cap", c)
 	}

@@ -243,6 +243,96 @@ func TestTenantIsolation(t *testing.T) {
 		require.Empty(t, page.Messages)
 	})
 
+	t.Run("agent-to-agent coordination stays in its scope", func(t *testing.T) {
+		// peerOf is the agent "peer" in c's scope (c's name is tenant-project).
+		peerOf := func(c *tenantClient) *tenantClient {
+			cut := strings.LastIndex(c.name, "-")
+			return &tenantClient{app: app, name: c.name + "-peer", used: used,
+				bearer: minter.subjectBearer("peer", c.name[:cut], c.name[cut+1:], contract.AllCapabilities...)}
+		}
+		cursors := map[*tenantClient]string{}
+		for _, c := range []*tenantClient{a, b} {
+			c.ok(t, http.StatusOK, contract.RouteA2AAgentsRegister.Path, map[string]any{"agentType": "planner", "role": "r" + secret(c)})
+			c.ok(t, http.StatusOK, contract.RouteA2AMessagesPost.Path, map[string]any{"messageId": "am-1", "content": "broadcast " + secret(c)})
+			c.ok(t, http.StatusOK, contract.RouteA2AMessagesPost.Path, map[string]any{"messageId": "am-2", "toAgent": "peer",
+				"privacy": "private", "content": "private " + secret(c)})
+			c.ok(t, http.StatusCreated, contract.RouteA2ATasksCreate.Path, map[string]any{"id": "at-1", "toAgent": "peer", "description": "task " + secret(c)})
+			c.ok(t, http.StatusOK, contract.RouteA2ATasksMessage.Path, map[string]any{"taskId": "at-1", "parts": []any{
+				map[string]any{"type": "text", "text": "part " + secret(c)}}})
+			c.ok(t, http.StatusOK, contract.RouteA2ATasksUpdate.Path, map[string]any{"taskId": "at-1", "state": "working"})
+			c.ok(t, http.StatusCreated, contract.RouteA2ATasksCreate.Path, map[string]any{"id": "at-2", "toAgent": "peer", "description": "second"})
+			c.ok(t, http.StatusOK, contract.RouteA2ATasksCancel.Path, map[string]any{"taskId": "at-2"})
+		}
+		for _, pair := range [][2]*tenantClient{{a, b}, {b, a}} {
+			self, other := pair[0], pair[1]
+			mine, theirs := secret(self), secret(other)
+			peer := peerOf(self)
+			for _, read := range []struct {
+				route contract.Route
+				body  map[string]any
+			}{
+				{contract.RouteA2AAgentsList, map[string]any{}},
+				{contract.RouteA2AMessagesRead, map[string]any{"includeRead": true}},
+				{contract.RouteA2ATasksGet, map[string]any{"taskId": "at-1"}},
+				{contract.RouteA2ATasksList, map[string]any{}},
+				{contract.RouteA2ASnapshot, map[string]any{}},
+			} {
+				r := peer.post(t, read.route.Path, read.body)
+				r.requireOK(t, http.StatusOK, nil)
+				require.Contains(t, string(r.Body), mine, read.route.Path)
+				require.NotContains(t, string(r.Body), theirs, read.route.Path)
+			}
+			var page contract.EventPage
+			peer.post(t, contract.RouteA2AEventsPoll.Path, map[string]any{}).requireOK(t, http.StatusOK, &page)
+			var coordination []string
+			for _, e := range page.Events {
+				if e.Kind != contract.EventWindowCreated { // tenant-b deleted the conversation of its windows
+					coordination = append(coordination, e.Kind)
+				}
+			}
+			require.Equal(t, []string{"agent_registered", "message_posted", "message_posted", "task_created", "task_message",
+				"task_updated", "task_created", "task_updated"}, coordination, self.name)
+			cursors[self] = page.NextCursor
+			var info contract.TaskInfo
+			peer.post(t, contract.RouteA2ATasksInfo.Path, map[string]any{}).requireOK(t, http.StatusOK, &info)
+			require.Equal(t, contract.TaskInfo{Total: 2, Active: 1, Canceled: 1}, info)
+		}
+		// An events cursor is bound to its scope.
+		b.post(t, contract.RouteA2AEventsPoll.Path, map[string]any{"cursor": cursors[a]}).requireError(t, http.StatusBadRequest, contract.CodeInvalidCursor)
+		for _, stranger := range strangers {
+			var agents contract.AgentList
+			stranger.post(t, contract.RouteA2AAgentsList.Path, map[string]any{}).requireOK(t, http.StatusOK, &agents)
+			require.Empty(t, agents.Agents)
+			for _, c := range []*tenantClient{stranger, peerOf(stranger)} {
+				var msgs contract.AgentMessages
+				c.post(t, contract.RouteA2AMessagesRead.Path, map[string]any{"includeRead": true}).requireOK(t, http.StatusOK, &msgs)
+				require.Empty(t, msgs.Messages, c.name)
+				var page contract.EventPage
+				c.post(t, contract.RouteA2AEventsPoll.Path, map[string]any{}).requireOK(t, http.StatusOK, &page)
+				require.Empty(t, page.Events, c.name)
+				for _, route := range []contract.Route{contract.RouteA2ATasksGet, contract.RouteA2ATasksCancel} {
+					c.post(t, route.Path, map[string]any{"taskId": "at-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+				}
+				c.post(t, contract.RouteA2ATasksUpdate.Path, map[string]any{"taskId": "at-1", "state": "completed"}).
+					requireError(t, http.StatusNotFound, contract.CodeNotFound)
+				c.post(t, contract.RouteA2ATasksMessage.Path, map[string]any{"taskId": "at-1", "parts": []any{
+					map[string]any{"type": "text", "text": "x"}}}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+				var tasks contract.TaskList
+				c.post(t, contract.RouteA2ATasksList.Path, map[string]any{}).requireOK(t, http.StatusOK, &tasks)
+				require.Empty(t, tasks.Tasks)
+				require.Zero(t, tasks.PendingCount)
+				var info contract.TaskInfo
+				c.post(t, contract.RouteA2ATasksInfo.Path, map[string]any{}).requireOK(t, http.StatusOK, &info)
+				require.Equal(t, contract.TaskInfo{}, info)
+				var snap contract.Snapshot
+				c.post(t, contract.RouteA2ASnapshot.Path, map[string]any{}).requireOK(t, http.StatusOK, &snap)
+				require.Empty(t, snap.Agents)
+				require.Empty(t, snap.Messages)
+				require.Empty(t, snap.Tasks)
+			}
+		}
+	})
+
 	require.Empty(t, unexercised(contract.Routes(), used), "routes not covered by the tenant isolation suite: add them")
 }
 

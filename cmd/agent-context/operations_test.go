@@ -260,12 +260,13 @@ func TestConversationDeleteEndToEnd(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, op.ID, again.ID)
 
-	// 12 messages, 2 windows with 5 items, the derivation between them and 2
-	// invocations; the derivation into "kept" goes with its source window.
+	// 12 messages, 2 windows with 5 items and their 2 window_created events, the
+	// derivation between them and 2 invocations; the derivation into "kept" goes with
+	// its source window.
 	done := app.waitOperation(t, op.ID)
 	require.Equal(t, contract.OperationSucceeded, done.State, "%+v", done)
-	require.Equal(t, contract.OperationProgress{Done: 22, Total: ptrTo[int64](22)}, done.Progress)
-	require.JSONEq(t, `{"deletedRecords":22}`, string(done.Result))
+	require.Equal(t, contract.OperationProgress{Done: 24, Total: ptrTo[int64](24)}, done.Progress)
+	require.JSONEq(t, `{"deletedRecords":24}`, string(done.Result))
 	require.NotNil(t, done.StartedAtMs)
 	require.NotNil(t, done.CompletedAtMs)
 	require.GreaterOrEqual(t, *done.CompletedAtMs, *done.StartedAtMs)
