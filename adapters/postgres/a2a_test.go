@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/postgres"
@@ -707,4 +708,60 @@ func TestA2AEventHubRechecksAfterReconnecting(t *testing.T) {
 	require.Len(t, page.Events, 1, "the poll re-checked after the hub reconnected")
 	require.Equal(t, "while-deaf", page.Events[0].CorrelationID)
 	require.GreaterOrEqual(t, b.hub.Connects(), int64(2))
+}
+
+// The hub's metrics: polls waiting now, connections made, tasks and messages by state.
+func TestA2AMetrics(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	reg := prometheus.NewPedanticRegistry()
+	hub, err := postgres.NewEventHub(context.Background(), pool, postgres.EventHubOptions{Registerer: reg})
+	require.NoError(t, err)
+	t.Cleanup(hub.Close)
+	b := setupA2AOn(t, pool)
+	b.a2a = runtime.NewA2A(runtime.A2AConfig{DB: b.db, Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: b.clock})
+	alice, bob := b.agent("alice"), b.agent("bob")
+	b.post(t, alice, contract.PostMessageRequest{TTLHours: ptr[int64](1)})
+	b.post(t, alice, contract.PostMessageRequest{})
+	task := b.createTask(t, alice, contract.CreateTaskRequest{ToAgent: "bob"})
+	_, err = b.update(bob, contract.UpdateTaskRequest{TaskID: task.ID, State: contract.TaskWorking})
+	require.NoError(t, err)
+	b.createTask(t, alice, contract.CreateTaskRequest{ToAgent: "bob"})
+
+	start := b.poll(t, bob, contract.PollEventsRequest{})
+	answer := b.longPoll(t, bob, &start.NextCursor)
+	require.Eventually(t, func() bool { return hub.Waiting() == 1 }, time.Minute, time.Millisecond)
+	gauge := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+		metrics:
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if labels[l.GetName()] != l.GetValue() {
+						continue metrics
+					}
+				}
+				if m.GetGauge() != nil {
+					return m.GetGauge().GetValue()
+				}
+				return m.GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s %v", name, labels)
+		return 0
+	}
+	require.EqualValues(t, 1, gauge("agent_context_a2a_long_poll_waiters", nil))
+	require.EqualValues(t, 1, gauge("agent_context_a2a_listener_connects_total", nil))
+	require.EqualValues(t, 1, gauge("agent_context_a2a_tasks", map[string]string{"state": "working"}))
+	require.EqualValues(t, 1, gauge("agent_context_a2a_tasks", map[string]string{"state": "created"}))
+	require.EqualValues(t, 0, gauge("agent_context_a2a_tasks", map[string]string{"state": "failed"}))
+	require.EqualValues(t, 2, gauge("agent_context_a2a_messages", map[string]string{"state": "live"}))
+	b.post(t, alice, contract.PostMessageRequest{ToAgent: ptr("bob")})
+	require.NotNil(t, <-answer)
+	require.EqualValues(t, 0, gauge("agent_context_a2a_long_poll_waiters", nil))
 }

@@ -403,3 +403,18 @@ func TestA2ASnapshotRedactsSecrets(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &raw))
 	require.NotContains(t, raw, "artifactId")
 }
+
+// The sweeper runs as a River periodic job: with a tiny event retention the log
+// empties on its own, with no request to trigger a purge.
+func TestA2ASweeperRunsPeriodically(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) {
+		c.A2AEventRetention, c.A2ASweepInterval = time.Millisecond, 50*time.Millisecond
+	})
+	alice, bob := headerAgent(app, "alice"), headerAgent(app, "bob")
+	alice.ok(t, contract.RouteA2AMessagesPost, map[string]any{"messageId": "m-1", "content": "hi"}, nil)
+	require.Eventually(t, func() bool {
+		return len(bob.poll(t, map[string]any{}).Events) == 0
+	}, time.Minute, 20*time.Millisecond, "the periodic sweep purged the event")
+	require.Len(t, bob.read(t, map[string]any{}), 1, "messages live by their own TTL")
+}

@@ -132,12 +132,16 @@ func TestOpenModeRefusesPublicBind(t *testing.T) {
 func TestConfigErrorsNameTheVariable(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		"AGENT_CONTEXT_ALLOW_OPEN":        "maybe",
-		"AGENT_CONTEXT_STATEMENT_TIMEOUT": "soon",
-		"AGENT_CONTEXT_LOG_FORMAT":        "xml",
-		"AGENT_CONTEXT_BIND":              "5120",
-		"AGENT_CONTEXT_DB_MAX_CONNS":      "-1",
-		"AGENT_CONTEXT_SERVICE_TOKEN":     "s3cret\n",
+		"AGENT_CONTEXT_ALLOW_OPEN":          "maybe",
+		"AGENT_CONTEXT_STATEMENT_TIMEOUT":   "soon",
+		"AGENT_CONTEXT_LOG_FORMAT":          "xml",
+		"AGENT_CONTEXT_BIND":                "5120",
+		"AGENT_CONTEXT_DB_MAX_CONNS":        "-1",
+		"AGENT_CONTEXT_SERVICE_TOKEN":       "s3cret\n",
+		"AGENT_CONTEXT_A2A_MAX_MESSAGES":    "0",
+		"AGENT_CONTEXT_A2A_TASK_RETENTION":  "forever",
+		"AGENT_CONTEXT_A2A_EVENT_RETENTION": "-1h",
+		"AGENT_CONTEXT_A2A_SWEEP_INTERVAL":  "often",
 	} {
 		_, err := LoadConfig(func(k string) string {
 			if k == name {
