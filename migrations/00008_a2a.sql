@@ -4,15 +4,17 @@
 
 -- a2a_heads is one row per scope that has coordination state. It is the scope's lock:
 -- every transaction that appends events increments last_seq under this row's lock and
--- holds it until it commits, so sequence order is commit order. live_messages counts
--- the scope's rows in a2a_messages exactly (every insert and delete of a message
--- updates it under the same lock), so the per-scope bound needs no count(*).
--- swept_at_ms records when the background sweeper last finished the scope.
+-- holds it until it commits, so sequence order is commit order. Messages are numbered
+-- the same way by last_message_seq. live_messages counts the scope's rows in
+-- a2a_messages exactly (every insert and delete of a message updates it under the same
+-- lock), so the per-scope bound needs no count(*). swept_at_ms records when the
+-- background sweeper last finished the scope.
 CREATE TABLE a2a_heads (
-    tenant_id      text    NOT NULL,
-    project_id     text    NOT NULL,
-    last_seq       bigint  NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
-    live_messages  integer NOT NULL DEFAULT 0 CHECK (live_messages >= 0),
+    tenant_id         text    NOT NULL,
+    project_id        text    NOT NULL,
+    last_seq          bigint  NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
+    last_message_seq  bigint  NOT NULL DEFAULT 0 CHECK (last_message_seq >= 0),
+    live_messages     integer NOT NULL DEFAULT 0 CHECK (live_messages >= 0),
     swept_at_ms    bigint  NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant_id, project_id)
 );
@@ -62,12 +64,14 @@ CREATE TABLE a2a_agents (
 );
 
 -- a2a_messages holds the live messages of a scope (at most the configured bound per
--- scope; expired ones are purged). metadata is json so the client's text comes back
--- as sent.
+-- scope; expired ones are purged). seq numbers them in commit order (under the head's
+-- lock), which the read watermarks rely on. metadata is json so the client's text
+-- comes back as sent.
 CREATE TABLE a2a_messages (
     tenant_id       text    NOT NULL,
     project_id      text    NOT NULL,
     message_id      text    NOT NULL,
+    seq             bigint  NOT NULL,
     correlation_id  text    NOT NULL,
     from_agent      text    NOT NULL,
     to_agent        text,
@@ -90,22 +94,34 @@ CREATE TABLE a2a_messages (
 CREATE INDEX a2a_messages_by_time ON a2a_messages (tenant_id, project_id, created_at_ms, message_id);
 -- The purge of expired messages.
 CREATE INDEX a2a_messages_by_expiry ON a2a_messages (tenant_id, project_id, expires_at_ms);
+-- Unread reads start at the reader's watermark.
+CREATE UNIQUE INDEX a2a_messages_by_seq ON a2a_messages (tenant_id, project_id, seq);
 
--- a2a_message_reads records which agent has read which message; rows go with their
--- message.
+-- a2a_message_reads records which agent has read which message, by the message's
+-- sequence: sequences are never reused, so a mark can never make a later message of
+-- the same ID look read. Deleting messages deletes their marks in the same statement;
+-- a mark a concurrent read wrote for a message being deleted is removed by the
+-- sweeper. (No foreign key: its check per mark cost more than the read itself.)
 CREATE TABLE a2a_message_reads (
+    tenant_id    text   NOT NULL,
+    project_id   text   NOT NULL,
+    message_seq  bigint NOT NULL,
+    agent_id     text   NOT NULL,
+    read_at_ms   bigint NOT NULL,
+    PRIMARY KEY (tenant_id, project_id, message_seq, agent_id)
+);
+
+-- a2a_read_watermarks holds, per reading agent, a message sequence up to which every
+-- message it may see has been read (or expired): its unread reads scan only what
+-- follows, not every message it ever read. Sequences are commit order, so a message
+-- committed later always lands above the watermark.
+CREATE TABLE a2a_read_watermarks (
     tenant_id   text   NOT NULL,
     project_id  text   NOT NULL,
     agent_id    text   NOT NULL,
-    message_id  text   NOT NULL,
-    read_at_ms  bigint NOT NULL,
-    PRIMARY KEY (tenant_id, project_id, agent_id, message_id),
-    FOREIGN KEY (tenant_id, project_id, message_id)
-        REFERENCES a2a_messages (tenant_id, project_id, message_id) ON DELETE CASCADE
+    seq         bigint NOT NULL,
+    PRIMARY KEY (tenant_id, project_id, agent_id)
 );
-
--- The cascade from a deleted message.
-CREATE INDEX a2a_message_reads_by_message ON a2a_message_reads (tenant_id, project_id, message_id);
 
 -- a2a_tasks holds task headers. list_seq is the sequence of the task's task_created
 -- event: lists page in commit order, so a page never skips a task committed behind
@@ -197,6 +213,7 @@ DROP TABLE a2a_task_history;
 DROP TABLE a2a_task_artifacts;
 DROP TABLE a2a_task_messages;
 DROP TABLE a2a_tasks;
+DROP TABLE a2a_read_watermarks;
 DROP TABLE a2a_message_reads;
 DROP TABLE a2a_messages;
 DROP TABLE a2a_agents;

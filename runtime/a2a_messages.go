@@ -33,11 +33,16 @@ type AgentMessageStore interface {
 	PostMessage(ctx context.Context, scope Scope, m *contract.AgentMessage, maxLive int, nowMs int64) (stored contract.AgentMessage, created bool, err error)
 	// ReadMessages purges the scope's expired messages and returns those q selects.
 	// Concurrent reads of one agent that mark messages read never return the same
-	// unread message twice. Errors: SERVICE_UNAVAILABLE.
+	// unread message twice. It runs on its own, never inside a unit of work (its
+	// purge takes the scope's lock after the read). Errors: SERVICE_UNAVAILABLE.
 	ReadMessages(ctx context.Context, scope Scope, q AgentMessageQuery) ([]contract.AgentMessage, error)
 	// PurgeExpiredMessages deletes up to limit messages expired at nowMs and reports
 	// how many it deleted. Errors: SERVICE_UNAVAILABLE.
 	PurgeExpiredMessages(ctx context.Context, scope Scope, nowMs int64, limit int) (int, error)
+	// PurgeOrphanMarks deletes up to limit read marks whose message is gone (a read
+	// that marked a message while it was being deleted leaves one) and reports how
+	// many. Errors: SERVICE_UNAVAILABLE.
+	PurgeOrphanMarks(ctx context.Context, scope Scope, limit int) (int, error)
 }
 
 const hourMs = int64(3600 * 1000)

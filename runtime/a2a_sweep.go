@@ -15,9 +15,9 @@ func (A2ASweepJob) Kind() string { return "agent_context_a2a_sweep" }
 // sweepScopeBatch is how many scopes one listing of the sweeper returns.
 const sweepScopeBatch = 100
 
-// SweepA2A purges, scope by scope, what outlived its time: messages past their TTL,
-// events past the event retention and tasks terminal for longer than the task
-// retention, each in statements of at most the sweep batch. It works until every scope
+// SweepA2A purges, scope by scope, what outlived its time: messages past their TTL
+// (and read marks left without their message), events past the event retention and
+// tasks terminal for longer than the task retention, each in statements of at most the sweep batch. It works until every scope
 // not finished since since is done (true) or deadline has passed (false: a later run
 // continues with the scopes left, since finished ones are marked). An error is
 // transient.
@@ -47,6 +47,7 @@ func (a *A2A) sweepScope(ctx context.Context, scope Scope, deadline time.Time) (
 		func() (int, error) {
 			return a.stores.AgentMessages.PurgeExpiredMessages(ctx, scope, now.UnixMilli(), a.sweepBatch)
 		},
+		func() (int, error) { return a.stores.AgentMessages.PurgeOrphanMarks(ctx, scope, a.sweepBatch) },
 		func() (int, error) {
 			return a.stores.Events.PurgeEvents(ctx, scope, now.Add(-a.eventRetention).UnixMilli(), a.sweepBatch)
 		},

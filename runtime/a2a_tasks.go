@@ -417,10 +417,11 @@ func (a *A2A) changeTask(ctx context.Context, p Principal, taskID string, plan f
 		if err := tx.Tasks.UpdateTask(ctx, p.Scope, change); err != nil {
 			return err
 		}
-		if _, err := tx.Events.AppendEvents(ctx, p.Scope, []NewEvent{event}); err != nil {
+		if out, err = tx.Tasks.GetTask(ctx, p.Scope, taskID); err != nil {
 			return err
 		}
-		out, err = tx.Tasks.GetTask(ctx, p.Scope, taskID)
+		// Last: the append holds the scope's lock until the commit.
+		_, err = tx.Events.AppendEvents(ctx, p.Scope, []NewEvent{event})
 		return err
 	})
 	if err != nil {

@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -42,121 +42,171 @@ const purgeExpired = `
 	           WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3
 	           ORDER BY expires_at_ms LIMIT $4) d
 	    WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.message_id = d.message_id
-	    RETURNING 1
-	), counted AS (SELECT count(*) AS n FROM gone)
+	    RETURNING m.seq
+	), ` + goneMarks + `, counted AS (SELECT count(*) AS n FROM gone)
 	UPDATE a2a_heads SET live_messages = live_messages - counted.n
 	FROM counted
 	WHERE tenant_id = $1 AND project_id = $2
 	RETURNING counted.n`
 
+// goneMarks is the CTE that deletes the read marks of the messages in gone.
+const goneMarks = `marks AS (
+	    DELETE FROM a2a_message_reads
+	    WHERE tenant_id = $1 AND project_id = $2 AND message_seq IN (SELECT seq FROM gone)
+	)`
+
 // noPurgeLimit lets a purge take every expired message: at most the scope's bound.
 const noPurgeLimit = 1 << 30
 
-// PostMessage implements runtime.AgentMessageStore: under the scope's head lock it
-// purges, inserts and evicts, so the count and the bound are exact. Two round trips
-// besides the transaction's own: one batch locks the head, purges and inserts; one
-// evicts and writes the count.
+// PostMessage implements runtime.AgentMessageStore in one round trip: a batch, which
+// Postgres runs as one transaction of its own outside a unit of work (an implicit
+// one, ended by the batch's Sync) and as part of the unit's inside one. It locks the
+// head, purges, inserts, evicts beyond the bound and reads the stored message back,
+// each statement seeing what the one before did, so the count and the bound are
+// exact.
 func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope, m *contract.AgentMessage, maxLive int, nowMs int64) (contract.AgentMessage, bool, error) {
+	b := &pgx.Batch{}
+	lockHead(b, scope)
+	b.Queue(purgeExpired, scope.TenantID, scope.ProjectID, nowMs, noPurgeLimit)
+	b.Queue(`
+		WITH inserted AS (
+		    INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id, from_agent, to_agent,
+		        task_id, category, priority, privacy, content, metadata, created_at_ms, expires_at_ms)
+		    VALUES ($1, $2, $3, (SELECT last_message_seq + 1 FROM a2a_heads WHERE tenant_id = $1 AND project_id = $2),
+		        $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		    ON CONFLICT DO NOTHING
+		    RETURNING 1
+		), counted AS (SELECT count(*) AS n FROM inserted)
+		UPDATE a2a_heads SET live_messages = live_messages + counted.n, last_message_seq = last_message_seq + counted.n
+		FROM counted
+		WHERE tenant_id = $1 AND project_id = $2
+		RETURNING counted.n`,
+		scope.TenantID, scope.ProjectID, m.ID, m.CorrelationID, m.FromAgent, m.ToAgent, m.TaskID, m.Category,
+		m.Priority, m.Privacy, m.Content, windowJSONParam(m.Metadata), m.CreatedAtMs, m.ExpiresAtMs)
+	// The oldest messages beyond the bound go, as many as the count exceeds it by.
+	b.Queue(`
+		WITH gone AS (
+		    DELETE FROM a2a_messages m
+		    USING (SELECT message_id FROM a2a_messages
+		           WHERE tenant_id = $1 AND project_id = $2
+		           ORDER BY created_at_ms, message_id
+		           LIMIT greatest((SELECT live_messages FROM a2a_heads WHERE tenant_id = $1 AND project_id = $2) - $3, 0)) d
+		    WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.message_id = d.message_id
+		    RETURNING m.seq
+		), `+goneMarks+`, counted AS (SELECT count(*) AS n FROM gone)
+		UPDATE a2a_heads SET live_messages = live_messages - counted.n
+		FROM counted
+		WHERE tenant_id = $1 AND project_id = $2`,
+		scope.TenantID, scope.ProjectID, maxLive)
+	b.Queue(`SELECT `+agentMessageColumns+` FROM a2a_messages m WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3`,
+		scope.TenantID, scope.ProjectID, m.ID)
+	res := s.db.SendBatch(ctx, b)
+	defer res.Close()
+	var inserted int64
+	_, err := res.Exec()
+	for _, dst := range []any{nil, nil, &inserted} {
+		if err == nil {
+			err = res.QueryRow().Scan(dst)
+		}
+	}
+	if err == nil {
+		_, err = res.Exec()
+	}
 	var stored contract.AgentMessage
-	created := false
-	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		lockHead(b, scope)
-		b.Queue(purgeExpired, scope.TenantID, scope.ProjectID, nowMs, noPurgeLimit)
-		b.Queue(`
-			INSERT INTO a2a_messages (tenant_id, project_id, message_id, correlation_id, from_agent, to_agent, task_id,
-			    category, priority, privacy, content, metadata, created_at_ms, expires_at_ms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-			ON CONFLICT DO NOTHING`,
-			scope.TenantID, scope.ProjectID, m.ID, m.CorrelationID, m.FromAgent, m.ToAgent, m.TaskID, m.Category,
-			m.Priority, m.Privacy, m.Content, windowJSONParam(m.Metadata), m.CreatedAtMs, m.ExpiresAtMs)
-		res := tx.SendBatch(ctx, b)
-		var live, purged int64
-		_, err := res.Exec()
-		if err == nil {
-			err = res.QueryRow().Scan(&live)
-		}
-		if err == nil {
-			err = res.QueryRow().Scan(&purged)
-		}
-		var inserted pgconn.CommandTag
-		if err == nil {
-			inserted, err = res.Exec()
-		}
-		if cerr := res.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return translate(err)
-		}
-		live -= purged
-		if inserted.RowsAffected() == 0 {
-			stored, err = scanAgentMessage(tx.QueryRow(ctx, `SELECT `+agentMessageColumns+` FROM a2a_messages m
-				WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3`, scope.TenantID, scope.ProjectID, m.ID))
-			if err != nil {
-				return translate(err)
-			}
-			if purged == 0 {
-				return nil
-			}
-			_, err = tx.Exec(ctx, `UPDATE a2a_heads SET live_messages = $3 WHERE tenant_id = $1 AND project_id = $2`,
-				scope.TenantID, scope.ProjectID, live)
-			return translate(err)
-		}
-		stored, created = *m, true
-		live++
-		evict := max(live-int64(maxLive), 0)
-		_, err = tx.Exec(ctx, `
-			WITH gone AS (
-			    DELETE FROM a2a_messages m
-			    USING (SELECT message_id FROM a2a_messages
-			           WHERE tenant_id = $1 AND project_id = $2
-			           ORDER BY created_at_ms, message_id LIMIT $4) d
-			    WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.message_id = d.message_id
-			    RETURNING 1
-			)
-			UPDATE a2a_heads SET live_messages = $3 - (SELECT count(*) FROM gone)
-			WHERE tenant_id = $1 AND project_id = $2`,
-			scope.TenantID, scope.ProjectID, live, evict)
-		return translate(err)
-	})
-	return stored, created, err
+	if err == nil {
+		stored, err = scanAgentMessage(res.QueryRow())
+	}
+	if err == nil {
+		err = res.Close()
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Evicted at once: a message older than the bound's newest (created by a
+		// replica whose clock runs behind) goes first.
+		return *m, inserted == 1, nil
+	}
+	if err != nil {
+		return contract.AgentMessage{}, false, translate(err)
+	}
+	return stored, inserted == 1, nil
 }
 
-// ReadMessages implements runtime.AgentMessageStore. Expired messages are purged first
-// when there are any (one probe otherwise, so reads do not queue behind the head's
-// lock). The messages a marking read returns are locked (FOR KEY SHARE) and marked in
-// the same statement; a concurrent read of the same agent that picked the same unread
-// message finds its mark taken and leaves it out, so no unread message is delivered
-// twice.
+// ReadMessages implements runtime.AgentMessageStore in one round trip when nothing
+// has expired: one batch (one transaction) probes for expired messages, runs the read,
+// which marks what it picked in the same statement, and advances the reader's
+// watermark. A concurrent read of the same agent that picked the same unread message
+// finds its mark taken (the insert waits for the other's commit) and leaves it out, so
+// no unread message is delivered twice.
+// Expired messages are never returned; when the probe found some, a second batch
+// purges them under the head's lock, after the read's transaction ended (a read never
+// holds message locks while it waits for the head). Reads therefore run on their own,
+// never inside a unit of work.
 func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scope, q runtime.AgentMessageQuery) ([]contract.AgentMessage, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3)`,
+		scope.TenantID, scope.ProjectID, q.NowMs)
+	sql, args := readMessagesSQL(scope, q)
+	b.Queue(sql, args...)
+	if q.MarkRead {
+		b.Queue(advanceWatermark, scope.TenantID, scope.ProjectID, q.Agent, q.NowMs)
+	}
+	res := s.db.SendBatch(ctx, b)
+	var due bool
+	err := res.QueryRow().Scan(&due)
 	var out []contract.AgentMessage
-	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		var due bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM a2a_messages
-			WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3)`,
-			scope.TenantID, scope.ProjectID, q.NowMs).Scan(&due); err != nil {
-			return translate(err)
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = res.Query(); err == nil {
+			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (contract.AgentMessage, error) {
+				return scanAgentMessage(row)
+			})
 		}
-		if due {
-			if _, err := purgeLocked(ctx, tx, scope, q.NowMs, noPurgeLimit); err != nil {
-				return err
-			}
+	}
+	if err == nil && q.MarkRead {
+		_, err = res.Exec()
+	}
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	if due {
+		if _, err := s.PurgeExpiredMessages(ctx, scope, q.NowMs, noPurgeLimit); err != nil {
+			return nil, err
 		}
-		sql, args := readMessagesSQL(scope, q)
-		rows, err := tx.Query(ctx, sql, args...)
-		if err != nil {
-			return translate(err)
-		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (contract.AgentMessage, error) {
-			return scanAgentMessage(row)
-		})
-		return translate(err)
-	})
-	return out, err
+	}
+	return out, nil
 }
 
-// readMessagesSQL is the statement of q and its arguments.
+// watermark is the reader's ($4) watermark in the scope ($1, $2).
+const watermark = `coalesce((SELECT seq FROM a2a_read_watermarks
+	WHERE tenant_id = $1 AND project_id = $2 AND agent_id = $4), 0)`
+
+// advanceWatermark moves the reader's ($3) watermark up to just below the first
+// message it may see that is neither read nor expired at $4, or, when there is none,
+// to the scope's last message sequence. It runs after the read that marked, in the
+// same transaction, so it sees those marks; marks of concurrent reads it cannot see
+// only keep it lower, and it never moves down.
+const advanceWatermark = `
+	WITH current AS (
+	    SELECT coalesce((SELECT seq FROM a2a_read_watermarks
+	        WHERE tenant_id = $1 AND project_id = $2 AND agent_id = $3), 0) AS seq
+	)
+	INSERT INTO a2a_read_watermarks AS w (tenant_id, project_id, agent_id, seq)
+	SELECT $1, $2, $3, coalesce(
+	    (SELECT m.seq - 1 FROM a2a_messages m, current
+	     WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.seq > current.seq AND m.expires_at_ms > $4
+	       AND m.from_agent <> $3 AND (m.to_agent = $3 OR m.to_agent IS NULL)
+	       AND NOT EXISTS (SELECT 1 FROM a2a_message_reads r
+	           WHERE r.tenant_id = $1 AND r.project_id = $2 AND r.message_seq = m.seq AND r.agent_id = $3
+	           OFFSET 0)
+	     ORDER BY m.seq LIMIT 1),
+	    (SELECT last_message_seq FROM a2a_heads WHERE tenant_id = $1 AND project_id = $2),
+	    0)
+	ON CONFLICT (tenant_id, project_id, agent_id) DO UPDATE SET seq = greatest(w.seq, excluded.seq)`
+
+// readMessagesSQL is the statement of q and its arguments. An unread read starts past
+// the reader's watermark.
 func readMessagesSQL(scope runtime.Scope, q runtime.AgentMessageQuery) (string, []any) {
 	if q.Snapshot {
 		return `
@@ -166,62 +216,74 @@ func readMessagesSQL(scope runtime.Scope, q runtime.AgentMessageQuery) (string, 
 		ORDER BY m.created_at_ms DESC, m.message_id DESC
 		LIMIT $5`, []any{scope.TenantID, scope.ProjectID, q.NowMs, q.Agent, q.Limit}
 	}
-	lock := ""
-	if q.MarkRead {
-		lock = "FOR KEY SHARE OF m"
+	// Fragments rather than parameters: an OR around the NOT EXISTS would make the
+	// planner hash every mark of the agent. The probe is fenced by OFFSET 0, so it
+	// stays one primary-key lookup per message whatever the statistics say (on fresh
+	// statistics the planner once joined every mark of the scope per message).
+	unread := ""
+	if !q.IncludeRead {
+		unread = `AND m.seq > ` + watermark + ` AND NOT EXISTS (
+		          SELECT 1 FROM a2a_message_reads r
+		          WHERE r.tenant_id = $1 AND r.project_id = $2 AND r.message_seq = m.seq AND r.agent_id = $4
+		          OFFSET 0)`
 	}
 	return `
 		WITH picked AS (
-		    SELECT ` + agentMessageColumns + ` FROM a2a_messages m
+		    SELECT ` + agentMessageColumns + `, m.seq FROM a2a_messages m
 		    WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.expires_at_ms > $3
-		      AND m.from_agent <> $4 AND (m.to_agent = $4 OR m.to_agent IS NULL)
+		      AND m.from_agent <> $4 AND (m.to_agent = $4 OR m.to_agent IS NULL) ` + unread + `
 		      AND (NULLIF($5, '') IS NULL OR m.category = $5)
 		      AND (NULLIF($6, '') IS NULL OR m.task_id = $6)
-		      AND ($7 OR NOT EXISTS (
-		          SELECT 1 FROM a2a_message_reads r
-		          WHERE r.tenant_id = $1 AND r.project_id = $2 AND r.agent_id = $4 AND r.message_id = m.message_id))
 		    ORDER BY m.created_at_ms, m.message_id
 		    LIMIT $8
-		    ` + lock + `
 		), marked AS (
-		    INSERT INTO a2a_message_reads (tenant_id, project_id, agent_id, message_id, read_at_ms)
-		    SELECT $1, $2, $4, message_id, $3 FROM picked WHERE $9
+		    INSERT INTO a2a_message_reads (tenant_id, project_id, message_seq, agent_id, read_at_ms)
+		    SELECT $1, $2, seq, $4, $3 FROM picked WHERE $9
 		    ON CONFLICT DO NOTHING
-		    RETURNING message_id
+		    RETURNING message_seq
 		)
-		SELECT * FROM picked p
-		WHERE NOT $9 OR $7 OR p.message_id IN (SELECT message_id FROM marked)
+		SELECT p.message_id, p.correlation_id, p.from_agent, p.to_agent, p.task_id, p.category, p.priority, p.privacy,
+		    p.content, p.metadata, p.created_at_ms, p.expires_at_ms
+		FROM picked p
+		WHERE NOT $9 OR $7 OR p.seq IN (SELECT message_seq FROM marked)
 		ORDER BY p.created_at_ms, p.message_id`,
 		[]any{scope.TenantID, scope.ProjectID, q.NowMs, q.Agent, q.Category, q.TaskID, q.IncludeRead, q.Limit, q.MarkRead}
 }
 
-// purgeLocked locks the head and purges up to limit expired messages.
-func purgeLocked(ctx context.Context, tx pgx.Tx, scope runtime.Scope, nowMs int64, limit int) (int, error) {
+// PurgeExpiredMessages implements runtime.AgentMessageStore with one batch: the head's
+// lock, then the purge.
+func (s *AgentMessageStore) PurgeExpiredMessages(ctx context.Context, scope runtime.Scope, nowMs int64, limit int) (int, error) {
 	b := &pgx.Batch{}
 	lockHead(b, scope)
 	b.Queue(purgeExpired, scope.TenantID, scope.ProjectID, nowMs, limit)
-	res := tx.SendBatch(ctx, b)
+	res := s.db.SendBatch(ctx, b)
+	defer res.Close()
 	var n int64
 	_, err := res.Exec()
-	if err == nil {
-		err = res.QueryRow().Scan(nil)
+	for _, dst := range []any{nil, &n} {
+		if err == nil {
+			err = res.QueryRow().Scan(dst)
+		}
 	}
 	if err == nil {
-		err = res.QueryRow().Scan(&n)
-	}
-	if cerr := res.Close(); err == nil {
-		err = cerr
+		err = res.Close()
 	}
 	return int(n), translate(err)
 }
 
-// PurgeExpiredMessages implements runtime.AgentMessageStore.
-func (s *AgentMessageStore) PurgeExpiredMessages(ctx context.Context, scope runtime.Scope, nowMs int64, limit int) (int, error) {
-	var n int
-	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		var err error
-		n, err = purgeLocked(ctx, tx, scope, nowMs, limit)
-		return err
-	})
-	return n, err
+// PurgeOrphanMarks implements runtime.AgentMessageStore: an anti join of the scope's
+// marks with its messages' sequences.
+func (s *AgentMessageStore) PurgeOrphanMarks(ctx context.Context, scope runtime.Scope, limit int) (int, error) {
+	tag, err := s.db.Exec(ctx, `
+		DELETE FROM a2a_message_reads r
+		USING (SELECT message_seq, agent_id FROM a2a_message_reads o
+		       WHERE o.tenant_id = $1 AND o.project_id = $2 AND NOT EXISTS (
+		           SELECT 1 FROM a2a_messages m WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.seq = o.message_seq)
+		       LIMIT $3) d
+		WHERE r.tenant_id = $1 AND r.project_id = $2 AND r.message_seq = d.message_seq AND r.agent_id = d.agent_id`,
+		scope.TenantID, scope.ProjectID, limit)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return int(tag.RowsAffected()), nil
 }

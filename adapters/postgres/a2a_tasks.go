@@ -46,50 +46,64 @@ func partsJSON(parts []contract.Part) (string, error) {
 	return string(raw), err
 }
 
-// CreateTask implements runtime.TaskStore: one batch inserts the header, its history
-// entry and its first message.
+// CreateTask implements runtime.TaskStore with one batch: the header, then its history
+// entry and first message only where the header is the one this create inserted
+// (its list_seq, taken under the scope's lock, is this create's alone), then the
+// stored header's list position and digest. An existing task is read back whole.
 func (s *TaskStore) CreateTask(ctx context.Context, scope runtime.Scope, nt *runtime.NewTask) (contract.Task, string, bool, error) {
 	t := &nt.Task
-	var stored contract.Task
-	var digest string
-	created := false
-	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO a2a_tasks (tenant_id, project_id, task_id, list_seq, context_id, from_agent, to_agent, state,
-			    description, metadata, create_digest, version, message_count, artifact_count, history_count,
-			    parts_bytes, created_at_ms, updated_at_ms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0, $14, $15, $16, $17)
-			ON CONFLICT DO NOTHING`,
-			scope.TenantID, scope.ProjectID, t.ID, nt.ListSeq, t.ContextID, t.FromAgent, t.ToAgent, t.State,
-			t.Description, windowJSONParam(t.Metadata), nt.CreateDigest, t.Version, len(t.Messages), len(t.History),
-			nt.PartsBytes, t.CreatedAtMs, t.UpdatedAtMs)
+	b := &pgx.Batch{}
+	b.Queue(`
+		INSERT INTO a2a_tasks (tenant_id, project_id, task_id, list_seq, context_id, from_agent, to_agent, state,
+		    description, metadata, create_digest, version, message_count, artifact_count, history_count,
+		    parts_bytes, created_at_ms, updated_at_ms)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0, $14, $15, $16, $17)
+		ON CONFLICT DO NOTHING`,
+		scope.TenantID, scope.ProjectID, t.ID, nt.ListSeq, t.ContextID, t.FromAgent, t.ToAgent, t.State,
+		t.Description, windowJSONParam(t.Metadata), nt.CreateDigest, t.Version, len(t.Messages), len(t.History),
+		nt.PartsBytes, t.CreatedAtMs, t.UpdatedAtMs)
+	ours := `EXISTS (SELECT 1 FROM a2a_tasks WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND list_seq = $4)`
+	for i, h := range t.History {
+		b.Queue(`
+			INSERT INTO a2a_task_history (tenant_id, project_id, task_id, ordinal, from_state, to_state, at_ms, reason, actor)
+			SELECT $1, $2, $3, $5, $6, $7, $8, $9, $10 WHERE `+ours,
+			scope.TenantID, scope.ProjectID, t.ID, nt.ListSeq, i, h.From, h.To, h.AtMs, h.Reason, h.Actor)
+	}
+	for i, m := range t.Messages {
+		parts, err := partsJSON(m.Parts)
 		if err != nil {
-			return translate(err)
+			return contract.Task{}, "", false, err
 		}
-		if tag.RowsAffected() == 0 {
-			if err := tx.QueryRow(ctx, `SELECT create_digest FROM a2a_tasks WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3`,
-				scope.TenantID, scope.ProjectID, t.ID).Scan(&digest); err != nil {
-				return translate(err)
-			}
-			stored, err = getTask(ctx, tx, scope, t.ID)
-			return err
+		b.Queue(`
+			INSERT INTO a2a_task_messages (tenant_id, project_id, task_id, ordinal, role, from_agent, parts, created_at_ms)
+			SELECT $1, $2, $3, $5, $6, $7, $8, $9 WHERE `+ours,
+			scope.TenantID, scope.ProjectID, t.ID, nt.ListSeq, i, m.Role, m.FromAgent, parts, m.CreatedAtMs)
+	}
+	b.Queue(`SELECT list_seq, create_digest FROM a2a_tasks WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3`,
+		scope.TenantID, scope.ProjectID, t.ID)
+	res := s.db.SendBatch(ctx, b)
+	var err error
+	for range 1 + len(t.History) + len(t.Messages) {
+		if err == nil {
+			_, err = res.Exec()
 		}
-		b := &pgx.Batch{}
-		for i, h := range t.History {
-			queueTransition(b, scope, t.ID, i, &h)
-		}
-		for i := range t.Messages {
-			if err := queueTaskMessage(b, scope, t.ID, i, &t.Messages[i]); err != nil {
-				return err
-			}
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return translate(err)
-		}
-		stored, digest, created = *t, nt.CreateDigest, true
-		return nil
-	})
-	return stored, digest, created, err
+	}
+	var seq int64
+	var digest string
+	if err == nil {
+		err = res.QueryRow().Scan(&seq, &digest)
+	}
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return contract.Task{}, "", false, translate(err)
+	}
+	if seq == nt.ListSeq {
+		return *t, digest, true, nil
+	}
+	stored, err := getTask(ctx, s.db, scope, t.ID)
+	return stored, digest, false, err
 }
 
 func queueTransition(b *pgx.Batch, scope runtime.Scope, taskID string, ordinal int, h *contract.TaskTransition) {

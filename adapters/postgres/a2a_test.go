@@ -206,6 +206,20 @@ func TestA2AReadMarksAndNeverDeliversTwice(t *testing.T) {
 	require.Len(t, b.read(t, reader, contract.ReadMessagesRequest{IncludeRead: true, Limit: ptr(500)}), n)
 	// Another agent's read state is its own.
 	require.Len(t, b.read(t, b.agent("other"), contract.ReadMessagesRequest{Limit: ptr(500)}), n)
+
+	// Marks go with their messages; marks whose message vanished underneath a read
+	// are swept.
+	b.clock.advance(13 * time.Hour)
+	require.Empty(t, b.read(t, reader, contract.ReadMessagesRequest{IncludeRead: true}))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM a2a_message_reads`))
+	b.post(t, sender, contract.PostMessageRequest{MessageID: ptr("m00")})
+	require.Len(t, b.read(t, reader, contract.ReadMessagesRequest{}), 1, "a re-posted ID is a new, unread message")
+	_, err := b.pool.Exec(context.Background(), `DELETE FROM a2a_messages`)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM a2a_message_reads`))
+	_, err = b.a2a.SweepA2A(context.Background(), b.clock.Now(), b.clock.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, b.count(t, `SELECT count(*) FROM a2a_message_reads`))
 }
 
 func (b *a2aBundle) createTask(t testing.TB, p runtime.Principal, req contract.CreateTaskRequest) *contract.Task {
@@ -764,4 +778,33 @@ func TestA2AMetrics(t *testing.T) {
 	b.post(t, alice, contract.PostMessageRequest{ToAgent: ptr("bob")})
 	require.NotNil(t, <-answer)
 	require.EqualValues(t, 0, gauge("agent_context_a2a_long_poll_waiters", nil))
+}
+
+// An unread read starts at the reader's watermark, which only ever covers messages the
+// reader has read (or that expired): a filtered read leaves the others for later.
+func TestA2AReadWatermarkNeverSkips(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	sender, reader := b.agent("sender"), b.agent("reader")
+	watermark := func() int64 {
+		return b.count(t, `SELECT coalesce((SELECT seq FROM a2a_read_watermarks WHERE agent_id = 'reader'), -1)`)
+	}
+	post := func(req contract.PostMessageRequest) {
+		b.post(t, sender, req)
+		b.clock.advance(time.Millisecond)
+	}
+	post(contract.PostMessageRequest{MessageID: ptr("q1"), Category: ptr("question")})
+	post(contract.PostMessageRequest{MessageID: ptr("n2")})
+	post(contract.PostMessageRequest{MessageID: ptr("q3"), Category: ptr("question")})
+	post(contract.PostMessageRequest{MessageID: ptr("p4"), ToAgent: ptr("someone-else"), Privacy: ptr("private")})
+	require.Equal(t, []string{"q1", "q3"}, agentMessageIDs(b.read(t, reader, contract.ReadMessagesRequest{Category: ptr("question")})))
+	require.EqualValues(t, 1, watermark(), "n2 is unread: the watermark stops below it")
+	require.Equal(t, []string{"n2"}, agentMessageIDs(b.read(t, reader, contract.ReadMessagesRequest{})))
+	require.EqualValues(t, 4, watermark(), "read up to the head, the private message of others included")
+	post(contract.PostMessageRequest{MessageID: ptr("n5"), TTLHours: ptr[int64](1)})
+	post(contract.PostMessageRequest{MessageID: ptr("n6")})
+	b.clock.advance(time.Hour)
+	require.Equal(t, []string{"n6"}, agentMessageIDs(b.read(t, reader, contract.ReadMessagesRequest{})))
+	require.EqualValues(t, 6, watermark(), "an expired message does not hold the watermark")
+	require.Equal(t, []string{"q1", "n2", "q3", "n6"}, agentMessageIDs(b.read(t, reader, contract.ReadMessagesRequest{IncludeRead: true})))
 }

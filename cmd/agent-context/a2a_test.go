@@ -327,7 +327,7 @@ func TestA2ABadInput(t *testing.T) {
 func TestA2ALongPollWakesAcrossInstances(t *testing.T) {
 	t.Parallel()
 	first := startApp(t)
-	second := startAppOn(t, first.dsn)
+	second := startAppOn(t, first.dsn, nil)
 	bob := headerAgent(first, "bob")
 	start := bob.poll(t, map[string]any{})
 	answer := make(chan contract.EventPage, 1)

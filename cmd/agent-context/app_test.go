@@ -40,12 +40,12 @@ func startApp(t testing.TB, opts ...func(*Config)) *testApp {
 // startMain is startApp with a hook that prepares Main before it runs (tracing).
 func startMain(t testing.TB, prepare func(*Main), opts ...func(*Config)) *testApp {
 	t.Helper()
-	return startAppOn(t, pgtest.NewDSN(t), opts...)
+	return startAppOn(t, pgtest.NewDSN(t), prepare, opts...)
 }
 
-// startAppOn starts Main as startApp does, on the database dsn: a second app on the
-// database of a first is a second replica of the same service.
-func startAppOn(t *testing.T, dsn string, opts ...func(*Config)) *testApp {
+// startAppOn is startMain on the database dsn: a second app on the database of a first
+// is a second replica of the same service.
+func startAppOn(t testing.TB, dsn string, prepare func(*Main), opts ...func(*Config)) *testApp {
 	t.Helper()
 	cfg, err := LoadConfig(func(string) string { return "" })
 	require.NoError(t, err)

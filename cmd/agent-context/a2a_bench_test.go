@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// a2aBenchClients is the concurrency of the throughput benchmarks.
+const a2aBenchClients = 8
+
+// a2aBench is a benchmark's service: Main in open mode, an HTTP client that keeps
+// enough connections, and a pool of its own on the same database for baselines.
+type a2aBench struct {
+	*msgBenchApp
+	main *Main
+	dsn  string
+}
+
+func startA2ABench(b *testing.B, dsn string) *a2aBench {
+	b.Helper()
+	m := startBenchMain(b, dsn)
+	pool, err := postgres.NewPool(context.Background(), dsn, postgres.PoolOptions{MaxConns: a2aBenchClients, ApplicationName: "bench-baseline"})
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 2000}}
+	return &a2aBench{msgBenchApp: &msgBenchApp{base: "http://" + m.Addr(), client: client, pool: pool}, main: m, dsn: dsn}
+}
+
+func subject(name string) []string { return []string{"x-infra-subject", name} }
+
+// runIDs tells one run's record IDs from another's: a benchmark runs several times.
+var runIDs atomic.Int64
+
+func mustMarshal(b *testing.B, v any) []byte {
+	raw, err := json.Marshal(v)
+	require.NoError(b, err)
+	return raw
+}
+
+// BenchmarkA2AMessages posts a broadcast and reads the reader's unread messages (limit
+// 50, marking them read), 8 clients at once: over HTTP; through the use cases
+// in-process (the service without HTTP); and the SQL floor, one plain insert and one
+// plain 50-row select, the least any implementation sends.
+//
+//	go test -run '^$' -bench BenchmarkA2AMessages -benchtime 3000x ./cmd/agent-context
+func BenchmarkA2AMessages(b *testing.B) {
+	app := startA2ABench(b, pgtest.NewDSN(b))
+	b.Run("http", func(b *testing.B) {
+		run := runIDs.Add(1)
+		parallelN(b, a2aBenchClients, "pairs/s", func(c int, i int64) {
+			app.post(b, contract.RouteA2AMessagesPost.Path, mustMarshal(b, map[string]any{
+				"messageId": fmt.Sprintf("h-%d-%d", run, i), "content": "status update from the planner", "category": "task_update",
+			}), nil, subject(fmt.Sprintf("sender-%d", c))...)
+			app.post(b, contract.RouteA2AMessagesRead.Path, []byte(`{}`), nil, subject(fmt.Sprintf("reader-%d", c))...)
+		})
+	})
+	b.Run("use-case", func(b *testing.B) {
+		a2a, ctx := app.useCases(b), context.Background()
+		run := runIDs.Add(1)
+		parallelN(b, a2aBenchClients, "pairs/s", func(c int, i int64) {
+			_, err := a2a.PostMessage(ctx, benchAgent(fmt.Sprintf("sender-%d", c)), &contract.PostMessageRequest{
+				MessageID: ptrTo(fmt.Sprintf("u-%d-%d", run, i)), Content: ptrTo("status update from the planner"),
+				Category: ptrTo("task_update"),
+			})
+			require.NoError(b, err)
+			_, err = a2a.ReadMessages(ctx, benchAgent(fmt.Sprintf("use-reader-%d", c)), &contract.ReadMessagesRequest{})
+			require.NoError(b, err)
+		})
+	})
+	b.Run("sql-floor", func(b *testing.B) {
+		ctx := context.Background()
+		run := runIDs.Add(1)
+		parallelN(b, a2aBenchClients, "pairs/s", func(c int, i int64) {
+			now := time.Now().UnixMilli()
+			_, err := app.pool.Exec(ctx, `INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id,
+				    from_agent, category, priority, privacy, content, created_at_ms, expires_at_ms)
+				VALUES ('floor', 'floor', $1, $2, $1, $3, 'task_update', 'normal', 'team', 'status update from the planner',
+				    $4::bigint, $4::bigint + 43200000)`,
+				fmt.Sprintf("f-%d-%d", run, i), run<<32|i, fmt.Sprintf("sender-%d", c), now)
+			require.NoError(b, err)
+			rows, err := app.pool.Query(ctx, `SELECT message_id, content FROM a2a_messages
+				WHERE tenant_id = 'floor' AND project_id = 'floor' ORDER BY created_at_ms DESC, message_id DESC LIMIT 50`)
+			require.NoError(b, err)
+			rows.Close()
+			require.NoError(b, rows.Err())
+		})
+	})
+}
+
+// useCases returns the A2A use cases in-process over a pool of their own on the
+// benchmark's database: the service without HTTP.
+func (a *a2aBench) useCases(b *testing.B) *runtime.A2A {
+	db, err := postgres.NewDB(a.pool, postgres.DBOptions{})
+	require.NoError(b, err)
+	return runtime.NewA2A(runtime.A2AConfig{DB: db, Cursors: runtime.NewCursorCodec(make([]byte, 32))})
+}
+
+// benchAgent is an open-mode caller of the local scope.
+func benchAgent(subject string) runtime.Principal {
+	return runtime.Principal{Scope: runtime.Scope{TenantID: "local", ProjectID: "local"}, Subject: subject, TrustedHeaders: true,
+		Capabilities: map[string]bool{contract.CapA2ASend: true, contract.CapA2ARead: true, contract.CapA2ATasks: true}}
+}
+
+// BenchmarkA2ATaskRoundTrip runs one task through created → working → completed: over
+// HTTP (three requests), 1 client and 8 at once; through the use cases in-process; and
+// the SQL floor, one plain insert and two plain updates of the task row.
+//
+//	go test -run '^$' -bench BenchmarkA2ATaskRoundTrip -benchtime 1000x ./cmd/agent-context
+func BenchmarkA2ATaskRoundTrip(b *testing.B) {
+	app := startA2ABench(b, pgtest.NewDSN(b))
+	roundTrip := func(b *testing.B, run int64, c int, i int64) {
+		id := fmt.Sprintf("t-%d-%d", run, i)
+		creator, worker := subject(fmt.Sprintf("creator-%d", c)), subject(fmt.Sprintf("worker-%d", c))
+		app.post(b, contract.RouteA2ATasksCreate.Path, mustMarshal(b, map[string]any{
+			"id": id, "toAgent": fmt.Sprintf("worker-%d", c), "description": "summarize the incident",
+		}), nil, creator...)
+		app.post(b, contract.RouteA2ATasksUpdate.Path, mustMarshal(b, map[string]any{"taskId": id, "state": "working"}), nil, worker...)
+		app.post(b, contract.RouteA2ATasksUpdate.Path, mustMarshal(b, map[string]any{"taskId": id, "state": "completed"}), nil, worker...)
+	}
+	for _, clients := range []int{1, a2aBenchClients} {
+		b.Run(fmt.Sprintf("http-%d", clients), func(b *testing.B) {
+			run := runIDs.Add(1)
+			parallelN(b, clients, "round-trips/s", func(c int, i int64) { roundTrip(b, run, c, i) })
+		})
+	}
+	b.Run("use-case-1", func(b *testing.B) {
+		a2a, ctx := app.useCases(b), context.Background()
+		run := runIDs.Add(1)
+		parallelN(b, 1, "round-trips/s", func(c int, i int64) {
+			id := fmt.Sprintf("u-%d-%d", run, i)
+			creator, worker := benchAgent("use-creator"), benchAgent("use-worker")
+			_, _, err := a2a.CreateTask(ctx, creator, &contract.CreateTaskRequest{ID: &id, ToAgent: "use-worker",
+				Description: ptrTo("summarize the incident")})
+			require.NoError(b, err)
+			for _, state := range []string{contract.TaskWorking, contract.TaskCompleted} {
+				_, err = a2a.UpdateTask(ctx, worker, &contract.UpdateTaskRequest{TaskID: id, State: state})
+				require.NoError(b, err)
+			}
+		})
+	})
+	b.Run("sql-floor-1", func(b *testing.B) {
+		ctx := context.Background()
+		run := runIDs.Add(1)
+		parallelN(b, 1, "round-trips/s", func(c int, i int64) {
+			id := fmt.Sprintf("f-%d-%d", run, i)
+			for _, sql := range []string{
+				`INSERT INTO a2a_tasks (tenant_id, project_id, task_id, list_seq, context_id, from_agent, to_agent, state, description,
+				    create_digest, version, message_count, artifact_count, history_count, parts_bytes, created_at_ms, updated_at_ms)
+				 VALUES ('floor', 'floor', $1, $3, $1, 'c', 'w', 'created', 'summarize the incident', '', 1, 0, 0, 1, 0, $2, $2)`,
+				`UPDATE a2a_tasks SET state = 'working', version = 2, history_count = 2, updated_at_ms = $2
+				 WHERE tenant_id = 'floor' AND project_id = 'floor' AND task_id = $1 AND $3::bigint IS NOT NULL`,
+				`UPDATE a2a_tasks SET state = 'completed', version = 3, history_count = 3, updated_at_ms = $2, terminal_at_ms = $2
+				 WHERE tenant_id = 'floor' AND project_id = 'floor' AND task_id = $1 AND $3::bigint IS NOT NULL`,
+			} {
+				_, err := app.pool.Exec(ctx, sql, id, time.Now().UnixMilli(), run<<32|i)
+				require.NoError(b, err)
+			}
+		})
+	})
+}
+
+// parallelN runs op b.N times over clients goroutines (each with its index) and
+// reports the rate.
+func parallelN(b *testing.B, clients int, unit string, op func(client int, i int64)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for c := range clients {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				op(c, i)
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
+}
+
+// BenchmarkA2ALongPollWakeUp measures, per iteration, the time from the commit of an
+// event (taken just before COMMIT is sent, so an upper bound) to the waiting poll's
+// answer arriving at the client, with the poll on the replica that committed
+// (same-instance) and on another one (cross-instance). It reports p50 and p99.
+//
+//	go test -run '^$' -bench BenchmarkA2ALongPollWakeUp -benchtime 300x ./cmd/agent-context
+func BenchmarkA2ALongPollWakeUp(b *testing.B) {
+	dsn := pgtest.NewDSN(b)
+	committer := startA2ABench(b, dsn)
+	other := startA2ABench(b, dsn)
+	db, err := postgres.NewDB(committer.pool, postgres.DBOptions{})
+	require.NoError(b, err)
+	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
+	for _, c := range []struct {
+		name   string
+		poller *a2aBench
+	}{{"same-instance", committer}, {"cross-instance", other}} {
+		b.Run(c.name, func(b *testing.B) {
+			var start contract.EventPage
+			c.poller.post(b, contract.RouteA2AEventsPoll.Path, []byte(`{"limit":1000}`), &start)
+			cursor := start.NextCursor
+			latencies := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				answered := make(chan time.Time, 1)
+				go func() {
+					var page contract.EventPage
+					c.poller.post(b, contract.RouteA2AEventsPoll.Path, mustMarshal(b, map[string]any{"cursor": cursor, "waitMs": 30000}), &page)
+					cursor = page.NextCursor
+					answered <- time.Now()
+				}()
+				for c.poller.main.hub.Waiting() == 0 {
+					time.Sleep(50 * time.Microsecond)
+				}
+				var committing time.Time
+				require.NoError(b, db.WithinTx(context.Background(), func(ctx context.Context, tx runtime.Stores) error {
+					_, err := tx.Events.AppendEvents(ctx, scope, []runtime.NewEvent{runtime.EntryWrittenEvent("bench", "e", "", "created", 1)})
+					committing = time.Now()
+					return err
+				}))
+				latencies = append(latencies, (<-answered).Sub(committing))
+			}
+			reportPercentiles(b, latencies)
+		})
+	}
+}
+
+func reportPercentiles(b *testing.B, d []time.Duration) {
+	slices.Sort(d)
+	at := func(p float64) float64 { return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(at(0.50), "p50-ms")
+	b.ReportMetric(at(0.99), "p99-ms")
+}
+
+// BenchmarkA2ALongPollConnections holds 1,000 long polls at once on one replica and
+// counts the replica's database connections while they wait (the pool's, River's and
+// the one listening connection, never one per poll), then wakes them all with one
+// commit and reports how long until the last answer arrived.
+//
+//	go test -run '^$' -bench BenchmarkA2ALongPollConnections -benchtime 1x ./cmd/agent-context
+func BenchmarkA2ALongPollConnections(b *testing.B) {
+	const polls = 1000
+	app := startA2ABench(b, pgtest.NewDSN(b))
+	var start contract.EventPage
+	app.post(b, contract.RouteA2AEventsPoll.Path, []byte(`{}`), &start)
+	body := mustMarshal(b, map[string]any{"cursor": start.NextCursor, "waitMs": 30000})
+	for b.Loop() {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var last time.Time
+		for range polls {
+			wg.Go(func() {
+				var page contract.EventPage
+				app.post(b, contract.RouteA2AEventsPoll.Path, body, &page)
+				require.Len(b, page.Events, 1)
+				now := time.Now()
+				mu.Lock()
+				if now.After(last) {
+					last = now
+				}
+				mu.Unlock()
+			})
+		}
+		require.Eventually(b, func() bool { return app.main.hub.Waiting() == polls }, time.Minute, time.Millisecond)
+		b.ReportMetric(float64(serviceConnections(b, app.pool)), "db-conns")
+		b.ReportMetric(float64(app.main.pool.Config().MaxConns), "pool-max")
+		committed := time.Now()
+		app.post(b, contract.RouteA2AMessagesPost.Path, []byte(`{"content":"wake up, everyone"}`), nil)
+		wg.Wait()
+		b.ReportMetric(float64(last.Sub(committed).Milliseconds()), "wake-all-ms")
+		body = mustMarshal(b, map[string]any{"waitMs": 30000, "cursor": lastCursor(b, app)})
+	}
+}
+
+// serviceConnections counts the service's sessions on its database.
+func serviceConnections(b *testing.B, pool *pgxpool.Pool) int64 {
+	var n int64
+	require.NoError(b, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'agent-context'`).Scan(&n))
+	return n
+}
+
+// lastCursor is the cursor at the head of the log.
+func lastCursor(b *testing.B, app *a2aBench) string {
+	var page contract.EventPage
+	app.post(b, contract.RouteA2AEventsPoll.Path, []byte(`{"limit":1000}`), &page)
+	return page.NextCursor
+}
