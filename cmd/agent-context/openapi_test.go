@@ -26,6 +26,7 @@ type contractRig struct {
 	check  *contractCheck
 	hc     *http.Client
 	full   *client.Client // runtime token with every capability
+	peer   *client.Client // runtime token of another agent ("peer") of the same scope
 	noCap  *client.Client // runtime token with an unrelated capability only
 	anon   *client.Client // no credential
 	static *client.Client // the static token
@@ -44,7 +45,9 @@ func newContractRig(t *testing.T, opts ...func(*Config)) *contractRig {
 	}
 	return &contractRig{
 		app: app, check: check, hc: hc,
-		full:   newClient(client.WithBearerToken(token(contract.AllCapabilities...))),
+		full: newClient(client.WithBearerToken(token(contract.AllCapabilities...))),
+		peer: newClient(client.WithBearerToken(strings.TrimPrefix(
+			minter.subjectBearer("peer", "acme", "alpha", contract.AllCapabilities...), "Bearer "))),
 		noCap:  newClient(client.WithBearerToken(token(contract.CapCostsRead))),
 		anon:   newClient(),
 		static: newClient(client.WithBearerToken(rigStaticToken)),
@@ -144,6 +147,32 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 		_, err = c.QueryKnowledge(ctx, &contract.KnowledgeQueryRequest{Query: "deploy"})
 	case contract.RouteKnowledgeResolve.Path:
 		_, err = c.ResolveResources(ctx, &contract.ResolveResourcesRequest{ResourceRefs: []string{"doc-0"}})
+	case contract.RouteA2AAgentsRegister.Path:
+		_, err = c.RegisterAgent(ctx, &contract.RegisterAgentRequest{AgentType: "planner"})
+	case contract.RouteA2AAgentsList.Path:
+		_, err = c.ListAgents(ctx, &contract.ListAgentsRequest{})
+	case contract.RouteA2AMessagesPost.Path:
+		_, err = c.PostAgentMessage(ctx, &contract.PostMessageRequest{Content: ptrTo("x")})
+	case contract.RouteA2AMessagesRead.Path:
+		_, err = c.ReadAgentMessages(ctx, &contract.ReadMessagesRequest{})
+	case contract.RouteA2ATasksCreate.Path:
+		_, _, err = c.CreateTask(ctx, &contract.CreateTaskRequest{ToAgent: "peer-any", Description: ptrTo("d")})
+	case contract.RouteA2ATasksGet.Path:
+		_, err = c.GetTask(ctx, &contract.TaskRequest{TaskID: "t-any"})
+	case contract.RouteA2ATasksList.Path:
+		_, err = c.ListTasks(ctx, &contract.ListTasksRequest{})
+	case contract.RouteA2ATasksUpdate.Path:
+		_, err = c.UpdateTask(ctx, &contract.UpdateTaskRequest{TaskID: "t-any", State: contract.TaskWorking})
+	case contract.RouteA2ATasksCancel.Path:
+		_, err = c.CancelTask(ctx, &contract.CancelTaskRequest{TaskID: "t-any"})
+	case contract.RouteA2ATasksMessage.Path:
+		_, err = c.MessageTask(ctx, &contract.TaskMessageRequest{TaskID: "t-any", Parts: []contract.Part{{Type: contract.PartText, Text: ptrTo("x")}}})
+	case contract.RouteA2ATasksInfo.Path:
+		_, err = c.TaskInfo(ctx)
+	case contract.RouteA2AEventsPoll.Path:
+		_, err = c.PollEvents(ctx, &contract.PollEventsRequest{})
+	case contract.RouteA2ASnapshot.Path:
+		_, err = c.Snapshot(ctx, &contract.SnapshotRequest{})
 	default:
 		return fmt.Errorf("routeCall does not know %s %s: add it", route.Method, route.Path)
 	}
@@ -385,6 +414,106 @@ func TestOpenAPIContract(t *testing.T) {
 		requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed)
 	})
 
+	t.Run("a2a", func(t *testing.T) {
+		_, err := rig.full.RegisterAgent(ctx, &contract.RegisterAgentRequest{AgentType: "planner", Role: ptrTo("lead"),
+			Capabilities: []string{"plan"}, SupportedVersions: []string{"1.0"}})
+		require.NoError(t, err)
+		_, err = rig.peer.RegisterAgent(ctx, &contract.RegisterAgentRequest{AgentType: "coder"})
+		require.NoError(t, err)
+		agents, err := rig.full.ListAgents(ctx, &contract.ListAgentsRequest{Limit: ptrTo(1)})
+		require.NoError(t, err)
+		require.NotNil(t, agents.NextCursor)
+		agents, err = rig.full.ListAgents(ctx, &contract.ListAgentsRequest{Cursor: agents.NextCursor})
+		require.NoError(t, err)
+		require.Len(t, agents.Agents, 1)
+
+		post := &contract.PostMessageRequest{MessageID: ptrTo("am-1"), Content: ptrTo("the plan"), Category: ptrTo(contract.CategoryContextShare),
+			Priority: ptrTo(contract.PriorityHigh), TTLHours: ptrTo[int64](2), Metadata: json.RawMessage(`{"step":1}`)}
+		ack, err := rig.full.PostAgentMessage(ctx, post)
+		require.NoError(t, err)
+		require.Equal(t, contract.AckAccepted, ack.Status)
+		ack, err = rig.full.PostAgentMessage(ctx, post)
+		require.NoError(t, err)
+		require.Equal(t, contract.AckDuplicate, ack.Status)
+		post.Content = ptrTo("another plan")
+		_, err = rig.full.PostAgentMessage(ctx, post)
+		requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
+		_, err = rig.full.PostAgentMessage(ctx, &contract.PostMessageRequest{ToAgent: ptrTo("peer"), Privacy: ptrTo(contract.PrivacyPrivate),
+			TaskID: ptrTo("at-1"), Content: ptrTo("between us")})
+		require.NoError(t, err)
+		_, err = rig.full.PostAgentMessage(invalid(), &contract.PostMessageRequest{Content: ptrTo("")})
+		requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed)
+		msgs, err := rig.peer.ReadAgentMessages(ctx, &contract.ReadMessagesRequest{Limit: ptrTo(10), MarkRead: ptrTo(true)})
+		require.NoError(t, err)
+		require.Len(t, msgs.Messages, 2)
+
+		create := &contract.CreateTaskRequest{ID: ptrTo("at-1"), ContextID: ptrTo("ctx-1"), ToAgent: "peer", Description: ptrTo("write it"),
+			Metadata: json.RawMessage(`{"k":true}`), Parts: []contract.Part{
+				{Type: contract.PartText, Text: ptrTo("by friday")},
+				{Type: contract.PartData, MimeType: ptrTo("application/json"), Data: json.RawMessage(`{"pages":3}`)},
+				{Type: contract.PartFile, Name: ptrTo("brief.txt"), MimeType: ptrTo("text/plain"), Bytes: ptrTo("aGk=")},
+				{Type: contract.PartFile, URI: ptrTo("https://example.invalid/brief")},
+			}}
+		task, created, err := rig.full.CreateTask(ctx, create)
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Len(t, task.Messages[0].Parts, 4)
+		_, created, err = rig.full.CreateTask(ctx, create)
+		require.NoError(t, err)
+		require.False(t, created)
+		create.Description = ptrTo("something else")
+		_, _, err = rig.full.CreateTask(ctx, create)
+		requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
+		_, err = rig.peer.GetTask(ctx, &contract.TaskRequest{TaskID: "at-1"})
+		require.NoError(t, err)
+		_, err = rig.peer.GetTask(ctx, &contract.TaskRequest{TaskID: "at-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		task, err = rig.peer.UpdateTask(ctx, &contract.UpdateTaskRequest{TaskID: "at-1", State: contract.TaskWorking, Message: ptrTo("on it"),
+			ExpectedVersion: ptrTo[int64](1), Artifacts: []contract.TaskArtifactInput{{ArtifactID: ptrTo("draft"), Name: ptrTo("draft.md"),
+				Parts: []contract.Part{{Type: contract.PartText, Text: ptrTo("# draft")}}}}})
+		require.NoError(t, err)
+		require.Len(t, task.Artifacts, 1)
+		_, err = rig.peer.UpdateTask(ctx, &contract.UpdateTaskRequest{TaskID: "at-1", State: contract.TaskCreated})
+		requireCode(t, err, http.StatusConflict, contract.CodeInvalidTransition)
+		_, err = rig.peer.UpdateTask(ctx, &contract.UpdateTaskRequest{TaskID: "at-none", State: contract.TaskWorking})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		_, err = rig.peer.MessageTask(ctx, &contract.TaskMessageRequest{TaskID: "at-1", Parts: []contract.Part{{Type: contract.PartText, Text: ptrTo("halfway")}}})
+		require.NoError(t, err)
+		_, err = rig.peer.MessageTask(ctx, &contract.TaskMessageRequest{TaskID: "at-none", Parts: []contract.Part{{Type: contract.PartText, Text: ptrTo("x")}}})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		tasks, err := rig.peer.ListTasks(ctx, &contract.ListTasksRequest{Role: ptrTo(contract.TaskListTo), States: []string{contract.TaskWorking}, Limit: ptrTo(5)})
+		require.NoError(t, err)
+		require.Len(t, tasks.Tasks, 1)
+		require.EqualValues(t, 1, tasks.PendingCount)
+		info, err := rig.full.TaskInfo(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, info.Active)
+		_, err = rig.peer.CancelTask(ctx, &contract.CancelTaskRequest{TaskID: "at-1"})
+		requireCode(t, err, http.StatusForbidden, contract.CodeScopeForbidden)
+		_, err = rig.full.CancelTask(ctx, &contract.CancelTaskRequest{TaskID: "at-1", Reason: ptrTo("not needed")})
+		require.NoError(t, err)
+		_, err = rig.full.CancelTask(ctx, &contract.CancelTaskRequest{TaskID: "at-1"})
+		requireCode(t, err, http.StatusConflict, contract.CodeInvalidTransition)
+		_, err = rig.full.CancelTask(ctx, &contract.CancelTaskRequest{TaskID: "at-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		_, err = rig.full.MessageTask(ctx, &contract.TaskMessageRequest{TaskID: "at-1", Parts: []contract.Part{{Type: contract.PartText, Text: ptrTo("late")}}})
+		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
+
+		page, err := rig.peer.PollEvents(ctx, &contract.PollEventsRequest{Limit: ptrTo(100), WaitMs: ptrTo[int64](0),
+			Filter: &contract.EventFilter{Kinds: []string{contract.EventTaskCreated, contract.EventTaskUpdated}, Actors: []string{"agent-acme", "peer"},
+				MinConsistency: ptrTo(contract.ConsistencyStrong), TaskID: ptrTo("at-1")}})
+		require.NoError(t, err)
+		require.Len(t, page.Events, 3)
+		_, err = rig.peer.PollEvents(invalid(), &contract.PollEventsRequest{WaitMs: ptrTo[int64](contract.MaxPollWaitMs + 1)})
+		requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed)
+		snap, err := rig.peer.Snapshot(ctx, &contract.SnapshotRequest{})
+		require.NoError(t, err)
+		require.Len(t, snap.Messages, 2)
+		snap, err = rig.full.Snapshot(ctx, &contract.SnapshotRequest{Privacy: ptrTo(contract.SnapshotFull)})
+		require.NoError(t, err)
+		require.Equal(t, contract.SnapshotFull, snap.Privacy)
+	})
+
 	t.Run("every route's generic errors", func(t *testing.T) {
 		for _, route := range contract.Routes() {
 			if route.Public() {
@@ -480,7 +609,8 @@ func TestOpenAPIContract(t *testing.T) {
 // usesDatabase reports whether a route answers from the database (and so fails with
 // it); the knowledge routes answer from their providers.
 func usesDatabase(route contract.Route) bool {
-	return strings.HasPrefix(route.Path, contract.PrefixContext) || route.Path == contract.PathReady
+	return strings.HasPrefix(route.Path, contract.PrefixContext) || strings.HasPrefix(route.Path, contract.PrefixA2A) ||
+		route.Path == contract.PathReady
 }
 
 func documents(c *contractCheck, route contract.Route, status int) bool {
