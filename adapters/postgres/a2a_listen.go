@@ -88,14 +88,14 @@ func NewEventHub(ctx context.Context, pool *pgxpool.Pool, opts EventHubOptions) 
 func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Subsystem: "a2a", Name: "long_poll_waiters",
+			Namespace: metricsNamespace, Subsystem: "a2a", Name: "poll_waiters",
 			Help: "Event polls waiting for an event to commit now.",
 		}, func() float64 { return float64(h.waiting.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: "a2a", Name: "listener_connects_total",
 			Help: "Connections the event listener made (the first, then one per reconnection).",
 		}, func() float64 { return float64(h.connects.Load()) }),
-		newA2AStateCollector(pool),
+		newA2AStateCollector(pool, h.log),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register the A2A metrics: %w", err)

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,12 +20,13 @@ const a2aStateTimeout = 2 * time.Second
 // or expired and awaiting the purge), over all scopes, counted at each scrape.
 type a2aStateCollector struct {
 	pool            *pgxpool.Pool
+	log             *slog.Logger
 	tasks, messages *prometheus.Desc
 }
 
-func newA2AStateCollector(pool *pgxpool.Pool) *a2aStateCollector {
+func newA2AStateCollector(pool *pgxpool.Pool, log *slog.Logger) *a2aStateCollector {
 	return &a2aStateCollector{
-		pool: pool,
+		pool: pool, log: log,
 		tasks: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "a2a", "tasks"),
 			"A2A tasks by state, over every scope.", []string{"state"}, nil),
 		messages: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "a2a", "messages"),
@@ -37,37 +40,12 @@ func (c *a2aStateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.messages
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. When the database fails, the scrape goes on
+// without these gauges and the failure is logged.
 func (c *a2aStateCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), a2aStateTimeout)
-	defer cancel()
-	rows, err := c.pool.Query(ctx, `
-		SELECT 'task', state, count(*) FROM a2a_tasks GROUP BY state
-		UNION ALL
-		SELECT 'message', CASE WHEN expires_at_ms > $1 THEN 'live' ELSE 'expired' END, count(*)
-		FROM a2a_messages GROUP BY 2`, time.Now().UnixMilli())
+	tasks, messages, err := c.count()
 	if err != nil {
-		return
-	}
-	defer rows.Close()
-	tasks := map[string]float64{}
-	for _, s := range contract.TaskStates {
-		tasks[s] = 0
-	}
-	messages := map[string]float64{"live": 0, "expired": 0}
-	for rows.Next() {
-		var kind, state string
-		var n int64
-		if rows.Scan(&kind, &state, &n) != nil {
-			return
-		}
-		if kind == "task" {
-			tasks[state] = float64(n)
-		} else {
-			messages[state] = float64(n)
-		}
-	}
-	if rows.Err() != nil {
+		c.log.Warn("a2a metrics: counting tasks and messages failed", slog.Any("error", err))
 		return
 	}
 	for state, n := range tasks {
@@ -76,4 +54,34 @@ func (c *a2aStateCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, n := range messages {
 		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, n, state)
 	}
+}
+
+// count reads the tasks and messages by state, every state present.
+func (c *a2aStateCollector) count() (tasks, messages map[string]float64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), a2aStateTimeout)
+	defer cancel()
+	rows, err := c.pool.Query(ctx, `
+		SELECT 'task', state, count(*) FROM a2a_tasks GROUP BY state
+		UNION ALL
+		SELECT 'message', CASE WHEN expires_at_ms > $1 THEN 'live' ELSE 'expired' END, count(*)
+		FROM a2a_messages GROUP BY 2`, time.Now().UnixMilli())
+	if err != nil {
+		return nil, nil, err
+	}
+	tasks = map[string]float64{}
+	for _, s := range contract.TaskStates {
+		tasks[s] = 0
+	}
+	messages = map[string]float64{"live": 0, "expired": 0}
+	var kind, state string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&kind, &state, &n}, func() error {
+		if kind == "task" {
+			tasks[state] = float64(n)
+		} else {
+			messages[state] = float64(n)
+		}
+		return nil
+	})
+	return tasks, messages, err
 }

@@ -769,7 +769,7 @@ func TestA2AMetrics(t *testing.T) {
 		t.Fatalf("no metric %s %v", name, labels)
 		return 0
 	}
-	require.EqualValues(t, 1, gauge("agent_context_a2a_long_poll_waiters", nil))
+	require.EqualValues(t, 1, gauge("agent_context_a2a_poll_waiters", nil))
 	require.EqualValues(t, 1, gauge("agent_context_a2a_listener_connects_total", nil))
 	require.EqualValues(t, 1, gauge("agent_context_a2a_tasks", map[string]string{"state": "working"}))
 	require.EqualValues(t, 1, gauge("agent_context_a2a_tasks", map[string]string{"state": "created"}))
@@ -777,7 +777,7 @@ func TestA2AMetrics(t *testing.T) {
 	require.EqualValues(t, 2, gauge("agent_context_a2a_messages", map[string]string{"state": "live"}))
 	b.post(t, alice, contract.PostMessageRequest{ToAgent: ptr("bob")})
 	require.NotNil(t, <-answer)
-	require.EqualValues(t, 0, gauge("agent_context_a2a_long_poll_waiters", nil))
+	require.EqualValues(t, 0, gauge("agent_context_a2a_poll_waiters", nil))
 }
 
 // An unread read starts at the reader's watermark, which only ever covers messages the
