@@ -161,11 +161,11 @@ func (s *EventStore) PollEvents(ctx context.Context, scope runtime.Scope, q runt
 // index.
 func (s *EventStore) PurgeEvents(ctx context.Context, scope runtime.Scope, beforeMs int64, limit int) (int, error) {
 	tag, err := s.db.Exec(ctx, `
-		DELETE FROM a2a_events e
-		USING (SELECT seq FROM a2a_events
-		       WHERE tenant_id = $1 AND project_id = $2 AND created_at_ms < $3
-		       ORDER BY created_at_ms LIMIT $4) d
-		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.seq = d.seq`,
+		DELETE FROM a2a_events
+		WHERE tenant_id = $1 AND project_id = $2 AND seq = ANY (ARRAY(
+		    SELECT seq FROM a2a_events
+		    WHERE tenant_id = $1 AND project_id = $2 AND created_at_ms < $3
+		    ORDER BY created_at_ms LIMIT $4))`,
 		scope.TenantID, scope.ProjectID, beforeMs, limit)
 	if err != nil {
 		return 0, translate(err)

@@ -37,22 +37,25 @@ func scanAgentMessage(row pgx.Row) (contract.AgentMessage, error) {
 // earlier statement of the transaction. It returns how many went.
 const purgeExpired = `
 	WITH gone AS (
-	    DELETE FROM a2a_messages m
-	    USING (SELECT message_id FROM a2a_messages
-	           WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3
-	           ORDER BY expires_at_ms LIMIT $4) d
-	    WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.message_id = d.message_id
-	    RETURNING m.seq
+	    DELETE FROM a2a_messages
+	    WHERE tenant_id = $1 AND project_id = $2 AND message_id = ANY (ARRAY(
+	        SELECT message_id FROM a2a_messages
+	        WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3
+	        ORDER BY expires_at_ms LIMIT $4))
+	    RETURNING seq
 	), ` + goneMarks + `, counted AS (SELECT count(*) AS n FROM gone)
 	UPDATE a2a_heads SET live_messages = live_messages - counted.n
 	FROM counted
 	WHERE tenant_id = $1 AND project_id = $2
 	RETURNING counted.n`
 
-// goneMarks is the CTE that deletes the read marks of the messages in gone.
+// goneMarks is the CTE that deletes the read marks of the messages in gone. Here and in
+// every purge the rows to delete are collected into an array first (one InitPlan), so
+// the delete is a lookup of those keys whatever the statistics say; a join could scan
+// every row of the scope per statement.
 const goneMarks = `marks AS (
 	    DELETE FROM a2a_message_reads
-	    WHERE tenant_id = $1 AND project_id = $2 AND message_seq IN (SELECT seq FROM gone)
+	    WHERE tenant_id = $1 AND project_id = $2 AND message_seq = ANY (ARRAY(SELECT seq FROM gone))
 	)`
 
 // noPurgeLimit lets a purge take every expired message: at most the scope's bound.
@@ -86,13 +89,13 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 	// The oldest messages beyond the bound go, as many as the count exceeds it by.
 	b.Queue(`
 		WITH gone AS (
-		    DELETE FROM a2a_messages m
-		    USING (SELECT message_id FROM a2a_messages
-		           WHERE tenant_id = $1 AND project_id = $2
-		           ORDER BY created_at_ms, message_id
-		           LIMIT greatest((SELECT live_messages FROM a2a_heads WHERE tenant_id = $1 AND project_id = $2) - $3, 0)) d
-		    WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.message_id = d.message_id
-		    RETURNING m.seq
+		    DELETE FROM a2a_messages
+		    WHERE tenant_id = $1 AND project_id = $2 AND message_id = ANY (ARRAY(
+		        SELECT message_id FROM a2a_messages
+		        WHERE tenant_id = $1 AND project_id = $2
+		        ORDER BY created_at_ms, message_id
+		        LIMIT greatest((SELECT live_messages FROM a2a_heads WHERE tenant_id = $1 AND project_id = $2) - $3, 0)))
+		    RETURNING seq
 		), `+goneMarks+`, counted AS (SELECT count(*) AS n FROM gone)
 		UPDATE a2a_heads SET live_messages = live_messages - counted.n
 		FROM counted
@@ -217,19 +220,24 @@ func readMessagesSQL(scope runtime.Scope, q runtime.AgentMessageQuery) (string, 
 		LIMIT $5`, []any{scope.TenantID, scope.ProjectID, q.NowMs, q.Agent, q.Limit}
 	}
 	// Fragments rather than parameters: an OR around the NOT EXISTS would make the
-	// planner hash every mark of the agent. The probe is fenced by OFFSET 0, so it
-	// stays one primary-key lookup per message whatever the statistics say (on fresh
-	// statistics the planner once joined every mark of the scope per message).
-	unread := ""
+	// planner hash every mark of the agent. An unread read takes the messages above
+	// the watermark first, fenced by OFFSET 0 (a range of the sequence index: what
+	// arrived since the reader caught up), and only then orders them; left to itself,
+	// a planner without statistics walks the time index from the oldest message
+	// through everything already read. The mark probe is fenced too, so it stays one
+	// primary-key lookup per message whatever the statistics say.
+	source, unread := "a2a_messages m", ""
 	if !q.IncludeRead {
-		unread = `AND m.seq > ` + watermark + ` AND NOT EXISTS (
+		source = `(SELECT * FROM a2a_messages
+		    WHERE tenant_id = $1 AND project_id = $2 AND seq > ` + watermark + ` OFFSET 0) m`
+		unread = `AND NOT EXISTS (
 		          SELECT 1 FROM a2a_message_reads r
 		          WHERE r.tenant_id = $1 AND r.project_id = $2 AND r.message_seq = m.seq AND r.agent_id = $4
 		          OFFSET 0)`
 	}
 	return `
 		WITH picked AS (
-		    SELECT ` + agentMessageColumns + `, m.seq FROM a2a_messages m
+		    SELECT ` + agentMessageColumns + `, m.seq FROM ` + source + `
 		    WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.expires_at_ms > $3
 		      AND m.from_agent <> $4 AND (m.to_agent = $4 OR m.to_agent IS NULL) ` + unread + `
 		      AND (NULLIF($5, '') IS NULL OR m.category = $5)
@@ -275,12 +283,12 @@ func (s *AgentMessageStore) PurgeExpiredMessages(ctx context.Context, scope runt
 // marks with its messages' sequences.
 func (s *AgentMessageStore) PurgeOrphanMarks(ctx context.Context, scope runtime.Scope, limit int) (int, error) {
 	tag, err := s.db.Exec(ctx, `
-		DELETE FROM a2a_message_reads r
-		USING (SELECT message_seq, agent_id FROM a2a_message_reads o
-		       WHERE o.tenant_id = $1 AND o.project_id = $2 AND NOT EXISTS (
-		           SELECT 1 FROM a2a_messages m WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.seq = o.message_seq)
-		       LIMIT $3) d
-		WHERE r.tenant_id = $1 AND r.project_id = $2 AND r.message_seq = d.message_seq AND r.agent_id = d.agent_id`,
+		DELETE FROM a2a_message_reads
+		WHERE ctid = ANY (ARRAY(
+		    SELECT o.ctid FROM a2a_message_reads o
+		    WHERE o.tenant_id = $1 AND o.project_id = $2 AND NOT EXISTS (
+		        SELECT 1 FROM a2a_messages m WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.seq = o.message_seq OFFSET 0)
+		    LIMIT $3))`,
 		scope.TenantID, scope.ProjectID, limit)
 	if err != nil {
 		return 0, translate(err)
