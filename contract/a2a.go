@@ -446,5 +446,4 @@ type Snapshot struct {
 	Agents        []Agent        `json:"agents"`
 	Messages      []AgentMessage `json:"messages"`
 	Tasks         []Task         `json:"tasks"`
-	ArtifactID    *string        `json:"artifactId,omitempty"`
 }

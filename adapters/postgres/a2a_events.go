@@ -160,12 +160,20 @@ func (s *EventStore) PollEvents(ctx context.Context, scope runtime.Scope, q runt
 // PurgeEvents implements runtime.EventStore: the oldest events first, by the time
 // index.
 func (s *EventStore) PurgeEvents(ctx context.Context, scope runtime.Scope, beforeMs int64, limit int) (int, error) {
-	tag, err := s.db.Exec(ctx, `
-		DELETE FROM a2a_events
-		WHERE tenant_id = $1 AND project_id = $2 AND seq = ANY (ARRAY(
-		    SELECT seq FROM a2a_events
-		    WHERE tenant_id = $1 AND project_id = $2 AND created_at_ms < $3
-		    ORDER BY created_at_ms LIMIT $4))`,
+	return purgeOldest(ctx, s.db, "a2a_events", "seq", "created_at_ms", scope, beforeMs, limit)
+}
+
+// purgeOldest deletes up to limit rows of table in scope whose timeColumn is before
+// beforeMs, oldest first. The keys are collected into an array first, so the delete is
+// a lookup of those keys whatever the statistics say (a join could scan the scope).
+func purgeOldest(ctx context.Context, db DBTX, table, key, timeColumn string, scope runtime.Scope, beforeMs int64, limit int) (int, error) {
+	t, k, c := pgx.Identifier{table}.Sanitize(), pgx.Identifier{key}.Sanitize(), pgx.Identifier{timeColumn}.Sanitize()
+	tag, err := db.Exec(ctx, `
+		DELETE FROM `+t+`
+		WHERE tenant_id = $1 AND project_id = $2 AND `+k+` = ANY (ARRAY(
+		    SELECT `+k+` FROM `+t+`
+		    WHERE tenant_id = $1 AND project_id = $2 AND `+c+` < $3
+		    ORDER BY `+c+` LIMIT $4))`,
 		scope.TenantID, scope.ProjectID, beforeMs, limit)
 	if err != nil {
 		return 0, translate(err)

@@ -322,15 +322,5 @@ func (s *TaskStore) CountTasks(ctx context.Context, scope runtime.Scope, agent s
 
 // PurgeTerminalTasks implements runtime.TaskStore; the children go by cascade.
 func (s *TaskStore) PurgeTerminalTasks(ctx context.Context, scope runtime.Scope, beforeMs int64, limit int) (int, error) {
-	tag, err := s.db.Exec(ctx, `
-		DELETE FROM a2a_tasks
-		WHERE tenant_id = $1 AND project_id = $2 AND task_id = ANY (ARRAY(
-		    SELECT task_id FROM a2a_tasks
-		    WHERE tenant_id = $1 AND project_id = $2 AND terminal_at_ms < $3
-		    ORDER BY terminal_at_ms LIMIT $4))`,
-		scope.TenantID, scope.ProjectID, beforeMs, limit)
-	if err != nil {
-		return 0, translate(err)
-	}
-	return int(tag.RowsAffected()), nil
+	return purgeOldest(ctx, s.db, "a2a_tasks", "task_id", "terminal_at_ms", scope, beforeMs, limit)
 }
