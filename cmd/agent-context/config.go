@@ -19,8 +19,8 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/contract"
-	"github.com/agent-context/agent-context/server"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/server"
 )
 
 // Config is the service configuration, read from AGENT_CONTEXT_* variables.
