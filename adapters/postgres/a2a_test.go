@@ -185,20 +185,25 @@ func TestA2AReadMarksAndNeverDeliversTwice(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
 	var wg sync.WaitGroup
-	for range 8 {
+	errs := make([]error, 8)
+	for r := range errs {
 		wg.Go(func() {
 			for {
-				msgs := b.read(t, reader, contract.ReadMessagesRequest{Limit: ptr(3)})
-				if len(msgs) == 0 {
+				res, err := b.a2a.ReadMessages(context.Background(), reader, &contract.ReadMessagesRequest{Limit: ptr(3)})
+				if err != nil || len(res.Messages) == 0 {
+					errs[r] = err
 					return
 				}
 				mu.Lock()
-				got = append(got, agentMessageIDs(msgs)...)
+				got = append(got, agentMessageIDs(res.Messages)...)
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
 	slices.Sort(got)
 	require.Len(t, got, n, "every message delivered exactly once")
 	require.Len(t, slices.Compact(got), n)
@@ -447,10 +452,11 @@ func TestA2AEventSequencesAreCommitOrder(t *testing.T) {
 	reader := b.agent("reader")
 	const writers, perWriter = 6, 15
 	var wg sync.WaitGroup
+	errs := make([]error, writers)
 	for w := range writers {
 		wg.Go(func() {
 			for i := range perWriter {
-				err := b.db.WithinTx(ctx, func(ctx context.Context, tx runtime.Stores) error {
+				errs[w] = b.db.WithinTx(ctx, func(ctx context.Context, tx runtime.Stores) error {
 					e := runtime.EntryWrittenEvent(fmt.Sprintf("writer-%d", w), fmt.Sprintf("e-%d-%d", w, i), "", "created", 1)
 					if _, err := tx.Events.AppendEvents(ctx, b.scope, []runtime.NewEvent{e}); err != nil {
 						return err
@@ -458,7 +464,9 @@ func TestA2AEventSequencesAreCommitOrder(t *testing.T) {
 					time.Sleep(time.Duration(i%3) * time.Millisecond)
 					return nil
 				})
-				require.NoError(t, err)
+				if errs[w] != nil {
+					return
+				}
 			}
 		})
 	}
@@ -480,6 +488,9 @@ func TestA2AEventSequencesAreCommitOrder(t *testing.T) {
 		if finished && len(page.Events) == 0 {
 			break
 		}
+	}
+	for _, err := range errs {
+		require.NoError(t, err)
 	}
 	require.Len(t, seen, writers*perWriter)
 	for i, seq := range seen {

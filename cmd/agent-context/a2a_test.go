@@ -44,6 +44,29 @@ func tokenAgent(app *testApp, m minter, subject string, caps ...string) a2aAgent
 	return a2aAgent{app: app, headers: []string{"Authorization", m.subjectBearer(subject, "acme", "alpha", caps...)}}
 }
 
+// pollInBackground sends a poll off the test's goroutine (no assertions there) and
+// returns where its page arrives; a failed request arrives as an empty page with the
+// error in the test's log.
+func (a a2aAgent) pollInBackground(t *testing.T, body map[string]any) <-chan contract.EventPage {
+	out := make(chan contract.EventPage, 1)
+	go func() {
+		var page contract.EventPage
+		r, err := a.app.send(context.Background(), http.MethodPost, contract.RouteA2AEventsPoll.Path, body, a.headers...)
+		switch {
+		case err != nil:
+			t.Errorf("poll: %v", err)
+		case r.Status != http.StatusOK:
+			t.Errorf("poll: %d %s", r.Status, r.Body)
+		default:
+			if err := json.Unmarshal(r.Body, &page); err != nil {
+				t.Errorf("poll: %v", err)
+			}
+		}
+		out <- page
+	}()
+	return out
+}
+
 // headerAgent is subject on an app in open mode.
 func headerAgent(app *testApp, subject string) a2aAgent {
 	return a2aAgent{app: app, headers: []string{"x-infra-subject", subject}}
@@ -181,8 +204,7 @@ func TestA2AEndToEnd(t *testing.T) {
 	require.Equal(t, page.NextCursor, third.NextCursor)
 
 	// A long poll wakes when an event commits.
-	answer := make(chan contract.EventPage, 1)
-	go func() { answer <- bob.poll(t, map[string]any{"cursor": page.NextCursor, "waitMs": 30000}) }()
+	answer := bob.pollInBackground(t, map[string]any{"cursor": page.NextCursor, "waitMs": 30000})
 	require.Eventually(t, func() bool { return app.main.hub.Waiting() == 1 }, time.Minute, time.Millisecond)
 	alice.ok(t, contract.RouteA2AMessagesPost, map[string]any{"messageId": "m-3", "toAgent": "bob", "content": "wake up"}, nil)
 	woken := <-answer
@@ -330,8 +352,7 @@ func TestA2ALongPollWakesAcrossInstances(t *testing.T) {
 	second := startAppOn(t, first.dsn, nil)
 	bob := headerAgent(first, "bob")
 	start := bob.poll(t, map[string]any{})
-	answer := make(chan contract.EventPage, 1)
-	go func() { answer <- bob.poll(t, map[string]any{"cursor": start.NextCursor, "waitMs": 30000}) }()
+	answer := bob.pollInBackground(t, map[string]any{"cursor": start.NextCursor, "waitMs": 30000})
 	require.Eventually(t, func() bool { return first.main.hub.Waiting() == 1 }, time.Minute, time.Millisecond)
 	headerAgent(second, "alice").ok(t, contract.RouteA2AMessagesPost, map[string]any{"messageId": "across", "toAgent": "bob", "content": "hi"}, nil)
 	page := <-answer
@@ -417,4 +438,30 @@ func TestA2ASweeperRunsPeriodically(t *testing.T) {
 		return len(bob.poll(t, map[string]any{}).Events) == 0
 	}, time.Minute, 20*time.Millisecond, "the periodic sweep purged the event")
 	require.Len(t, bob.read(t, map[string]any{}), 1, "messages live by their own TTL")
+}
+
+// A shutdown answers waiting long polls at once (with no events) instead of letting
+// them hold the drain.
+func TestA2AShutdownAnswersWaitingPolls(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	bob := headerAgent(app, "bob")
+	type result struct {
+		r   *testResponse
+		err error
+	}
+	answer := make(chan result, 1)
+	go func() {
+		r, err := app.send(context.Background(), http.MethodPost, contract.RouteA2AEventsPoll.Path, map[string]any{"waitMs": 30000}, bob.headers...)
+		answer <- result{r, err}
+	}()
+	require.Eventually(t, func() bool { return app.main.hub.Waiting() == 1 }, time.Minute, time.Millisecond)
+	require.NoError(t, app.main.Close())
+	got := <-answer
+	require.NoError(t, got.err)
+	r := got.r
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var page contract.EventPage
+	require.NoError(t, json.Unmarshal(r.Body, &page))
+	require.Empty(t, page.Events)
 }
