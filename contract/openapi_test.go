@@ -46,7 +46,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		}
 		require.Nil(t, op.Security, "%s inherits the document's bearer security", key)
 		require.Equal(t, anySlice(r.Capabilities), op.Extensions["x-capabilities"], key)
-		for _, status := range []string{"400", "401", "403"} {
+		for _, status := range []string{"400", "401", "403", "429"} {
 			require.NotNil(t, op.Responses.Value(status), "%s documents no %s", key, status)
 		}
 		if r.Method == contract.MethodPost {

@@ -41,5 +41,6 @@ func Routes() []Route {
 		RouteA2AAgentsRegister, RouteA2AAgentsList, RouteA2AMessagesPost, RouteA2AMessagesRead,
 		RouteA2ATasksCreate, RouteA2ATasksGet, RouteA2ATasksList, RouteA2ATasksUpdate, RouteA2ATasksCancel,
 		RouteA2ATasksMessage, RouteA2ATasksInfo, RouteA2AEventsPoll, RouteA2ASnapshot,
+		RouteCosts,
 	}
 }

@@ -48,6 +48,7 @@ var specCapabilities = map[string][]string{
 	"POST /internal/v1/a2a/tasks/cancel":                {"a2a:tasks"},
 	"POST /internal/v1/a2a/tasks/message":               {"a2a:tasks"},
 	"POST /internal/v1/a2a/tasks/info":                  {"a2a:tasks"},
+	"POST /internal/v1/a2a/costs":                       {"costs:read"},
 }
 
 func TestRoutesMatchTheSpecTable(t *testing.T) {

@@ -11,6 +11,7 @@ type Stores struct {
 	Conversations ConversationStore
 	Windows       WindowStore
 	Operations    OperationStore
+	Costs         CostStore
 	Jobs          JobQueue
 	// Agents, AgentMessages, Tasks and Events are agent-to-agent coordination
 	// (07-a2a.md); Events is also where other areas announce their changes.

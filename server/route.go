@@ -75,7 +75,7 @@ func declared(route contract.Route) bool {
 }
 
 // routeMiddleware runs after routing (so an unknown route is ROUTE_NOT_FOUND with or
-// without a credential): authentication, then the capability check.
+// without a credential): authentication, the rate limits, then the capability check.
 func (s *Server) routeMiddleware(route contract.Route) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -88,6 +88,9 @@ func (s *Server) routeMiddleware(route contract.Route) echo.MiddlewareFunc {
 				return err
 			}
 			c.Set(ctxKeyPrincipal, p)
+			if err := s.rateLimiter.admit(c.Request().Context(), route, p); err != nil {
+				return err
+			}
 			if !holdsAny(p, route.Capabilities) {
 				return runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
 					With("requiredCapability", route.Capabilities[0])

@@ -42,6 +42,10 @@ type Config struct {
 	Instruments Instruments
 	// A2A serves the agent-to-agent routes.
 	A2A *runtime.A2A
+	// Costs serves the cost attribution report.
+	Costs *runtime.Costs
+	// RateLimiting limits every authenticated request.
+	RateLimiting RateLimiting
 }
 
 // Server is the echo host.
@@ -53,11 +57,13 @@ type Server struct {
 	maxBody  bodyLimits
 	draining atomic.Bool
 
-	messages   *runtime.Messages
-	windows    *runtime.Windows
-	operations *runtime.Operations
-	knowledge  *runtime.Knowledge
-	a2a        *runtime.A2A
+	messages    *runtime.Messages
+	windows     *runtime.Windows
+	operations  *runtime.Operations
+	knowledge   *runtime.Knowledge
+	a2a         *runtime.A2A
+	costs       *runtime.Costs
+	rateLimiter rateLimiter
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -74,6 +80,8 @@ func New(cfg Config) *Server {
 	s.operations = cfg.Operations
 	s.knowledge = cfg.Knowledge
 	s.a2a = cfg.A2A
+	s.costs = cfg.Costs
+	s.rateLimiter = newRateLimiter(cfg.RateLimiting)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -101,6 +109,7 @@ func New(cfg Config) *Server {
 	s.operationRoutes()
 	s.knowledgeRoutes()
 	s.a2aRoutes()
+	s.costRoutes()
 	return s
 }
 

@@ -72,6 +72,9 @@ type PoolOptions struct {
 	ApplicationName string
 	// Tracer traces the statements (nil: none, at no cost).
 	Tracer pgx.QueryTracer
+	// Settings are session settings of every connection, such as
+	// synchronous_commit; they apply before the first statement.
+	Settings map[string]string
 }
 
 // NewPool connects to dsn. pgvector's types are registered on every new connection
@@ -92,6 +95,9 @@ func NewPool(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 		name = "agent-context"
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	for k, v := range opts.Settings {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	cfg.AfterConnect = registerVectorTypes
 	cfg.ConnConfig.Tracer = opts.Tracer
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -166,6 +172,7 @@ func (db *DB) over(h DBTX) runtime.Stores {
 		Conversations: &ConversationStore{db: h},
 		Windows:       &WindowStore{db: h},
 		Operations:    &OperationStore{db: h},
+		Costs:         &CostStore{db: h},
 		Jobs:          &JobQueue{db: h, client: db.queue},
 		Agents:        &AgentStore{db: h},
 		AgentMessages: &AgentMessageStore{db: h},

@@ -82,6 +82,13 @@ type Config struct {
 	A2ATaskRetention  time.Duration
 	A2AEventRetention time.Duration
 	A2ASweepInterval  time.Duration
+	// Rate limits (07-a2a.md): the per-minute budgets of the three levels (0: off)
+	// and where the buckets live (memory: per replica; postgres: shared).
+	RateLimits       runtime.RateLimits
+	RateLimitBackend string
+	// PricingFile holds the model prices of the cost report (unset: every model costs
+	// 0). It is read and checked when serve starts.
+	PricingFile string
 }
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
@@ -105,6 +112,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	cfg.Embedder, cfg.EmbeddingTimeout = EmbedderLocal, openai.DefaultTimeout
 	cfg.A2AMaxMessages, cfg.A2ATaskRetention = contract.DefaultA2AMaxMessages, runtime.DefaultA2ATaskRetention
 	cfg.A2AEventRetention, cfg.A2ASweepInterval = runtime.DefaultA2AEventRetention, time.Minute
+	cfg.RateLimits, cfg.RateLimitBackend = runtime.DefaultRateLimits, RateLimitMemory
 	var errs []string
 	str := func(name string, dst *string) {
 		if v := getenv(name); v != "" {
@@ -233,6 +241,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		errs = append(errs, err.Error())
 	}
 	cfg.Tracing = tracing
+	errs = append(errs, loadRateLimitConfig(getenv, &cfg)...)
+	str("AGENT_CONTEXT_PRICING_FILE", &cfg.PricingFile)
 	if _, _, err := net.SplitHostPort(cfg.Bind); err != nil {
 		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind))
 	}
@@ -330,6 +340,50 @@ func loadEmbeddingConfig(getenv func(string) string, cfg *Config, duration func(
 	}
 	if strings.IndexFunc(cfg.EmbeddingAPIKey, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
 		errs = append(errs, "AGENT_CONTEXT_EMBEDDING_API_KEY must not contain whitespace or control characters")
+	}
+	return errs
+}
+
+// The values of AGENT_CONTEXT_RATE_LIMIT_BACKEND.
+const (
+	RateLimitMemory   = "memory"
+	RateLimitPostgres = "postgres"
+)
+
+// loadRateLimitConfig reads the AGENT_CONTEXT_RATE_LIMIT_* variables into cfg and
+// returns one message per bad value. Each budget also answers to the seed's names,
+// LEAN_CTX_RATE_LIMIT_* and LCTX_RATE_LIMIT_*; the first of the three names that is
+// set counts, and a message names the variable it came from.
+func loadRateLimitConfig(getenv func(string) string, cfg *Config) []string {
+	var errs []string
+	for _, level := range []struct {
+		suffix string
+		dst    *int64
+	}{
+		{"GLOBAL_PER_MIN", &cfg.RateLimits.GlobalPerMin},
+		{"AGENT_PER_MIN", &cfg.RateLimits.AgentPerMin},
+		{"TOOL_PER_MIN", &cfg.RateLimits.ToolPerMin},
+	} {
+		for _, prefix := range []string{"AGENT_CONTEXT_RATE_LIMIT_", "LEAN_CTX_RATE_LIMIT_", "LCTX_RATE_LIMIT_"} {
+			name := prefix + level.suffix
+			v := getenv(name)
+			if v == "" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || n > runtime.MaxRatePerMin {
+				errs = append(errs, fmt.Sprintf("%s must be an integer from 0 (off) to %d requests a minute, got %q",
+					name, int64(runtime.MaxRatePerMin), v))
+			}
+			*level.dst = n
+			break
+		}
+	}
+	if v := getenv("AGENT_CONTEXT_RATE_LIMIT_BACKEND"); v != "" {
+		cfg.RateLimitBackend = v
+	}
+	if cfg.RateLimitBackend != RateLimitMemory && cfg.RateLimitBackend != RateLimitPostgres {
+		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_RATE_LIMIT_BACKEND must be memory or postgres, got %q", cfg.RateLimitBackend))
 	}
 	return errs
 }

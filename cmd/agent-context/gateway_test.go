@@ -710,9 +710,9 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	var elapsed time.Duration
 	var directLat, gatewayLat []time.Duration
 	for b.Loop() {
-		n, lat := runClients(b, time.Second, direct)
+		n, lat := runClients(b, throughputClients, time.Second, direct)
 		directReads, directLat = directReads+n, append(directLat, lat...)
-		n, lat = runClients(b, time.Second, proxied)
+		n, lat = runClients(b, throughputClients, time.Second, proxied)
 		gatewayReads, gatewayLat = gatewayReads+n, append(gatewayLat, lat...)
 		elapsed += time.Second
 	}

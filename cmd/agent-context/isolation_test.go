@@ -147,6 +147,13 @@ func TestTenantIsolation(t *testing.T) {
 			// The provider is asked with the caller's own runtime token, so it answers
 			// for the caller's scope only.
 			requireOwnKnowledge(t, self, other)
+
+			// Costs count the scope's own invocation only, under its own agent.
+			costs := tenantCosts(t, self)
+			require.EqualValues(t, 1, costs.Totals.Calls)
+			require.EqualValues(t, 10, costs.Totals.InputTokens)
+			require.Len(t, costs.Groups, 1)
+			require.Equal(t, "agent-"+strings.TrimSuffix(self.name, "-alpha"), *costs.Groups[0].Key)
 		})
 	}
 
@@ -169,6 +176,8 @@ func TestTenantIsolation(t *testing.T) {
 			stranger.post(t, contract.RouteWindowsGet.Path, map[string]any{"windowId": "w-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
 			stranger.post(t, contract.RouteWindowsLineage.Path, map[string]any{"windowId": "w-2"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
 			stranger.post(t, contract.RouteModelInvocationsGet.Path, map[string]any{"invocationId": "inv-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			require.Equal(t, contract.CostsResponse{Totals: contract.CostTotals{CostUSD: "0"}, Groups: []contract.CostGroup{}},
+				tenantCosts(t, stranger), "no invocations to count")
 			// Another scope's windows cannot be linked to or invoked against.
 			stranger.post(t, contract.RouteDerivationsCreate.Path, map[string]any{
 				"id": "d-x", "sourceWindowId": "w-1", "targetWindowId": "w-2", "kind": "trim",
@@ -241,6 +250,9 @@ func TestTenantIsolation(t *testing.T) {
 		}
 		b.post(t, contract.RouteMessagesRecent.Path, map[string]any{"scope": map[string]any{"conversationId": "conv-1"}}).requireOK(t, http.StatusOK, &page)
 		require.Empty(t, page.Messages)
+		// The deleted conversation's invocation leaves tenant-b's costs, not tenant-a's.
+		require.Zero(t, tenantCosts(t, b).Totals.Calls)
+		require.EqualValues(t, 1, tenantCosts(t, a).Totals.Calls)
 	})
 
 	t.Run("agent-to-agent coordination stays in its scope", func(t *testing.T) {
@@ -411,6 +423,14 @@ func TestIsolationSuiteNoticesNewRoutes(t *testing.T) {
 		contract.Route{Method: http.MethodPost, Path: contract.PrefixContext + "/entries", Capabilities: []string{contract.CapContextWrite}},
 		contract.Route{Method: http.MethodGet, Path: "/metrics"})
 	require.Equal(t, []string{"POST " + contract.PrefixContext + "/entries"}, unexercised(added, used))
+}
+
+// tenantCosts is c's cost report by agent.
+func tenantCosts(t *testing.T, c *tenantClient) contract.CostsResponse {
+	t.Helper()
+	var report contract.CostsResponse
+	c.post(t, contract.RouteCosts.Path, map[string]any{"groupBy": "agent"}).requireOK(t, http.StatusOK, &report)
+	return report
 }
 
 func mustJSON(t *testing.T, v any) string {

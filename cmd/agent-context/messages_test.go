@@ -652,11 +652,12 @@ type msgBenchApp struct {
 // the concurrent ones.
 const msgBenchMaxConns = 8
 
-func startMsgBenchApp(b *testing.B) *msgBenchApp {
+// startMsgBenchApp starts a msgBenchApp; opts may change the configuration first.
+func startMsgBenchApp(b *testing.B, opts ...func(*Config)) *msgBenchApp {
 	b.Helper()
 	ctx := context.Background()
 	dsn := pgtest.NewDSN(b)
-	m := startBenchMain(b, dsn, func(c *Config) { c.MaxConns = msgBenchMaxConns })
+	m := startBenchMain(b, dsn, append([]func(*Config){func(c *Config) { c.MaxConns = msgBenchMaxConns }}, opts...)...)
 	pool, err := postgres.NewPool(ctx, dsn, postgres.PoolOptions{MaxConns: 4, ApplicationName: "bench-loader"})
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
@@ -666,14 +667,15 @@ func startMsgBenchApp(b *testing.B) *msgBenchApp {
 		dsn: dsn, maxConns: msgBenchMaxConns}
 }
 
-// startBenchMain starts Main in open mode on dsn, quiet, for a benchmark; opts may
-// change the configuration first.
+// startBenchMain starts Main in open mode on dsn, quiet, with every rate limit off (as
+// 07-a2a.md runs benchmarks), for a benchmark; opts may change the configuration first.
 func startBenchMain(b *testing.B, dsn string, opts ...func(*Config)) *Main {
 	b.Helper()
 	cfg, err := LoadConfig(func(string) string { return "" })
 	require.NoError(b, err)
 	cfg.Bind, cfg.DatabaseURL, cfg.AutoMigrate = "127.0.0.1:0", dsn, false
 	cfg.LogLevel, cfg.DrainTimeout, cfg.DrainDelay = 8, 5*time.Second, 0
+	cfg.RateLimits = runtime.RateLimits{}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -835,55 +837,69 @@ func loadMessages(b *testing.B, pool *pgxpool.Pool, conversations, perConversati
 
 // loadMessagesWith copies conversations × perConversation messages into the messages
 // table, the i-th (from 0, in arrival order) with content(rng, i), and sets the
-// conversation heads. The secondary indexes are dropped for the load and rebuilt from
-// their own definitions afterwards, which is much faster than maintaining them row by
-// row.
+// conversation heads, with the secondary indexes built after the load
+// (loadWithoutIndexes).
 func loadMessagesWith(b *testing.B, pool *pgxpool.Pool, conversations, perConversation int, content func(rng *rand.Rand, i int) string) {
 	b.Helper()
 	ctx := context.Background()
-	rows, err := pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes
-		WHERE tablename = 'messages' AND indexname <> 'messages_pkey'`)
-	require.NoError(b, err)
-	defs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, Def string }])
-	require.NoError(b, err)
-	for _, d := range defs {
-		_, err := pool.Exec(ctx, "DROP INDEX "+pgx.Identifier{d.Name}.Sanitize())
-		require.NoError(b, err)
-	}
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	total, i := conversations*perConversation, 0
-	start := time.Now()
-	copied, err := pool.CopyFrom(ctx, pgx.Identifier{"messages"}, postgres.MessageColumns, pgx.CopyFromFunc(func() ([]any, error) {
-		if i == total {
-			return nil, nil
-		}
-		seq, conv := i/conversations+1, i%conversations
-		text := content(rng, i)
-		i++
-		return postgres.MessageRow(scope, contract.ConversationRecord{
-			Scope: contract.ConversationScope{ConversationID: fmt.Sprintf("conv-%d", conv)}, ID: fmt.Sprintf("m-%d", seq), Role: contract.Roles[seq%4],
-			Content: text, Sequence: int64(seq), CreatedAtMs: int64(1_700_000_000_000 + i),
-		}), nil
-	}))
-	require.NoError(b, err)
-	require.EqualValues(b, total, copied)
-	_, err = pool.Exec(ctx, `
-		INSERT INTO conversations (tenant_id, project_id, conversation_id, last_sequence, message_count, created_at_ms)
-		SELECT 'local', 'local', 'conv-' || g, $1, $1, 0 FROM generate_series(0, $2 - 1) AS g`, perConversation, conversations)
-	require.NoError(b, err)
-	copyTime := time.Since(start)
-	conn, err := pool.Acquire(ctx)
-	require.NoError(b, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, "SET maintenance_work_mem = '512MB'")
-	require.NoError(b, err)
-	for _, d := range defs {
-		_, err := conn.Exec(ctx, d.Def)
+	copyTime, indexTime := loadWithoutIndexes(b, pool, "messages", func() {
+		copied, err := pool.CopyFrom(ctx, pgx.Identifier{"messages"}, postgres.MessageColumns, pgx.CopyFromFunc(func() ([]any, error) {
+			if i == total {
+				return nil, nil
+			}
+			seq, conv := i/conversations+1, i%conversations
+			text := content(rng, i)
+			i++
+			return postgres.MessageRow(scope, contract.ConversationRecord{
+				Scope: contract.ConversationScope{ConversationID: fmt.Sprintf("conv-%d", conv)}, ID: fmt.Sprintf("m-%d", seq), Role: contract.Roles[seq%4],
+				Content: text, Sequence: int64(seq), CreatedAtMs: int64(1_700_000_000_000 + i),
+			}), nil
+		}))
 		require.NoError(b, err)
-	}
-	_, err = conn.Exec(ctx, "VACUUM ANALYZE messages, conversations")
+		require.EqualValues(b, total, copied)
+		_, err = pool.Exec(ctx, `
+			INSERT INTO conversations (tenant_id, project_id, conversation_id, last_sequence, message_count, created_at_ms)
+			SELECT 'local', 'local', 'conv-' || g, $1, $1, 0 FROM generate_series(0, $2 - 1) AS g`, perConversation, conversations)
+		require.NoError(b, err)
+	})
+	_, err := pool.Exec(ctx, "VACUUM ANALYZE conversations")
 	require.NoError(b, err)
 	b.Logf("loaded %d messages in %d conversations: copy %s, indexes %s", total, conversations,
-		copyTime.Round(time.Millisecond), (time.Since(start) - copyTime).Round(time.Millisecond))
+		copyTime.Round(time.Millisecond), indexTime.Round(time.Millisecond))
+}
+
+// loadWithoutIndexes runs load with table's secondary indexes dropped, then rebuilds
+// them from their own definitions and vacuums and analyzes the table (as autovacuum
+// would): much faster than maintaining the indexes row by row. It returns how long
+// the load and the rebuild took.
+func loadWithoutIndexes(tb testing.TB, pool *pgxpool.Pool, table string, load func()) (loadTime, indexTime time.Duration) {
+	tb.Helper()
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes
+		WHERE tablename = $1 AND indexname <> $1 || '_pkey'`, table)
+	require.NoError(tb, err)
+	defs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, Def string }])
+	require.NoError(tb, err)
+	for _, d := range defs {
+		_, err := pool.Exec(ctx, "DROP INDEX "+pgx.Identifier{d.Name}.Sanitize())
+		require.NoError(tb, err)
+	}
+	start := time.Now()
+	load()
+	loadTime = time.Since(start)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(tb, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "SET maintenance_work_mem = '512MB'")
+	require.NoError(tb, err)
+	for _, d := range defs {
+		_, err := conn.Exec(ctx, d.Def)
+		require.NoError(tb, err)
+	}
+	_, err = conn.Exec(ctx, "VACUUM ANALYZE "+pgx.Identifier{table}.Sanitize())
+	require.NoError(tb, err)
+	return loadTime, time.Since(start) - loadTime
 }

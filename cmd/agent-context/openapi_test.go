@@ -17,6 +17,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/knowledge/knowledgetest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/contract/client"
+	"github.com/agent-context/agent-context/runtime"
 )
 
 // contractRig is a running Main, a contract check on the wire, and typed clients with
@@ -27,7 +28,7 @@ type contractRig struct {
 	hc     *http.Client
 	full   *client.Client // runtime token with every capability
 	peer   *client.Client // runtime token of another agent ("peer") of the same scope
-	noCap  *client.Client // runtime token with an unrelated capability only
+	noCap  *client.Client // runtime token with a capability no route requires first (a2a:admin)
 	anon   *client.Client // no credential
 	static *client.Client // the static token
 }
@@ -48,7 +49,7 @@ func newContractRig(t *testing.T, opts ...func(*Config)) *contractRig {
 		full: newClient(client.WithBearerToken(token(contract.AllCapabilities...))),
 		peer: newClient(client.WithBearerToken(strings.TrimPrefix(
 			minter.subjectBearer("peer", "acme", "alpha", contract.AllCapabilities...), "Bearer "))),
-		noCap:  newClient(client.WithBearerToken(token(contract.CapCostsRead))),
+		noCap:  newClient(client.WithBearerToken(token(contract.CapA2AAdmin))),
 		anon:   newClient(),
 		static: newClient(client.WithBearerToken(rigStaticToken)),
 	}
@@ -173,6 +174,8 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 		_, err = c.PollEvents(ctx, &contract.PollEventsRequest{})
 	case contract.RouteA2ASnapshot.Path:
 		_, err = c.Snapshot(ctx, &contract.SnapshotRequest{})
+	case contract.RouteCosts.Path:
+		_, err = c.Costs(ctx, &contract.CostsRequest{GroupBy: contract.CostsByAgent})
 	default:
 		return fmt.Errorf("routeCall does not know %s %s: add it", route.Method, route.Path)
 	}
@@ -512,6 +515,39 @@ func TestOpenAPIContract(t *testing.T) {
 		snap, err = rig.full.Snapshot(ctx, &contract.SnapshotRequest{Privacy: ptrTo(contract.SnapshotFull)})
 		require.NoError(t, err)
 		require.Equal(t, contract.SnapshotFull, snap.Privacy)
+	})
+
+	t.Run("costs", func(t *testing.T) {
+		_, _, err := rig.full.CreateWindow(ctx, windowRequest("w-cost", "conv-cost", "x"))
+		require.NoError(t, err)
+		inv := invocationRequest("inv-cost", "conv-cost", "w-cost")
+		inv.ToolName = ptrTo("search")
+		_, err = rig.full.SaveModelInvocation(ctx, inv)
+		require.NoError(t, err)
+		report, err := rig.full.Costs(ctx, &contract.CostsRequest{GroupBy: contract.CostsByTool, TopN: ptrTo(100),
+			FromMs: ptrTo[int64](0), ToMs: ptrTo[int64](1 << 52)})
+		require.NoError(t, err)
+		require.NotEmpty(t, report.Groups)
+		_, err = rig.full.Costs(invalid(), &contract.CostsRequest{GroupBy: "user"})
+		require.Equal(t, "groupBy", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+		_, err = rig.full.Costs(ctx, &contract.CostsRequest{GroupBy: contract.CostsByModel, FromMs: ptrTo[int64](2), ToMs: ptrTo[int64](1)})
+		require.Equal(t, "fromMs", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+	})
+
+	t.Run("every route's rate limit", func(t *testing.T) {
+		limited := newContractRig(t, func(c *Config) { c.RateLimits = runtime.RateLimits{AgentPerMin: 1} })
+		limited.check = rig.check
+		limited.hc.Transport = rig.check
+		_, err := limited.full.MaintenanceStatus(ctx)
+		require.NoError(t, err, "the only token of the minute")
+		for _, route := range contract.Routes() {
+			if route.Public() {
+				continue
+			}
+			e := requireCode(t, routeCall(ctx, limited.full, route), http.StatusTooManyRequests, contract.CodeRateLimited)
+			require.Equal(t, contract.RateLevelAgent, e.Details["level"], route.Path)
+			require.True(t, e.Retryable)
+		}
 	})
 
 	t.Run("every route's generic errors", func(t *testing.T) {

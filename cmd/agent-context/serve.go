@@ -46,6 +46,11 @@ type Main struct {
 	uninstrumented bool
 	// stopping serialises Shutdown: a Close while a Shutdown runs waits for it.
 	stopping sync.Mutex
+	// The postgres rate limiter's pool and the stop of its sweeper (limits.go), and
+	// the memory limiter's clock, which a test may set before Run.
+	ratePool  *pgxpool.Pool
+	stopSweep func()
+	rateClock runtime.Clock
 }
 
 // NewMain returns a Main for cfg.
@@ -65,6 +70,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pricing, err := loadPricing(cfg.PricingFile)
+	if err != nil {
+		return err
+	}
 	auth := server.AuthConfig{StaticToken: cfg.ServiceToken}
 	if m.verifier != nil {
 		auth.Verifier = m.verifier
@@ -77,7 +86,10 @@ func (m *Main) Run(ctx context.Context) error {
 		slog.String("auth_mode", auth.Mode()),
 		slog.String("bind", cfg.Bind),
 		slog.Bool("embedded_postgres", cfg.DatabaseURL == ""),
-		slog.Int("knowledge_providers", len(cfg.Knowledge.Providers)))
+		slog.Int("knowledge_providers", len(cfg.Knowledge.Providers)),
+		slog.Group("rate_limits", slog.String("backend", cfg.RateLimitBackend),
+			slog.Int64("global_per_min", cfg.RateLimits.GlobalPerMin), slog.Int64("agent_per_min", cfg.RateLimits.AgentPerMin),
+			slog.Int64("tool_per_min", cfg.RateLimits.ToolPerMin)))
 	if auth.Open() {
 		m.Log.Warn("open mode: every caller is trusted; for local development only")
 	}
@@ -124,8 +136,13 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	a2a := runtime.NewA2A(runtime.A2AConfig{DB: db, Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention})
+	rateLimits, err := m.startRateLimits(ctx, dsn)
+	if err != nil {
+		return err
+	}
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
 		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders), A2A: a2a,
+		Costs: runtime.NewCosts(db, pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
 		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes})
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
@@ -237,6 +254,14 @@ func (m *Main) Shutdown(ctx context.Context) error {
 	if m.hub != nil {
 		m.hub.Close()
 		m.hub = nil
+	}
+	if m.stopSweep != nil {
+		m.stopSweep()
+		m.stopSweep = nil
+	}
+	if m.ratePool != nil {
+		m.ratePool.Close()
+		m.ratePool = nil
 	}
 	if m.pool != nil {
 		m.pool.Close()

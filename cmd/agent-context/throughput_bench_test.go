@@ -87,9 +87,9 @@ func BenchmarkMessagesRecentThroughput(b *testing.B) {
 	var httpTime, directTime time.Duration
 	var latencies []time.Duration
 	for b.Loop() {
-		n, lat := runClients(b, time.Second, httpRead)
+		n, lat := runClients(b, throughputClients, time.Second, httpRead)
 		httpReads, httpTime, latencies = httpReads+n, httpTime+time.Second, append(latencies, lat...)
-		n, _ = runClients(b, time.Second, directRead)
+		n, _ = runClients(b, throughputClients, time.Second, directRead)
 		directReads, directTime = directReads+n, directTime+time.Second
 	}
 	httpRate := float64(httpReads) / httpTime.Seconds()
@@ -103,16 +103,16 @@ func BenchmarkMessagesRecentThroughput(b *testing.B) {
 	}
 }
 
-// runClients runs read from throughputClients goroutines for d and returns how many
-// reads completed and each one's latency.
-func runClients(b *testing.B, d time.Duration, read func(*rand.Rand) error) (int64, []time.Duration) {
+// runClients runs read from clients goroutines for d and returns how many reads
+// completed and each one's latency.
+func runClients(b *testing.B, clients int, d time.Duration, read func(*rand.Rand) error) (int64, []time.Duration) {
 	var done atomic.Int64
 	var mu sync.Mutex
 	var all []time.Duration
 	var failed atomic.Value
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
-	for c := range throughputClients {
+	for c := range clients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
 			var mine []time.Duration

@@ -72,3 +72,8 @@ func (c *Client) PollEvents(ctx context.Context, req *contract.PollEventsRequest
 func (c *Client) Snapshot(ctx context.Context, req *contract.SnapshotRequest) (*contract.Snapshot, error) {
 	return call[contract.Snapshot](ctx, c, contract.RouteA2ASnapshot, req)
 }
+
+// Costs calls POST /costs, the cost attribution report.
+func (c *Client) Costs(ctx context.Context, req *contract.CostsRequest) (*contract.CostsResponse, error) {
+	return call[contract.CostsResponse](ctx, c, contract.RouteCosts, req)
+}

@@ -1,0 +1,204 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// RateLimiter implements runtime.RateLimiter on the rate_limit_buckets table, so that
+// every replica draws on the same buckets. Each check is one statement; docs/rate-limits.md
+// explains its shape:
+//
+//   - A bucket is split into runtime.RateShards rows (up to 16), each holding its share
+//     of the budget, so that concurrent requests spread their row locks.
+//   - Per bucket, in the order of the request's buckets (agent, tool, global), the
+//     statement locks one shard: an unlocked one, preferring one that holds a token,
+//     without waiting (FOR UPDATE SKIP LOCKED); only when every shard is locked does
+//     it wait for its home shard (random per request). A statement waits for at most one
+//     row per bucket while holding rows of earlier buckets only, so two checks never
+//     deadlock.
+//   - The tokens are taken (UPDATE of the locked shards) only when every bucket's shard
+//     holds one: all or nothing.
+//   - A bucket's rows are created, full, by the statement that finds none; it then
+//     runs once more, since rows it inserted are not yet visible to it.
+type RateLimiter struct {
+	db    DBTX
+	clock runtime.Clock
+}
+
+var _ runtime.RateLimiter = (*RateLimiter)(nil)
+
+// NewRateLimiter returns the limiter over db. Its clock is the database's (one clock for
+// every replica) unless clock is set, which tests do.
+func NewRateLimiter(db DBTX, clock runtime.Clock) *RateLimiter {
+	return &RateLimiter{db: db, clock: clock}
+}
+
+// rateTakeSQL is the check. $1..$6 describe the buckets in lock order (level, tenant,
+// name, per-minute budget, shards, home shard); $7 is the time in µs, or null for the
+// database's clock. Units and refill follow runtime.TokenBucket.
+var rateTakeSQL = `
+WITH want AS (
+	SELECT w.level, w.tenant_id, w.name, w.per_min, w.shards, w.home, w.ord,
+		w.per_min * ` + unitsPerToken + ` / w.shards AS cap, w.per_min * ` + maxShards + ` / w.shards AS rate
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::int[], $6::int[]) WITH ORDINALITY
+		AS w(level, tenant_id, name, per_min, shards, home, ord)
+), clock AS (
+	SELECT coalesce($7::bigint, (extract(epoch FROM statement_timestamp()) * 1000000)::bigint) AS now_us
+), picked AS (
+	SELECT w.ord, w.level, w.tenant_id, w.name, w.cap, w.rate, w.shards, c.now_us,
+		coalesce(a.shard, f.shard) AS shard,
+		-- least ignores nulls: no shard, no tokens.
+		CASE WHEN coalesce(a.shard, f.shard) IS NOT NULL THEN least(w.cap, coalesce(a.tokens, f.tokens)
+			+ least(greatest(c.now_us - coalesce(a.at_us, f.at_us), 0), ` + microsPerMinute + `) * w.rate) END AS avail,
+		greatest(c.now_us, coalesce(a.at_us, f.at_us)) AS at_us
+	FROM want w CROSS JOIN clock c
+	LEFT JOIN LATERAL (
+		SELECT b.shard, b.tokens, b.at_us
+		FROM rate_limit_buckets b
+		WHERE b.tenant_id = w.tenant_id AND b.level = w.level AND b.name = w.name AND b.shard < w.shards
+		ORDER BY b.tokens + least(greatest(c.now_us - b.at_us, 0), ` + microsPerMinute + `) * w.rate >= ` + unitsPerToken + ` DESC,
+			(b.shard - w.home + w.shards) % w.shards
+		LIMIT 1
+		FOR UPDATE SKIP LOCKED
+	) a ON true
+	LEFT JOIN LATERAL (
+		SELECT b.shard, b.tokens, b.at_us
+		FROM rate_limit_buckets b
+		WHERE a.shard IS NULL
+			AND b.tenant_id = w.tenant_id AND b.level = w.level AND b.name = w.name AND b.shard = w.home
+		FOR UPDATE
+	) f ON true
+), decision AS (
+	SELECT bool_and(coalesce(avail >= ` + unitsPerToken + `, false)) AS ok FROM picked
+), others AS (
+	-- Only for a refused bucket of several shards: what the shards not locked hold, as
+	-- this statement's snapshot saw them, and how many exist (a missing one is full).
+	SELECT p.ord, count(b.shard) AS present,
+		max(least(p.cap, b.tokens + least(greatest(p.now_us - b.at_us, 0), ` + microsPerMinute + `) * p.rate)) AS avail
+	FROM picked p CROSS JOIN decision d
+	LEFT JOIN rate_limit_buckets b ON b.tenant_id = p.tenant_id AND b.level = p.level AND b.name = p.name
+		AND b.shard < p.shards AND b.shard IS DISTINCT FROM p.shard
+	WHERE NOT d.ok AND p.shards > 1 AND p.avail < ` + unitsPerToken + `
+	GROUP BY p.ord
+), created AS (
+	-- The missing shards of a bucket this statement found none of, or found incomplete
+	-- while refusing (the sweep may have deleted part of it), are created full.
+	INSERT INTO rate_limit_buckets (tenant_id, level, name, shard, tokens, at_us)
+	SELECT p.tenant_id, p.level, p.name, s, p.cap, p.now_us
+	FROM picked p LEFT JOIN others o ON o.ord = p.ord CROSS JOIN generate_series(0, p.shards - 1) s
+	WHERE p.shard IS NULL OR o.present < p.shards - 1
+	ORDER BY p.tenant_id, p.level, p.name, s
+	ON CONFLICT DO NOTHING
+	RETURNING 1
+), taken AS (
+	UPDATE rate_limit_buckets b SET tokens = p.avail - ` + unitsPerToken + `, at_us = p.at_us
+	FROM picked p CROSS JOIN decision d
+	WHERE d.ok AND b.tenant_id = p.tenant_id AND b.level = p.level AND b.name = p.name AND b.shard = p.shard
+	RETURNING 1
+)
+SELECT p.shard IS NOT NULL, coalesce(p.avail, 0), o.avail, coalesce(o.present, p.shards - 1), p.shards,
+	d.ok, (SELECT count(*) FROM taken), (SELECT count(*) FROM created)
+FROM picked p CROSS JOIN decision d LEFT JOIN others o ON o.ord = p.ord
+ORDER BY p.ord`
+
+var (
+	unitsPerToken   = fmt.Sprint(runtime.RateUnitsPerToken)
+	maxShards       = fmt.Sprint(runtime.MaxRateShards)
+	microsPerMinute = fmt.Sprint(time.Minute.Microseconds())
+)
+
+// rateTakeAttempts bounds the runs of one check: the first may only create the rows.
+const rateTakeAttempts = 3
+
+// Take implements runtime.RateLimiter. Errors: SERVICE_UNAVAILABLE.
+func (l *RateLimiter) Take(ctx context.Context, buckets []runtime.RateBucket) (bool, []time.Duration, error) {
+	n := len(buckets)
+	levels, tenants, names := make([]string, n), make([]string, n), make([]string, n)
+	perMin, shards, homes := make([]int64, n), make([]int32, n), make([]int32, n)
+	for i, b := range buckets {
+		levels[i], tenants[i], names[i], perMin[i] = b.Level, b.Tenant, b.Name, b.PerMin
+		s := runtime.RateShards(b.PerMin)
+		shards[i], homes[i] = int32(s), int32(rand.IntN(s))
+	}
+	var nowUs *int64
+	if l.clock != nil {
+		us := l.clock.Now().UnixMicro()
+		nowUs = &us
+	}
+	for range rateTakeAttempts {
+		taken, waits, complete, err := l.take(ctx, n, levels, tenants, names, perMin, shards, homes, nowUs)
+		if err != nil || complete {
+			return taken, waits, err
+		}
+	}
+	return false, nil, fmt.Errorf("rate limit buckets %v: not found after %d attempts", names, rateTakeAttempts)
+}
+
+// take runs the check once; complete is false when a bucket had no rows (the run
+// created them and took nothing).
+func (l *RateLimiter) take(ctx context.Context, n int, levels, tenants, names []string, perMin []int64,
+	shards, homes []int32, nowUs *int64) (taken bool, waits []time.Duration, complete bool, err error) {
+	rows, err := l.db.Query(ctx, rateTakeSQL, levels, tenants, names, perMin, shards, homes, nowUs)
+	if err != nil {
+		return false, nil, false, translate(err)
+	}
+	defer rows.Close()
+	waits = make([]time.Duration, 0, n)
+	complete = true
+	var updated int64
+	for i := 0; rows.Next(); i++ {
+		var found bool
+		var avail, present, count, created int64
+		var others *int64
+		if err := rows.Scan(&found, &avail, &others, &present, &count, &taken, &updated, &created); err != nil {
+			return false, nil, false, translate(err)
+		}
+		complete = complete && found
+		wait := runtime.RateWait(avail, perMin[i], int(count))
+		if others != nil {
+			wait = min(wait, runtime.RateWait(*others, perMin[i], int(count)))
+		}
+		if present < count-1 {
+			wait = 0
+		}
+		waits = append(waits, wait)
+	}
+	if err := rows.Err(); err != nil {
+		return false, nil, false, translate(err)
+	}
+	if len(waits) != n || (complete && taken && updated != int64(n)) {
+		return false, nil, false, fmt.Errorf("rate limit check answered %d rows and took %d tokens for %d buckets",
+			len(waits), updated, n)
+	}
+	return taken, waits, complete, nil
+}
+
+// SweepRateLimits deletes the bucket shards untouched for a minute, which are full
+// again and so the same as absent ones, at most limit of them, skipping any a check
+// holds; it returns how many it deleted. Run it periodically (serve does, every
+// minute): it keeps the table to the buckets in use.
+func (l *RateLimiter) SweepRateLimits(ctx context.Context, limit int) (int64, error) {
+	var nowUs *int64
+	if l.clock != nil {
+		us := l.clock.Now().UnixMicro()
+		nowUs = &us
+	}
+	tag, err := l.db.Exec(ctx, `
+		DELETE FROM rate_limit_buckets b
+		USING (
+			SELECT ctid FROM rate_limit_buckets
+			WHERE at_us <= coalesce($1::bigint, (extract(epoch FROM statement_timestamp()) * 1000000)::bigint) - `+microsPerMinute+`
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		) idle
+		WHERE b.ctid = idle.ctid`, nowUs, limit)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return tag.RowsAffected(), nil
+}

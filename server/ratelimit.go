@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// RateLimiting is the rate limiting of authenticated requests (07-a2a.md).
+type RateLimiting struct {
+	// Limits checks every authenticated request; nil admits every one.
+	Limits *runtime.RateLimit
+	// Registerer receives the counter of refusals by level; nil counts nothing.
+	Registerer prometheus.Registerer
+}
+
+// rateLimiter is the host's side of rate limiting: the check and its refusal counter.
+type rateLimiter struct {
+	limits  *runtime.RateLimit
+	refused *prometheus.CounterVec
+}
+
+func newRateLimiter(cfg RateLimiting) rateLimiter {
+	r := rateLimiter{limits: cfg.Limits}
+	if cfg.Registerer != nil {
+		r.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Subsystem: "ratelimit", Name: "refusals_total",
+			Help: "Requests refused with RATE_LIMITED, by the level that refused them (global, agent, tool).",
+		}, []string{"level"})
+		cfg.Registerer.MustRegister(r.refused)
+		// Every level shows from the start, at 0, so that a rate() over it is defined.
+		for _, level := range []string{contract.RateLevelGlobal, contract.RateLevelAgent, contract.RateLevelTool} {
+			r.refused.WithLabelValues(level)
+		}
+	}
+	return r
+}
+
+// admit takes the tokens a request of p on route needs, or refuses it with
+// RATE_LIMITED. It runs right after authentication, so that every authenticated
+// request counts, including those the capability check then refuses.
+func (r rateLimiter) admit(ctx context.Context, route contract.Route, p runtime.Principal) error {
+	if r.limits == nil {
+		return nil
+	}
+	err := r.limits.Check(ctx, p, route.Method+" "+route.Path)
+	if re, ok := err.(*runtime.Error); ok && re.Code == contract.CodeRateLimited && r.refused != nil {
+		if level, ok := re.Details["level"].(string); ok {
+			r.refused.WithLabelValues(level).Inc()
+		}
+	}
+	return err
+}
