@@ -302,8 +302,9 @@ func TestRuntimeTokenNegativeSuite(t *testing.T) {
 		{"wrong audience", []string{"Authorization", "Bearer " + s.valid(t, map[string]any{"aud": "other-service"})}, 401, contract.CodeTokenInvalid},
 		{"expired", []string{"Authorization", "Bearer " + s.valid(t, map[string]any{
 			"iat": now.Add(-20 * time.Minute).Unix(), "exp": now.Add(-time.Minute).Unix()})}, 401, contract.CodeTokenExpired},
+		// Far enough ahead that a slow run cannot reach it before the request is sent.
 		{"nbf in the future", []string{"Authorization", "Bearer " + s.valid(t, map[string]any{
-			"nbf": now.Add(2 * time.Minute).Unix()})}, 401, contract.CodeTokenExpired},
+			"nbf": now.Add(30 * time.Minute).Unix(), "exp": now.Add(40 * time.Minute).Unix()})}, 401, contract.CodeTokenExpired},
 		{"lifetime over the max", []string{"Authorization", "Bearer " + s.valid(t, map[string]any{
 			"exp": now.Add(61 * time.Minute).Unix()})}, 401, contract.CodeTokenInvalid},
 		{"missing iat", []string{"Authorization", "Bearer " + s.valid(t, map[string]any{"iat": nil})}, 401, contract.CodeTokenInvalid},
