@@ -533,3 +533,47 @@ func TestEntriesTombstonedConversation(t *testing.T) {
 	require.Equal(t, "conversation_deleted", e.Details["reason"])
 	require.Equal(t, contract.EntryActive, app.getEntry(t, "free").Status)
 }
+
+// TestEntryEvents: every entry write appends one entry_written event per entry it
+// created or changed, with IDs and the action only; retries and no-op expiries append
+// none.
+func TestEntryEvents(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	body := entryBody("a", "The lynx secret content.")
+	body["conversationId"] = "c"
+	app.createEntry(t, body)
+	app.post(t, pathEntries, body).requireOK(t, http.StatusOK, nil)
+	var fixed contract.CorrectEntryResponse
+	app.post(t, pathEntriesFix, map[string]any{"entryId": "a", "content": "The lynx, corrected."}).requireOK(t, http.StatusCreated, &fixed)
+	app.createEntry(t, entryBody("b", "bee"))
+	app.post(t, pathEntriesMerge, map[string]any{"entryIds": []string{fixed.Entry.ID, "b"},
+		"merged": map[string]any{"id": "ab", "kind": "fact", "content": "both"}}).requireOK(t, http.StatusCreated, nil)
+	app.post(t, pathEntriesExpire, map[string]any{"entryId": "ab"}).requireOK(t, http.StatusOK, nil)
+	app.post(t, pathEntriesExpire, map[string]any{"entryId": "ab"}).requireOK(t, http.StatusOK, nil)
+
+	var page contract.EventPage
+	r := app.post(t, contract.RouteA2AEventsPoll.Path, map[string]any{"filter": map[string]any{"kinds": []string{contract.EventEntryWritten}}})
+	r.requireOK(t, http.StatusOK, &page)
+	require.NotContains(t, string(r.Body), "lynx", "events hold IDs, never content")
+	type payload struct {
+		EntryID        string  `json:"entryId"`
+		ConversationID *string `json:"conversationId"`
+		Action         string  `json:"action"`
+	}
+	var got []payload
+	for _, e := range page.Events {
+		require.Equal(t, contract.ConsistencyEventual, e.ConsistencyLevel)
+		var p payload
+		require.NoError(t, json.Unmarshal(e.Payload, &p))
+		got = append(got, p)
+	}
+	c := ptrTo("c")
+	require.Equal(t, []payload{
+		{"a", c, "created"},
+		{fixed.Entry.ID, c, "corrected"}, {"a", c, "superseded"},
+		{"b", nil, "created"},
+		{"ab", nil, "merged"}, {fixed.Entry.ID, c, "merged_into"}, {"b", nil, "merged_into"},
+		{"ab", nil, "expired"},
+	}, got)
+}

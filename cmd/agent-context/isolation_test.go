@@ -366,11 +366,23 @@ func TestTenantIsolation(t *testing.T) {
 			var page contract.EventPage
 			peer.post(t, contract.RouteA2AEventsPoll.Path, map[string]any{}).requireOK(t, http.StatusOK, &page)
 			var coordination []string
+			entryEvents := 0
 			for _, e := range page.Events {
-				if e.Kind != contract.EventWindowCreated { // tenant-b deleted the conversation of its windows
+				switch e.Kind {
+				case contract.EventEntryWritten:
+					entryEvents++
+				case contract.EventWindowCreated: // tenant-b deleted the conversation of its windows
+				default:
 					coordination = append(coordination, e.Kind)
 				}
 			}
+			// The caller's own entry writes: 4 creates, a correction (2), a merge (3), a
+			// create and an expiry; tenant-b deleted conv-1, and with it the event of e-1.
+			wantEntryEvents := 11
+			if self == b {
+				wantEntryEvents = 10
+			}
+			require.Equal(t, wantEntryEvents, entryEvents, self.name)
 			require.Equal(t, []string{"agent_registered", "message_posted", "message_posted", "task_created", "task_message",
 				"task_updated", "task_created", "task_updated"}, coordination, self.name)
 			cursors[self] = page.NextCursor
