@@ -36,6 +36,8 @@ func Routes() []Route {
 		RouteMessagesBatch, RouteMessagesRecent, RouteMessages, RouteMessagesSearch,
 		RouteWindowsCreate, RouteWindowsGet, RouteWindowsLineage, RouteDerivationsCreate,
 		RouteModelInvocationsCreate, RouteModelInvocationsGet,
+		RouteEntriesCreate, RouteEntriesGet, RouteEntriesCorrect, RouteEntriesMerge, RouteEntriesExpire,
+		RouteRecall, RouteVectorRebuild,
 		RouteConversationsDelete, RouteConversationsRetention, RouteOperations, RouteMaintenanceStatus,
 		RouteKnowledgeCapabilities, RouteKnowledgeQuery, RouteKnowledgeResolve,
 		RouteA2AAgentsRegister, RouteA2AAgentsList, RouteA2AMessagesPost, RouteA2AMessagesRead,

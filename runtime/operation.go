@@ -108,6 +108,21 @@ type OperationsConfig struct {
 	BatchSize   int
 	BatchBytes  int64
 	StepTimeout time.Duration
+	// Projection reports the vector projection in the status (nil: zero values), and
+	// Rebuilds runs vector_rebuild operations (nil: they fail); Projection does both.
+	Projection ProjectionReporter
+	Rebuilds   RebuildRunner
+}
+
+// ProjectionReporter reports a scope's vector projection.
+type ProjectionReporter interface {
+	Status(ctx context.Context, scope Scope) (contract.VectorProjectionStatus, error)
+}
+
+// RebuildRunner runs vector_rebuild operations: RebuildStep returns an operation's
+// step, or a permanent error when the operation cannot run.
+type RebuildRunner interface {
+	RebuildStep(op contract.Operation) (func(ctx context.Context, scope Scope, nowMs int64) (bool, error), error)
 }
 
 // Operations holds the use cases of conversation deletion, retention, operation lookup
@@ -120,6 +135,8 @@ type Operations struct {
 	log           *slog.Logger
 	defaultMaxAge time.Duration
 	bounds        StepBounds
+	projection    ProjectionReporter
+	rebuilds      RebuildRunner
 }
 
 // Default bounds of one job step.
@@ -128,19 +145,12 @@ const (
 	DefaultOperationBatchBytes = 32 << 20
 )
 
-// Vector projection facts reported by the maintenance status. No entry projection
-// exists yet, so nothing is ever pending (docs/operations.md).
-const (
-	vectorGeneration = 1
-	vectorModel      = "hash-ngram-v1"
-	vectorDimensions = 384
-)
-
 // NewOperations returns the operation use cases.
 func NewOperations(cfg OperationsConfig) *Operations {
 	o := &Operations{db: cfg.DB, store: cfg.DB.Stores().Operations, schema: cfg.Schema, clock: cfg.Clock,
 		log: cfg.Logger, defaultMaxAge: cfg.DefaultMaxAge,
-		bounds: StepBounds{Rows: cfg.BatchSize, Bytes: cfg.BatchBytes, Timeout: cfg.StepTimeout}}
+		bounds:     StepBounds{Rows: cfg.BatchSize, Bytes: cfg.BatchBytes, Timeout: cfg.StepTimeout},
+		projection: cfg.Projection, rebuilds: cfg.Rebuilds}
 	if o.clock == nil {
 		o.clock = SystemClock{}
 	}
@@ -158,11 +168,16 @@ func NewOperations(cfg OperationsConfig) *Operations {
 
 // newOperation returns a pending operation created now with request echoed.
 func (o *Operations) newOperation(kind string, request any) (contract.Operation, error) {
+	return newOperation(kind, request, o.clock.Now())
+}
+
+// newOperation returns a pending operation created at t with request echoed.
+func newOperation(kind string, request any, t time.Time) (contract.Operation, error) {
 	echo, err := json.Marshal(request)
 	if err != nil {
 		return contract.Operation{}, fmt.Errorf("encode the operation request: %w", err)
 	}
-	now := o.clock.Now().UnixMilli()
+	now := t.UnixMilli()
 	return contract.Operation{
 		ID:          NewOperationID(),
 		Kind:        kind,
@@ -207,10 +222,12 @@ func (o *Operations) Status(ctx context.Context, scope Scope) (*contract.Mainten
 	st := &contract.MaintenanceStatus{
 		Operations: counts,
 		Retention:  contract.RetentionStatus{LastRunAtMs: lastRun},
-		VectorProjection: contract.VectorProjectionStatus{
-			Generation: vectorGeneration, Model: vectorModel, Dimensions: vectorDimensions,
-		},
-		Database: contract.DatabaseStatus{OK: current >= latest, SchemaVersion: current},
+		Database:   contract.DatabaseStatus{OK: current >= latest, SchemaVersion: current},
+	}
+	if o.projection != nil {
+		if st.VectorProjection, err = o.projection.Status(ctx, scope); err != nil {
+			return nil, err
+		}
 	}
 	if o.defaultMaxAge > 0 {
 		ms := o.defaultMaxAge.Milliseconds()
@@ -271,6 +288,17 @@ func (o *Operations) stepFunc(op contract.Operation) (stepFunc, error) {
 		}
 		return func(ctx context.Context, scope Scope, id string, nowMs int64) (bool, error) {
 			return o.store.RetentionStep(ctx, scope, id, plan, o.bounds, nowMs)
+		}, nil
+	case contract.OperationVectorRebuild:
+		if o.rebuilds == nil {
+			break
+		}
+		step, err := o.rebuilds.RebuildStep(op)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, scope Scope, _ string, nowMs int64) (bool, error) {
+			return step(ctx, scope, nowMs)
 		}, nil
 	}
 	return nil, fmt.Errorf("no job runs operations of kind %q", op.Kind)

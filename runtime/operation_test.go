@@ -343,24 +343,34 @@ func TestFailOperationMapsErrors(t *testing.T) {
 	}, store.failed)
 }
 
-// The status assembles the store's counts, the schema and the configured policy.
+// stubReporter reports a fixed projection status.
+type stubReporter struct {
+	st contract.VectorProjectionStatus
+}
+
+func (r stubReporter) Status(context.Context, runtime.Scope) (contract.VectorProjectionStatus, error) {
+	return r.st, nil
+}
+
+// The status assembles the store's counts, the schema, the configured policy and the
+// projection's state.
 func TestOperationsStatus(t *testing.T) {
 	t.Parallel()
 	store := newStubOperations()
 	store.counts = contract.OperationCounts{Pending: 1, Running: 2, FailedLast24h: 3}
 	store.lastRun = int64p(77)
+	projection := contract.VectorProjectionStatus{Generation: 2, Model: "m", Dimensions: 8, PendingEntries: 5, IndexedThroughMs: 6}
 	ops := runtime.NewOperations(runtime.OperationsConfig{
 		DB: opsDB(store), Schema: stubSchema{5, 5}, Clock: &opClock{t: time.UnixMilli(100_000_000)}, DefaultMaxAge: 30 * time.Minute,
+		Projection: stubReporter{projection},
 	})
 	st, err := ops.Status(context.Background(), opScope)
 	require.NoError(t, err)
 	require.Equal(t, &contract.MaintenanceStatus{
-		Operations: store.counts,
-		Retention:  contract.RetentionStatus{LastRunAtMs: int64p(77), DefaultMaxAgeMs: int64p(1_800_000)},
-		VectorProjection: contract.VectorProjectionStatus{
-			Generation: 1, Model: "hash-ngram-v1", Dimensions: 384,
-		},
-		Database: contract.DatabaseStatus{OK: true, SchemaVersion: 5},
+		Operations:       store.counts,
+		Retention:        contract.RetentionStatus{LastRunAtMs: int64p(77), DefaultMaxAgeMs: int64p(1_800_000)},
+		VectorProjection: projection,
+		Database:         contract.DatabaseStatus{OK: true, SchemaVersion: 5},
 	}, st)
 	require.Equal(t, int64(100_000_001-24*3_600_000), store.failedGE)
 

@@ -12,6 +12,9 @@ type Stores struct {
 	Windows       WindowStore
 	Operations    OperationStore
 	Costs         CostStore
+	Entries       EntryStore
+	Recall        RecallStore
+	Projection    ProjectionStore
 	Jobs          JobQueue
 	// Agents, AgentMessages, Tasks and Events are agent-to-agent coordination
 	// (07-a2a.md); Events is also where other areas announce their changes.

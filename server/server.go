@@ -46,6 +46,11 @@ type Config struct {
 	Costs *runtime.Costs
 	// RateLimiting limits every authenticated request.
 	RateLimiting RateLimiting
+	// Entries, Recall and Projection serve the entry, recall and projection rebuild
+	// routes.
+	Entries    *runtime.Entries
+	Recall     *runtime.Recall
+	Projection *runtime.Projection
 }
 
 // Server is the echo host.
@@ -64,6 +69,9 @@ type Server struct {
 	a2a         *runtime.A2A
 	costs       *runtime.Costs
 	rateLimiter rateLimiter
+	entries     *runtime.Entries
+	recall      *runtime.Recall
+	projection  *runtime.Projection
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -82,6 +90,7 @@ func New(cfg Config) *Server {
 	s.a2a = cfg.A2A
 	s.costs = cfg.Costs
 	s.rateLimiter = newRateLimiter(cfg.RateLimiting)
+	s.entries, s.recall, s.projection = cfg.Entries, cfg.Recall, cfg.Projection
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -110,6 +119,7 @@ func New(cfg Config) *Server {
 	s.knowledgeRoutes()
 	s.a2aRoutes()
 	s.costRoutes()
+	s.entryRoutes()
 	return s
 }
 

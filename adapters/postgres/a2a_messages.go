@@ -28,7 +28,7 @@ func scanAgentMessage(row pgx.Row) (contract.AgentMessage, error) {
 	var metadata *string
 	err := row.Scan(&m.ID, &m.CorrelationID, &m.FromAgent, &m.ToAgent, &m.TaskID, &m.Category, &m.Priority,
 		&m.Privacy, &m.Content, &metadata, &m.CreatedAtMs, &m.ExpiresAtMs)
-	m.Metadata = windowJSONValue(metadata)
+	m.Metadata = jsonValue(metadata)
 	return m, err
 }
 
@@ -85,7 +85,7 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 		WHERE tenant_id = $1 AND project_id = $2
 		RETURNING counted.n`,
 		scope.TenantID, scope.ProjectID, m.ID, m.CorrelationID, m.FromAgent, m.ToAgent, m.TaskID, m.Category,
-		m.Priority, m.Privacy, m.Content, windowJSONParam(m.Metadata), m.CreatedAtMs, m.ExpiresAtMs)
+		m.Priority, m.Privacy, m.Content, jsonParam(m.Metadata), m.CreatedAtMs, m.ExpiresAtMs)
 	// The oldest messages beyond the bound go, as many as the count exceeds it by.
 	b.Queue(`
 		WITH gone AS (

@@ -33,7 +33,7 @@ func scanTaskHeader(row pgx.Row, extra ...any) (contract.Task, error) {
 	if err := row.Scan(dest...); err != nil {
 		return contract.Task{}, err
 	}
-	t.Metadata = windowJSONValue(metadata)
+	t.Metadata = jsonValue(metadata)
 	return t, nil
 }
 
@@ -60,7 +60,7 @@ func (s *TaskStore) CreateTask(ctx context.Context, scope runtime.Scope, nt *run
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0, $14, $15, $16, $17)
 		ON CONFLICT DO NOTHING`,
 		scope.TenantID, scope.ProjectID, t.ID, nt.ListSeq, t.ContextID, t.FromAgent, t.ToAgent, t.State,
-		t.Description, windowJSONParam(t.Metadata), nt.CreateDigest, t.Version, len(t.Messages), len(t.History),
+		t.Description, jsonParam(t.Metadata), nt.CreateDigest, t.Version, len(t.Messages), len(t.History),
 		nt.PartsBytes, t.CreatedAtMs, t.UpdatedAtMs)
 	ours := `EXISTS (SELECT 1 FROM a2a_tasks WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND list_seq = $4)`
 	for i, h := range t.History {

@@ -120,8 +120,9 @@ func registerVectorTypes(ctx context.Context, conn *pgx.Conn) error {
 
 // DBOptions tune the stores.
 type DBOptions struct {
-	// SearchTimeout is the statement timeout of a message search, so that one
-	// expensive query cannot hold the database; 0 means DefaultSearchTimeout.
+	// SearchTimeout is the statement timeout of a message search and of each half of
+	// a recall, so that one expensive query cannot hold the database; 0 means
+	// DefaultSearchTimeout.
 	SearchTimeout time.Duration
 	// SearchCandidates is how many of the newest matches of a search are ranked for
 	// its best hits; 0 means DefaultSearchCandidates.
@@ -132,10 +133,11 @@ type DBOptions struct {
 // DB is the Postgres side of the runtime's ports: runtime.UnitOfWork over a pool,
 // with an insert-only River client that enqueues jobs in any transaction.
 type DB struct {
-	Pool   *pgxpool.Pool
-	queue  *river.Client[pgx.Tx]
-	opts   DBOptions
-	stores runtime.Stores
+	Pool    *pgxpool.Pool
+	queue   *river.Client[pgx.Tx]
+	opts    DBOptions
+	catalog *vectorCatalog
+	stores  runtime.Stores
 }
 
 var _ runtime.UnitOfWork = (*DB)(nil)
@@ -152,7 +154,7 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the job queue client: %w", err)
 	}
-	db := &DB{Pool: pool, queue: queue, opts: opts}
+	db := &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog()}
 	db.stores = db.over(pool)
 	return db, nil
 }
@@ -173,6 +175,9 @@ func (db *DB) over(h DBTX) runtime.Stores {
 		Windows:       &WindowStore{db: h},
 		Operations:    &OperationStore{db: h},
 		Costs:         &CostStore{db: h},
+		Entries:       &EntryStore{db: h},
+		Recall:        &RecallStore{db: h, catalog: db.catalog, searchTimeout: db.opts.SearchTimeout},
+		Projection:    &ProjectionStore{db: h, catalog: db.catalog},
 		Jobs:          &JobQueue{db: h, client: db.queue},
 		Agents:        &AgentStore{db: h},
 		AgentMessages: &AgentMessageStore{db: h},

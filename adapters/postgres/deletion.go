@@ -39,12 +39,17 @@ var messagesTable = conversationTable{Name: "messages", Column: "conversation_id
 // physical deletion empties them (a table whose rows other tables reference by a
 // foreign key comes after those tables, unless the reference cascades). A migration
 // that creates such a table adds it here: the deletion job then removes its rows, and
-// the test that scans every column of every table after a deletion proves it.
+// the test that scans every column of every table after a deletion proves it. The
+// vector tables, created at run time, are listed by vectorDeletionTables.
 var conversationTables = []conversationTable{
 	messagesTable,
 	// The A2A events that name the conversation (window_created, entry_written):
 	// IDs only, but a deleted conversation leaves no trace beyond its tombstone.
 	{Name: "a2a_events", Column: "conversation_id", Size: []string{"payload"}},
+	// Entries and their queue rows; the vector tables (one per embedding model, listed
+	// by vectorDeletionTables) are emptied before every table here.
+	{Name: "entry_projection_queue", Column: "conversation_id", Size: []string{"entry_id"}},
+	{Name: "context_entries", Column: "conversation_id", Size: []string{"content", "metadata", "search", "status_reason"}},
 	// Windows go last: deleting one cascades to the derivations that name it from
 	// another conversation (a derivation's conversation_id is its target's).
 	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}},
@@ -61,18 +66,13 @@ var conversationTables = []conversationTable{
 // whole conversation in one statement), so progress.total stays null until the last
 // step sets it to what was deleted.
 func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runtime.Scope, operationID, conversationID string, bounds runtime.StepBounds, nowMs int64) (bool, error) {
-	var done bool
-	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		if err := setLocalTimeout(ctx, tx, bounds.Timeout); err != nil {
-			return err
-		}
-		running, err := lockRunning(ctx, tx, scope, operationID, nil)
-		if err != nil || !running {
-			done = err == nil
-			return err
+	return boundedStep(ctx, s.db, scope, operationID, bounds, func(tx pgx.Tx) (bool, error) {
+		vectors, err := vectorDeletionTables(ctx, tx)
+		if err != nil {
+			return false, err
 		}
 		var deleted, bytes int64
-		for _, t := range conversationTables {
+		for _, t := range append(vectors, conversationTables...) {
 			if deleted >= int64(bounds.Rows) || bytes >= bounds.Bytes {
 				break
 			}
@@ -96,7 +96,7 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 				pgx.Identifier{t.Name}.Sanitize(), pgx.Identifier{t.Column}.Sanitize(), t.sizeExpr()),
 				scope.TenantID, scope.ProjectID, conversationID, int64(bounds.Rows)-deleted, bounds.Bytes-bytes).
 				Scan(&rows, &size); err != nil {
-				return translate(err)
+				return false, translate(err)
 			}
 			deleted += rows
 			bytes += size
@@ -106,7 +106,7 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 				UPDATE operations SET progress_done = progress_done + $4, updated_at_ms = $5
 				WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
 				scope.TenantID, scope.ProjectID, operationID, deleted, nowMs)
-			return translate(err)
+			return false, translate(err)
 		}
 		_, err = tx.Exec(ctx, `
 			UPDATE operations
@@ -114,8 +114,6 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 			    result = jsonb_build_object('deletedRecords', progress_done)
 			WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
 			scope.TenantID, scope.ProjectID, operationID, nowMs)
-		done = err == nil
-		return translate(err)
+		return err == nil, translate(err)
 	})
-	return done, err
 }

@@ -65,7 +65,7 @@ func (s *WindowStore) CreateDerivation(ctx context.Context, scope runtime.Scope,
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 			scope.TenantID, scope.ProjectID, d.ID, targetConversation, d.SourceWindowID, d.TargetWindowID,
 			d.Kind, d.Strategy, d.StrategyVersion, d.InputTokenCount, d.OutputTokenCount,
-			d.InputItemCount, d.OutputItemCount, windowJSONParam(d.Metadata), d.CreatedAtMs)
+			d.InputItemCount, d.OutputItemCount, jsonParam(d.Metadata), d.CreatedAtMs)
 		if err != nil {
 			return translate(err)
 		}
@@ -125,7 +125,7 @@ func scanDerivation(row pgx.Row) (contract.Derivation, error) {
 	var metadata *string
 	err := row.Scan(&d.ID, &d.SourceWindowID, &d.TargetWindowID, &d.Kind, &d.Strategy, &d.StrategyVersion,
 		&d.InputTokenCount, &d.OutputTokenCount, &d.InputItemCount, &d.OutputItemCount, &metadata, &d.CreatedAtMs)
-	d.Metadata = windowJSONValue(metadata)
+	d.Metadata = jsonValue(metadata)
 	return d, err
 }
 

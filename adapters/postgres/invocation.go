@@ -38,7 +38,7 @@ func scanInvocation(row pgx.Row) (contract.ModelInvocation, error) {
 			return contract.ModelInvocation{}, fmt.Errorf("invocation %q: error: %w", m.ID, err)
 		}
 	}
-	m.Metadata = windowJSONValue(metadata)
+	m.Metadata = jsonValue(metadata)
 	return m, nil
 }
 
@@ -89,7 +89,7 @@ func (s *WindowStore) SaveInvocation(ctx context.Context, scope runtime.Scope, i
 			scope.TenantID, scope.ProjectID, inv.ID, conversation, inv.RequestWindowID, inv.AgentID,
 			inv.ToolName, inv.Provider, inv.Model, inv.State, inv.InputTokens, inv.OutputTokens,
 			inv.CachedTokens, inv.StartedAtMs, inv.CompletedAtMs, inv.LatencyMs, inv.FinishReason,
-			response, errJSON, windowJSONParam(inv.Metadata), inv.CreatedAtMs)
+			response, errJSON, jsonParam(inv.Metadata), inv.CreatedAtMs)
 		if err != nil {
 			return translate(err)
 		}

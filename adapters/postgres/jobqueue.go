@@ -44,6 +44,10 @@ func insertOpts(j runtime.Job) *river.InsertOpts {
 		// attempt is rescued for another run instead of being discarded by River's
 		// rescuer, which would leave the operation running forever.
 		return &river.InsertOpts{MaxAttempts: operationMaxAttempts + operationRescueAttempts}
+	case runtime.ProjectionJob:
+		// Attempts back off as attempt⁴ seconds: a provider down for a day is retried
+		// through it. A job that gives up leaves its entries queued for the sweep.
+		return &river.InsertOpts{MaxAttempts: projectionMaxAttempts}
 	}
 	return nil
 }

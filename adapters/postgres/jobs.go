@@ -28,6 +28,17 @@ type OperationRunner interface {
 	ScheduleDefaultRetention(ctx context.Context, since, deadline time.Time) (bool, error)
 }
 
+// ProjectionRunner does the work of the vector projection's jobs; runtime.Projection
+// implements it.
+type ProjectionRunner interface {
+	// EmbedBacklog embeds a scope's queued entries until none is left or deadline
+	// passed, and reports whether it finished. An error is transient.
+	EmbedBacklog(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error)
+	// Sweep enqueues the work the projection's jobs missed, until deadline; it
+	// reports whether it finished.
+	Sweep(ctx context.Context, deadline time.Time) (bool, error)
+}
+
 // A2ASweeper purges expired A2A messages, events and tasks; runtime.A2A implements it.
 type A2ASweeper interface {
 	// SweepA2A sweeps every scope not swept since since, until deadline; it reports
@@ -53,7 +64,13 @@ type JobOptions struct {
 	// queue's leader.
 	A2ASweeper       A2ASweeper
 	A2ASweepInterval time.Duration
-	Logger           *slog.Logger
+	// Projection runs the vector projection's jobs (nil: this replica runs none, and
+	// must then not be the only one). ProjectionSweepInterval is how often its sweep
+	// runs (default 1 minute); the first run comes right after this replica becomes
+	// the queue's leader.
+	Projection              ProjectionRunner
+	ProjectionSweepInterval time.Duration
+	Logger                  *slog.Logger
 	// Metrics receives the job run metrics (nil: none).
 	Metrics prometheus.Registerer
 }
@@ -65,6 +82,9 @@ const (
 	// River's rescuer looks every 30 s, so a job is rescued at most 30 s after it
 	// became older than this window, plus a few seconds of scheduling.
 	DefaultRescueAfter = 15 * time.Second
+	// DefaultProjectionSweepInterval is how often the projection's sweep looks for
+	// work its jobs missed.
+	DefaultProjectionSweepInterval = time.Minute
 )
 
 // jobTiming is a queue's timing, all derived from its rescue window: a run starts
@@ -116,6 +136,18 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 				func() (river.JobArgs, *river.InsertOpts) { return runtime.A2ASweepJob{}, nil },
 				&river.PeriodicJobOpts{ID: "a2a_sweep", RunOnStart: true}))
 		}
+	}
+	if p := opts.Projection; p != nil {
+		interval := opts.ProjectionSweepInterval
+		if interval <= 0 {
+			interval = DefaultProjectionSweepInterval
+		}
+		river.AddWorker(workers, &projectionWorker{runner: p, budget: tm.budget})
+		river.AddWorker(workers, &sweepWorker[projectionSweepArgs]{budget: tm.budget,
+			sweep: func(ctx context.Context, _, deadline time.Time) (bool, error) { return p.Sweep(ctx, deadline) }})
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(interval),
+			func() (river.JobArgs, *river.InsertOpts) { return projectionSweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "projection_sweep", RunOnStart: true}))
 	}
 	var middleware []rivertype.Middleware
 	if opts.Metrics != nil {
@@ -211,7 +243,7 @@ type retentionSweepArgs struct{}
 func (retentionSweepArgs) Kind() string { return "agent_context_retention_sweep" }
 
 // sweepWorker runs a periodic sweep (the default retention's scheduling, the A2A
-// purge) for one budget per run. The job's creation time marks the period: a run
+// purge, the projection's sweep) for one budget per run. The job's creation time marks the period: a run
 // continued after a snooze or a crash skips the scopes already done in it.
 type sweepWorker[T river.JobArgs] struct {
 	river.WorkerDefaults[T]
@@ -222,6 +254,13 @@ type sweepWorker[T river.JobArgs] struct {
 // Work sweeps for one budget; unfinished work is snoozed back into the queue.
 func (w *sweepWorker[T]) Work(ctx context.Context, job *river.Job[T]) error {
 	finished, err := w.sweep(ctx, job.CreatedAt, time.Now().Add(w.budget))
+	return runOutcome(ctx, finished, err)
+}
+
+// runOutcome is what a run of a resumable job tells River: stopping or unfinished
+// work goes back into the queue at once (without using up an attempt), an error is
+// retried with backoff.
+func runOutcome(ctx context.Context, finished bool, err error) error {
 	switch {
 	case err != nil && stopping(ctx):
 		return river.JobSnooze(0)
@@ -232,3 +271,28 @@ func (w *sweepWorker[T]) Work(ctx context.Context, job *river.Job[T]) error {
 	}
 	return nil
 }
+
+// projectionMaxAttempts is how often a projection job runs before River discards it:
+// with River's backoff (attempt⁴ seconds), about a week of a provider outage. Its
+// entries stay queued either way, and the sweep enqueues a new job for them.
+const projectionMaxAttempts = 25
+
+// projectionWorker embeds the backlog of one scope.
+type projectionWorker struct {
+	river.WorkerDefaults[runtime.ProjectionJob]
+	runner ProjectionRunner
+	budget time.Duration
+}
+
+// Work embeds for one budget; unfinished work is snoozed back into the queue.
+func (w *projectionWorker) Work(ctx context.Context, job *river.Job[runtime.ProjectionJob]) error {
+	scope := runtime.Scope{TenantID: job.Args.TenantID, ProjectID: job.Args.ProjectID}
+	finished, err := w.runner.EmbedBacklog(ctx, scope, time.Now().Add(w.budget))
+	return runOutcome(ctx, finished, err)
+}
+
+// projectionSweepArgs is the periodic job of the projection's sweep.
+type projectionSweepArgs struct{}
+
+// Kind names the job kind in River.
+func (projectionSweepArgs) Kind() string { return "agent_context_projection_sweep" }

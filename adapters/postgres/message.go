@@ -7,7 +7,6 @@ import (
 	"math"
 	goruntime "runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -498,8 +497,7 @@ func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, 
 			if len(hits) > 0 && used > q.MaxBytes {
 				return nil
 			}
-			// The shortest decimal of the float4 rank, not its float64 expansion.
-			h.Score, _ = strconv.ParseFloat(strconv.FormatFloat(float64(score), 'g', -1, 32), 64)
+			h.Score = float4Score(score)
 			hits = append(hits, h)
 		}
 		return translate(rows.Err())

@@ -145,6 +145,30 @@ func (s *OperationStore) FailOperation(ctx context.Context, scope runtime.Scope,
 	return translate(err)
 }
 
+// boundedStep runs one step of a running operation in a transaction whose statements
+// bounds.Timeout bounds, with the operation's row locked (lockRunning); an operation
+// that is no longer running is done without fn. fn reports whether the operation is
+// finished.
+func boundedStep(ctx context.Context, db DBTX, scope runtime.Scope, operationID string, bounds runtime.StepBounds, fn func(tx pgx.Tx) (bool, error)) (bool, error) {
+	var done bool
+	err := inTx(ctx, db, func(tx pgx.Tx) error {
+		if err := setLocalTimeout(ctx, tx, bounds.Timeout); err != nil {
+			return err
+		}
+		running, err := lockRunning(ctx, tx, scope, operationID, nil)
+		if err != nil || !running {
+			done = err == nil
+			return err
+		}
+		done, err = fn(tx)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return done, nil
+}
+
 // lockRunning locks the operation's row for one step and reports whether it is still
 // running, decoding its stored cursor into cursor (when not nil). The lock serializes
 // steps of the same operation, should the queue ever run its job twice at once (a job

@@ -480,22 +480,7 @@ func (st *retentionStep) forget(ctx context.Context) (bool, error) {
 // index scan of messages' primary key (one probe per scope, not a scan of every
 // message).
 func (s *OperationStore) DueRetentionScopes(ctx context.Context, after *runtime.Scope, sinceMs int64, limit int) ([]runtime.Scope, *runtime.Scope, error) {
-	var afterTenant, afterProject string
-	if after != nil {
-		afterTenant, afterProject = after.TenantID, after.ProjectID
-	}
-	rows, err := s.db.Query(ctx, `
-		WITH RECURSIVE scopes AS (
-		    (SELECT tenant_id, project_id FROM messages
-		     WHERE (tenant_id, project_id) > ($1::text, $2::text)
-		     ORDER BY tenant_id, project_id LIMIT 1)
-		    UNION ALL
-		    SELECT n.tenant_id, n.project_id FROM scopes p
-		    CROSS JOIN LATERAL (
-		        SELECT tenant_id, project_id FROM messages
-		        WHERE (tenant_id, project_id) > (p.tenant_id, p.project_id)
-		        ORDER BY tenant_id, project_id LIMIT 1) n
-		)
+	return scopeWalk(ctx, s.db, after, distinctScopes("messages")+`
 		SELECT s.tenant_id, s.project_id, NOT EXISTS (
 		    SELECT 1 FROM operations o
 		    WHERE o.tenant_id = s.tenant_id AND o.project_id = s.project_id
@@ -505,8 +490,44 @@ func (s *OperationStore) DueRetentionScopes(ctx context.Context, after *runtime.
 		    WHERE o.tenant_id = s.tenant_id AND o.project_id = s.project_id
 		      AND o.kind = 'retention' AND o.state IN ('pending', 'running') AND o.default_policy
 		)
-		FROM (SELECT * FROM scopes LIMIT $4) s`,
-		afterTenant, afterProject, sinceMs, limit)
+		FROM (SELECT * FROM scopes LIMIT $4) s`, sinceMs, limit)
+}
+
+// distinctScopes is a recursive CTE "scopes" listing the scopes holding rows of table
+// after ($1, $2), in order, by a loose index scan of an index leading with
+// (tenant_id, project_id): one probe per scope, not a scan of every row.
+func distinctScopes(table string) string {
+	t := pgx.Identifier{table}.Sanitize()
+	return `
+		WITH RECURSIVE scopes AS (
+		    (SELECT tenant_id, project_id FROM ` + t + `
+		     WHERE (tenant_id, project_id) > ($1::text, $2::text)
+		     ORDER BY tenant_id, project_id LIMIT 1)
+		    UNION ALL
+		    SELECT n.tenant_id, n.project_id FROM scopes p
+		    CROSS JOIN LATERAL (
+		        SELECT tenant_id, project_id FROM ` + t + `
+		        WHERE (tenant_id, project_id) > (p.tenant_id, p.project_id)
+		        ORDER BY tenant_id, project_id LIMIT 1) n
+		)`
+}
+
+// scheduledScope is a scope a walk examined, and whether it is due.
+type scheduledScope struct {
+	TenantID  string
+	ProjectID string
+	Due       bool
+}
+
+// scopeWalk runs a query over scopes after after ($1, $2) that returns (tenant,
+// project, due) rows, and returns the due scopes and the last one examined (nil when
+// none was left).
+func scopeWalk(ctx context.Context, db DBTX, after *runtime.Scope, query string, args ...any) ([]runtime.Scope, *runtime.Scope, error) {
+	var afterTenant, afterProject string
+	if after != nil {
+		afterTenant, afterProject = after.TenantID, after.ProjectID
+	}
+	rows, err := db.Query(ctx, query, append([]any{afterTenant, afterProject}, args...)...)
 	if err != nil {
 		return nil, nil, translate(err)
 	}
@@ -524,11 +545,4 @@ func (s *OperationStore) DueRetentionScopes(ctx context.Context, after *runtime.
 		}
 	}
 	return due, last, nil
-}
-
-// scheduledScope is a scope DueRetentionScopes examined, and whether it is due.
-type scheduledScope struct {
-	TenantID  string
-	ProjectID string
-	Due       bool
 }

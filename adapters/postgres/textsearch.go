@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -235,4 +237,63 @@ func quoteLexeme(w string) string {
 // likeContains returns a LIKE pattern matching any text that contains s.
 func likeContains(s string) string {
 	return "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s) + "%"
+}
+
+// maxRecallTerms bounds the words of a recall's text query, so that a 16 KiB query
+// costs what a short one does: the longest words are kept, being the rarest as a rule.
+const maxRecallTerms = 32
+
+// recallTerms returns the quoted tsquery terms of recall's text half: the words of
+// text and the bigrams of its unsegmented runs (a run of one character matches as a
+// prefix), each once, longest first (of equally long ones, the earlier first), at most
+// maxRecallTerms; every lexeme carries prefix (the scope's tag, see entryDocument).
+func recallTerms(prefix, text string) []string {
+	type term struct {
+		lexeme string
+		length int
+	}
+	var terms []term
+	seen := map[string]bool{}
+	add := func(lexeme string, length int) {
+		if !seen[lexeme] {
+			seen[lexeme] = true
+			terms = append(terms, term{lexeme, length})
+		}
+	}
+	scanText(text, func(w string) { add(quoteLexeme(prefix+w), utf8.RuneCountInString(w)) }, func(run []rune) {
+		if len(run) == 1 {
+			add(quoteLexeme(prefix+string(run))+":*", 1)
+			return
+		}
+		for i := 0; i+1 < len(run); i++ {
+			add(quoteLexeme(prefix+string(run[i:i+2])), 2)
+		}
+	})
+	slices.SortStableFunc(terms, func(a, b term) int { return b.length - a.length })
+	out := make([]string, 0, min(len(terms), maxRecallTerms))
+	for _, t := range terms[:min(len(terms), maxRecallTerms)] {
+		out = append(out, t.lexeme)
+	}
+	return out
+}
+
+// anyTerm is the tsquery matching any of terms.
+func anyTerm(terms []string) string { return strings.Join(terms, " | ") }
+
+// pairsOf is the tsquery matching documents that contain at least two of terms.
+func pairsOf(terms []string) string {
+	var pairs []string
+	for i := range terms {
+		for j := i + 1; j < len(terms); j++ {
+			pairs = append(pairs, terms[i]+" & "+terms[j])
+		}
+	}
+	return strings.Join(pairs, " | ")
+}
+
+// float4Score is a float4 rank as the shortest decimal that reads back as it, not its
+// float64 expansion (0.0607927 rather than 0.060792699456214905).
+func float4Score(score float32) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(score), 'g', -1, 32), 64)
+	return f
 }

@@ -147,3 +147,43 @@ func BenchmarkDocumentVector(b *testing.B) {
 		builder.build(text)
 	}
 }
+
+func TestRecallTerms(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"'deploy'", "'when'", "'does'", "'the'"}, recallTerms("", "When does the deploy, the deploy!"))
+	require.Equal(t, []string{"'4711'", "'ops'"}, recallTerms("", "OPS-4711"))
+	require.Equal(t, []string{"'tower'", "'東京'", "'京タ'"}, recallTerms("", "東京タ tower"))
+	require.Equal(t, []string{"'京':*"}, recallTerms("", "京"))
+	require.Equal(t, []string{"'table'", "'drop'"}, recallTerms("", "'; DROP TABLE --"))
+	require.Empty(t, recallTerms("", "?! <->"))
+	require.Equal(t, []string{"'t:deploy'", "'t:京':*"}, recallTerms("t:", "deploy 京"))
+	var long []string
+	for i := range 40 {
+		long = append(long, strings.Repeat("w", i%7+1)+fmt.Sprint(i))
+	}
+	terms := recallTerms("", strings.Join(long, " "))
+	require.Len(t, terms, maxRecallTerms, "the longest words are kept")
+	require.Equal(t, "'wwwwwww13'", terms[0])
+	require.Equal(t, "'a' | 'b'", anyTerm([]string{"'a'", "'b'"}))
+	require.Equal(t, "'a' & 'b' | 'a' & 'c' | 'b' & 'c'", pairsOf([]string{"'a'", "'b'", "'c'"}))
+}
+
+// recallShape is what the recall text queries may be: quoted lexemes (optionally
+// prefix matches) joined by | and &.
+var recallShape = regexp.MustCompile(`^('([^'\\]|''|\\\\)+'(:\*)?)( [&|] '([^'\\]|''|\\\\)+'(:\*)?)*$`)
+
+func FuzzRecallTerms(f *testing.F) {
+	for _, seed := range []string{"a & b | c", "'; DROP TABLE entries; --", "東京タワー", "OPS-4711 status", `\'`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		terms := recallTerms("", text)
+		require.LessOrEqual(t, len(terms), maxRecallTerms)
+		if len(terms) > 0 {
+			require.Regexp(t, recallShape, anyTerm(terms))
+		}
+		if len(terms) > 1 {
+			require.Regexp(t, recallShape, pairsOf(terms[:min(len(terms), maxWeighedTerms)]))
+		}
+	})
+}

@@ -53,7 +53,7 @@ func (s *WindowStore) CreateWindow(ctx context.Context, scope runtime.Scope, w *
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 			ON CONFLICT DO NOTHING`,
 			scope.TenantID, scope.ProjectID, w.ID, w.Conversation.ConversationID, w.Stage, w.Purpose,
-			w.TokenCount, w.ItemCount, w.ContentBytes, w.ContentSHA256, windowJSONParam(w.Metadata), w.CreatedAtMs)
+			w.TokenCount, w.ItemCount, w.ContentBytes, w.ContentSHA256, jsonParam(w.Metadata), w.CreatedAtMs)
 		if err != nil {
 			return translate(err)
 		}
@@ -94,7 +94,7 @@ func copyWindowItems(ctx context.Context, tx DBTX, scope runtime.Scope, w *contr
 		}
 		row[0], row[1], row[2], row[3] = scope.TenantID, scope.ProjectID, w.ID, int32(it.Ordinal)
 		row[4], row[5], row[6], row[7] = w.Conversation.ConversationID, it.ID, it.Kind, it.Role
-		row[8], row[9], row[10], row[11] = []byte(it.Content), it.SourceRecordID, evidence, windowJSONParam(it.Metadata)
+		row[8], row[9], row[10], row[11] = []byte(it.Content), it.SourceRecordID, evidence, jsonParam(it.Metadata)
 		return row, nil
 	})
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"context_window_items"}, windowItemColumns, src); err != nil {
@@ -118,7 +118,7 @@ func windowHeader(ctx context.Context, tx DBTX, scope runtime.Scope, id string) 
 	if err != nil {
 		return contract.Window{}, translate(err)
 	}
-	w.Metadata = windowJSONValue(metadata)
+	w.Metadata = jsonValue(metadata)
 	return w, nil
 }
 
@@ -168,12 +168,12 @@ func (s *WindowStore) GetWindow(ctx context.Context, scope runtime.Scope, window
 			headerSeen = true
 			w.Conversation.ConversationID, w.Stage, w.Purpose, w.ContentSHA256 = *conversation, *stage, *purpose, *sha
 			w.TokenCount, w.ItemCount, w.ContentBytes, w.CreatedAtMs = *tokenCount, int(*itemCount), *contentBytes, *createdAt
-			w.Metadata = windowJSONValue(metadata)
+			w.Metadata = jsonValue(metadata)
 			continue
 		}
 		items = append(items, contract.WindowItem{
 			ID: *itemID, Ordinal: int(*ordinal), Kind: *kind, Role: role, Content: string(rows.RawValues()[14]),
-			SourceRecordID: source, Metadata: windowJSONValue(metadata),
+			SourceRecordID: source, Metadata: jsonValue(metadata),
 		})
 		it := &items[len(items)-1]
 		if ev != nil {
@@ -203,16 +203,16 @@ func (s *WindowStore) GetWindow(ctx context.Context, scope runtime.Scope, window
 	return w, nil
 }
 
-// windowJSONParam passes compacted JSON (nil for none) to a json column.
-func windowJSONParam(v json.RawMessage) any {
+// jsonParam passes compacted JSON (nil for none) to a json column.
+func jsonParam(v json.RawMessage) any {
 	if v == nil {
 		return nil
 	}
 	return string(v)
 }
 
-// windowJSONValue turns a json column read as text back into a raw value (nil for NULL).
-func windowJSONValue(v *string) json.RawMessage {
+// jsonValue turns a json column read as text back into a raw value (nil for NULL).
+func jsonValue(v *string) json.RawMessage {
 	if v == nil {
 		return nil
 	}

@@ -30,8 +30,8 @@ type testApp struct {
 	dsn    string
 }
 
-// startApp starts Main in open mode on its own database; opts may change the config
-// (auth mode, limits) before it starts.
+// startApp starts Main in open mode on its own database with the hash embedder; opts
+// may change the config (auth mode, limits, the embedder) before it starts.
 func startApp(t testing.TB, opts ...func(*Config)) *testApp {
 	t.Helper()
 	return startMain(t, nil, opts...)
@@ -55,6 +55,8 @@ func startAppOn(t testing.TB, dsn string, prepare func(*Main), opts ...func(*Con
 	cfg.LogLevel = slog.LevelError + 1 // above error: tests assert on responses, not log noise
 	cfg.DrainTimeout = 5 * time.Second
 	cfg.DrainDelay = 0 // no load balancer to tell
+	// The hash embedder is fast and needs no model; tests of the local one say so.
+	cfg.Embedder = EmbedderHash
 	for _, o := range opts {
 		o(&cfg)
 	}

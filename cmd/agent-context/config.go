@@ -61,6 +61,9 @@ type Config struct {
 	RetentionInterval time.Duration
 	JobWorkers        int
 	JobRescueAfter    time.Duration
+	// ProjectionSweepInterval is how often the vector projection's sweep looks for
+	// entries its jobs missed and scopes whose embedder changed.
+	ProjectionSweepInterval time.Duration
 	// Embeddings (05-entries.md): the embedder (local, hash or openai), where the local
 	// model lives (default <data dir>/models), and the OpenAI-compatible endpoint.
 	Embedder            string
@@ -109,6 +112,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		MaxInFlightBodyBytes: server.DefaultMaxInFlightBodyBytes,
 	}
 	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, postgres.DefaultJobWorkers, postgres.DefaultRescueAfter
+	cfg.ProjectionSweepInterval = postgres.DefaultProjectionSweepInterval
 	cfg.Embedder, cfg.EmbeddingTimeout = EmbedderLocal, openai.DefaultTimeout
 	cfg.A2AMaxMessages, cfg.A2ATaskRetention = contract.DefaultA2AMaxMessages, runtime.DefaultA2ATaskRetention
 	cfg.A2AEventRetention, cfg.A2ASweepInterval = runtime.DefaultA2AEventRetention, time.Minute
@@ -188,6 +192,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	duration("AGENT_CONTEXT_RETENTION_MAX_AGE", &cfg.RetentionMaxAge)
 	duration("AGENT_CONTEXT_RETENTION_INTERVAL", &cfg.RetentionInterval)
 	duration("AGENT_CONTEXT_JOB_RESCUE_AFTER", &cfg.JobRescueAfter)
+	duration("AGENT_CONTEXT_PROJECTION_SWEEP_INTERVAL", &cfg.ProjectionSweepInterval)
 	if cfg.JobRescueAfter < time.Second {
 		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_JOB_RESCUE_AFTER must be at least 1s, got %q", getenv("AGENT_CONTEXT_JOB_RESCUE_AFTER")))
 	}

@@ -70,16 +70,16 @@ func TestContractCheckDetectsUndocumentedRoutes(t *testing.T) {
 	served := app.main.server.ServedRoutes()
 	require.NoError(t, compareRoutes(check.documentedRoutes(), served))
 
-	err := compareRoutes(check.documentedRoutes(), append(served, "POST "+contract.PrefixContext+"/entries"))
-	require.ErrorContains(t, err, "served but not documented in contract/openapi.yaml: POST /internal/v1/context/entries")
+	err := compareRoutes(check.documentedRoutes(), append(served, "POST "+contract.PrefixContext+"/not-yet-built"))
+	require.ErrorContains(t, err, "served but not documented in contract/openapi.yaml: POST /internal/v1/context/not-yet-built")
 	err = compareRoutes(check.documentedRoutes(), served[1:])
 	require.ErrorContains(t, err, "documented but not served: "+served[0])
 
 	hc := &http.Client{Transport: check}
-	resp, err := hc.Post(app.base+contract.PrefixContext+"/entries", "application/json", strings.NewReader(`{}`))
+	resp, err := hc.Post(app.base+contract.PrefixContext+"/not-yet-built", "application/json", strings.NewReader(`{}`))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	require.Len(t, check.failures, 1)
-	require.Contains(t, check.failures[0], "POST /internal/v1/context/entries: not documented")
+	require.Contains(t, check.failures[0], "POST /internal/v1/context/not-yet-built: not documented")
 }

@@ -21,7 +21,7 @@ func TestEmbeddedDefault(t *testing.T) {
 	start := func() *Main {
 		cfg, err := LoadConfig(func(k string) string {
 			return map[string]string{"AGENT_CONTEXT_DATA_DIR": dataDir, "AGENT_CONTEXT_BIND": "127.0.0.1:0", "AGENT_CONTEXT_LOG_LEVEL": "error",
-				"AGENT_CONTEXT_DRAIN_DELAY": "0s"}[k]
+				"AGENT_CONTEXT_DRAIN_DELAY": "0s", "AGENT_CONTEXT_EMBEDDER": "hash"}[k]
 		})
 		require.NoError(t, err)
 		require.True(t, cfg.AutoMigrate, "the embedded default migrates on start")

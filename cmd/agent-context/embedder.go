@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strings"
+	"sync"
 
+	"github.com/agent-context/agent-context/adapters/embedding"
 	"github.com/agent-context/agent-context/adapters/embedding/hash"
 	"github.com/agent-context/agent-context/adapters/embedding/local"
 	"github.com/agent-context/agent-context/adapters/embedding/openai"
@@ -31,4 +35,95 @@ func newEmbedder(cfg Config) (runtime.Embedder, error) {
 	default:
 		return nil, fmt.Errorf("unknown embedder %q (want local, hash or openai)", cfg.Embedder)
 	}
+}
+
+// embedderSet implements runtime.Embedders over the configuration: the configured
+// embedder is built at start, any other one (a rebuild naming it, a scope still on an
+// older model) when first asked for, once per process. Every one is timed by metrics.
+type embedderSet struct {
+	cfg        Config
+	metrics    *embedding.Metrics
+	configured runtime.Embedder
+
+	mu    sync.Mutex
+	built map[string]builtEmbedder
+}
+
+type builtEmbedder struct {
+	e   runtime.Embedder
+	err error
+}
+
+var _ runtime.Embedders = (*embedderSet)(nil)
+
+// newEmbedders builds the configured embedder; its failure (the local model missing)
+// fails the start.
+func newEmbedders(cfg Config, metrics *embedding.Metrics) (*embedderSet, error) {
+	s := &embedderSet{cfg: cfg, metrics: metrics, built: map[string]builtEmbedder{}}
+	name := cfg.Embedder
+	if name == "" {
+		name = EmbedderLocal
+	}
+	e, err := s.build(name)
+	if err != nil {
+		return nil, err
+	}
+	s.configured = e
+	return s, nil
+}
+
+// build returns the embedder of name, building it on first use; a failure is kept
+// too, so a model that is missing is not looked for on every call.
+func (s *embedderSet) build(name string) (runtime.Embedder, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.built[name]; ok {
+		return b.e, b.err
+	}
+	cfg := s.cfg
+	cfg.Embedder = name
+	var b builtEmbedder
+	if name == EmbedderOpenAI && (cfg.EmbeddingURL == "" || cfg.EmbeddingModel == "" || cfg.EmbeddingDimensions == 0) {
+		b.err = errors.New("the openai embedder is not configured: set AGENT_CONTEXT_EMBEDDING_URL, _MODEL and _DIMENSIONS")
+	} else if b.e, b.err = newEmbedder(cfg); b.err == nil {
+		b.e = s.metrics.Instrument(b.e)
+	}
+	s.built[name] = b
+	return b.e, b.err
+}
+
+// Configured implements runtime.Embedders.
+func (s *embedderSet) Configured() runtime.Embedder { return s.configured }
+
+// Named implements runtime.Embedders.
+func (s *embedderSet) Named(name string) (runtime.Embedder, error) {
+	e, err := s.build(name)
+	if err != nil {
+		return nil, runtime.Invalid("embedder", "the %s embedder cannot run on this service: %v", name, err)
+	}
+	return e, nil
+}
+
+// ForModel implements runtime.Embedders. The model ID tells which embedder made it;
+// the local model is loaded only for its own ID.
+func (s *embedderSet) ForModel(id string) (runtime.Embedder, bool) {
+	if s.configured.Model().ID == id {
+		return s.configured, true
+	}
+	var name string
+	switch {
+	case id == hash.ModelID:
+		name = EmbedderHash
+	case id == local.ModelID:
+		name = EmbedderLocal
+	case strings.HasPrefix(id, "openai:"):
+		name = EmbedderOpenAI
+	default:
+		return nil, false
+	}
+	e, err := s.build(name)
+	if err != nil || e.Model().ID != id {
+		return nil, false
+	}
+	return e, true
 }

@@ -100,6 +100,21 @@ func TestTenantIsolation(t *testing.T) {
 			"provider": "openai", "model": "gpt-4.1-mini", "state": "succeeded",
 			"inputTokens": 10, "outputTokens": 2, "responseContent": "response " + secret(c),
 		})
+		for _, e := range []map[string]any{
+			{"id": "e-1", "kind": "fact", "content": "entry " + secret(c), "conversationId": "conv-1", "tags": []string{"shared"}},
+			{"id": "e-2", "kind": "fact", "content": "second entry " + secret(c), "tags": []string{"shared"}},
+			{"id": "e-3", "kind": "fact", "content": "third entry " + secret(c), "tags": []string{"shared"}},
+			{"id": "e-4", "kind": "fact", "content": "fourth entry " + secret(c), "tags": []string{"shared"}},
+		} {
+			c.ok(t, http.StatusCreated, contract.RouteEntriesCreate.Path, e)
+		}
+		// The same IDs corrected, merged and expired in each tenant, each on its own.
+		c.ok(t, http.StatusCreated, contract.RouteEntriesCorrect.Path, map[string]any{"entryId": "e-2", "content": "corrected " + secret(c)})
+		c.ok(t, http.StatusCreated, contract.RouteEntriesMerge.Path, map[string]any{"entryIds": []string{"e-3", "e-4"},
+			"merged": map[string]any{"id": "e-34", "kind": "summary", "content": "merged " + secret(c)}})
+		c.ok(t, http.StatusCreated, contract.RouteEntriesCreate.Path, map[string]any{"id": "e-5", "kind": "fact", "content": "doomed " + secret(c)})
+		c.ok(t, http.StatusOK, contract.RouteEntriesExpire.Path, map[string]any{"entryId": "e-5"})
+		awaitProjected(t, c)
 	}
 
 	for _, pair := range [][2]*tenantClient{{a, b}, {b, a}} {
@@ -154,6 +169,30 @@ func TestTenantIsolation(t *testing.T) {
 			require.EqualValues(t, 10, costs.Totals.InputTokens)
 			require.Len(t, costs.Groups, 1)
 			require.Equal(t, "agent-"+strings.TrimSuffix(self.name, "-alpha"), *costs.Groups[0].Key)
+			for id, status := range map[string]string{"e-1": "active", "e-2": "superseded", "e-3": "merged", "e-34": "active", "e-5": "expired"} {
+				var e contract.ContextEntry
+				r := self.post(t, contract.RouteEntriesGet.Path, map[string]any{"entryId": id})
+				r.requireOK(t, http.StatusOK, &e)
+				require.Equal(t, status, e.Status, id)
+				require.Contains(t, string(r.Body), mine)
+				require.NotContains(t, string(r.Body), theirs)
+			}
+			for _, mode := range contract.RecallModes {
+				r := self.post(t, contract.RouteRecall.Path, map[string]any{"query": theirs, "mode": mode, "topK": 100})
+				r.requireOK(t, http.StatusOK, nil)
+				require.NotContains(t, string(r.Body), theirs, mode)
+				var res contract.RecallResponse
+				r = self.post(t, contract.RouteRecall.Path, map[string]any{"query": mine, "mode": mode, "topK": 100})
+				r.requireOK(t, http.StatusOK, &res)
+				require.NotContains(t, string(r.Body), theirs, mode)
+				require.Equal(t, contract.RecallWatermark{Generation: 1, IndexedThroughMs: res.Watermark.IndexedThroughMs}, res.Watermark)
+				ids := []string{}
+				for _, x := range res.Results {
+					ids = append(ids, x.Entry.ID)
+				}
+				require.Subset(t, ids, []string{"e-1", "e-34"}, mode)
+				require.Len(t, ids, 3, "the caller's active entries: e-1, e-34 and e-2's correction (%s)", mode)
+			}
 		})
 	}
 
@@ -178,6 +217,24 @@ func TestTenantIsolation(t *testing.T) {
 			stranger.post(t, contract.RouteModelInvocationsGet.Path, map[string]any{"invocationId": "inv-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
 			require.Equal(t, contract.CostsResponse{Totals: contract.CostTotals{CostUSD: "0"}, Groups: []contract.CostGroup{}},
 				tenantCosts(t, stranger), "no invocations to count")
+			// Entries: none to read, correct, merge or expire, nothing to recall.
+			stranger.post(t, contract.RouteEntriesGet.Path, map[string]any{"entryId": "e-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			stranger.post(t, contract.RouteEntriesCorrect.Path, map[string]any{"entryId": "e-1", "content": "x"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			stranger.post(t, contract.RouteEntriesExpire.Path, map[string]any{"entryId": "e-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			stranger.post(t, contract.RouteEntriesMerge.Path, map[string]any{"entryIds": []string{"e-1", "e-34"},
+				"merged": map[string]any{"kind": "fact", "content": "x"}}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			for _, query := range []string{secret(a), secret(b), "entry"} {
+				for _, mode := range contract.RecallModes {
+					var res contract.RecallResponse
+					stranger.post(t, contract.RouteRecall.Path, map[string]any{"query": query, "mode": mode}).requireOK(t, http.StatusOK, &res)
+					require.Empty(t, res.Results, query)
+					require.Equal(t, contract.RecallWatermark{Generation: 1}, res.Watermark)
+				}
+			}
+			// A stranger's rebuild rebuilds the stranger's (empty) projection only.
+			op := stranger.ok(t, http.StatusAccepted, contract.RouteVectorRebuild.Path, map[string]any{"embedder": nil})
+			rebuilt := awaitTenantOperation(t, stranger, op["operation"].(map[string]any)["id"].(string))
+			require.EqualValues(t, 0, rebuilt["result"].(map[string]any)["embeddedEntries"])
 			// Another scope's windows cannot be linked to or invoked against.
 			stranger.post(t, contract.RouteDerivationsCreate.Path, map[string]any{
 				"id": "d-x", "sourceWindowId": "w-1", "targetWindowId": "w-2", "kind": "trim",
@@ -190,6 +247,8 @@ func TestTenantIsolation(t *testing.T) {
 			var status contract.MaintenanceStatus
 			stranger.call(t, http.MethodGet, contract.RouteMaintenanceStatus.Path, nil).requireOK(t, http.StatusOK, &status)
 			require.Equal(t, contract.OperationCounts{}, status.Operations)
+			require.Zero(t, status.VectorProjection.IndexedThroughMs)
+			require.Zero(t, status.VectorProjection.PendingEntries)
 			dry := stranger.ok(t, http.StatusAccepted, contract.RouteConversationsRetention.Path, map[string]any{
 				"policy": map[string]any{"keepLastMessages": 1}, "dryRun": true,
 			})
@@ -236,6 +295,16 @@ func TestTenantIsolation(t *testing.T) {
 		require.EqualValues(t, 0, ops["pending"])
 		require.EqualValues(t, 0, ops["running"])
 
+		// tenant-a's entries are untouched, and tenant-a's projection is still its first
+		// generation after the strangers' rebuilds.
+		var e contract.ContextEntry
+		a.post(t, contract.RouteEntriesGet.Path, map[string]any{"entryId": "e-1"}).requireOK(t, http.StatusOK, &e)
+		require.Contains(t, e.Content, secret(a))
+		b.post(t, contract.RouteEntriesGet.Path, map[string]any{"entryId": "e-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		var recall contract.RecallResponse
+		a.post(t, contract.RouteRecall.Path, map[string]any{"query": secret(a), "mode": "vector"}).requireOK(t, http.StatusOK, &recall)
+		require.EqualValues(t, 1, recall.Watermark.Generation)
+		require.Len(t, recall.Results, 3)
 		// tenant-a's conversation with the same ID is untouched.
 		r := a.post(t, contract.RouteMessagesRecent.Path, map[string]any{"scope": map[string]any{"conversationId": "conv-1"}})
 		r.requireOK(t, http.StatusOK, nil)
@@ -297,11 +366,23 @@ func TestTenantIsolation(t *testing.T) {
 			var page contract.EventPage
 			peer.post(t, contract.RouteA2AEventsPoll.Path, map[string]any{}).requireOK(t, http.StatusOK, &page)
 			var coordination []string
+			entryEvents := 0
 			for _, e := range page.Events {
-				if e.Kind != contract.EventWindowCreated { // tenant-b deleted the conversation of its windows
+				switch e.Kind {
+				case contract.EventEntryWritten:
+					entryEvents++
+				case contract.EventWindowCreated: // tenant-b deleted the conversation of its windows
+				default:
 					coordination = append(coordination, e.Kind)
 				}
 			}
+			// The caller's own entry writes: 4 creates, a correction (2), a merge (3), a
+			// create and an expiry; tenant-b deleted conv-1, and with it the event of e-1.
+			wantEntryEvents := 11
+			if self == b {
+				wantEntryEvents = 10
+			}
+			require.Equal(t, wantEntryEvents, entryEvents, self.name)
 			require.Equal(t, []string{"agent_registered", "message_posted", "message_posted", "task_created", "task_message",
 				"task_updated", "task_created", "task_updated"}, coordination, self.name)
 			cursors[self] = page.NextCursor
@@ -398,6 +479,16 @@ func requireOwnKnowledge(t *testing.T, self, other *tenantClient) {
 	require.Equal(t, mine, resolved.Resources[0].ResourceRef)
 }
 
+// awaitProjected waits until the client's scope has no entry waiting to be embedded.
+func awaitProjected(t *testing.T, c *tenantClient) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var st contract.MaintenanceStatus
+		r := c.call(t, http.MethodGet, contract.RouteMaintenanceStatus.Path, nil)
+		return r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && st.VectorProjection.PendingEntries == 0
+	}, 60*time.Second, 20*time.Millisecond)
+}
+
 // unexercised lists the protected routes of routes that the suite never called.
 func unexercised(routes []contract.Route, used *routeSet) []string {
 	var missing []string
@@ -420,9 +511,9 @@ func TestIsolationSuiteNoticesNewRoutes(t *testing.T) {
 	}
 	require.Empty(t, unexercised(contract.Routes(), used))
 	added := append(contract.Routes(),
-		contract.Route{Method: http.MethodPost, Path: contract.PrefixContext + "/entries", Capabilities: []string{contract.CapContextWrite}},
+		contract.Route{Method: http.MethodPost, Path: contract.PrefixContext + "/not-yet-built", Capabilities: []string{contract.CapContextWrite}},
 		contract.Route{Method: http.MethodGet, Path: "/metrics"})
-	require.Equal(t, []string{"POST " + contract.PrefixContext + "/entries"}, unexercised(added, used))
+	require.Equal(t, []string{"POST " + contract.PrefixContext + "/not-yet-built"}, unexercised(added, used))
 }
 
 // tenantCosts is c's cost report by agent.

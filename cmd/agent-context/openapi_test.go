@@ -176,6 +176,21 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 		_, err = c.Snapshot(ctx, &contract.SnapshotRequest{})
 	case contract.RouteCosts.Path:
 		_, err = c.Costs(ctx, &contract.CostsRequest{GroupBy: contract.CostsByAgent})
+	case contract.RouteEntriesCreate.Path:
+		_, _, err = c.CreateEntry(ctx, &contract.CreateEntryRequest{Kind: contract.EntryKindFact, Content: "x"})
+	case contract.RouteEntriesGet.Path:
+		_, err = c.GetEntry(ctx, &contract.GetEntryRequest{EntryID: "e-any"})
+	case contract.RouteEntriesCorrect.Path:
+		_, err = c.CorrectEntry(ctx, &contract.CorrectEntryRequest{EntryID: "e-any", Content: "x"})
+	case contract.RouteEntriesMerge.Path:
+		_, _, err = c.MergeEntries(ctx, &contract.MergeEntriesRequest{EntryIDs: []string{"e-a", "e-b"},
+			Merged: &contract.MergedEntry{Kind: contract.EntryKindFact, Content: "x"}})
+	case contract.RouteEntriesExpire.Path:
+		_, err = c.ExpireEntry(ctx, &contract.ExpireEntryRequest{EntryID: "e-any"})
+	case contract.RouteRecall.Path:
+		_, err = c.Recall(ctx, &contract.RecallRequest{Query: "x"})
+	case contract.RouteVectorRebuild.Path:
+		_, _, err = c.RebuildVectorProjection(ctx, &contract.RebuildProjectionRequest{})
 	default:
 		return fmt.Errorf("routeCall does not know %s %s: add it", route.Method, route.Path)
 	}
@@ -548,6 +563,111 @@ func TestOpenAPIContract(t *testing.T) {
 			require.Equal(t, contract.RateLevelAgent, e.Details["level"], route.Path)
 			require.True(t, e.Retryable)
 		}
+	})
+
+	t.Run("entries", func(t *testing.T) {
+		first := &contract.CreateEntryRequest{ID: ptrTo("e-1"), Kind: contract.EntryKindFact, Content: "The staging cluster deploys from main.",
+			ConversationID: ptrTo("conv-e"), SourceRecordIDs: []string{"m-1"}, Tags: []string{"deploy"}, Importance: ptrTo(0.7),
+			ExpiresAtMs: ptrTo(time.Now().Add(time.Hour).UnixMilli()), Metadata: json.RawMessage(`{"k":[1,null]}`)}
+		e, created, err := rig.full.CreateEntry(ctx, first)
+		require.NoError(t, err)
+		require.True(t, created)
+		_, created, err = rig.full.CreateEntry(ctx, first)
+		require.NoError(t, err)
+		require.False(t, created)
+		_, _, err = rig.full.CreateEntry(ctx, &contract.CreateEntryRequest{ID: ptrTo("e-1"), Kind: contract.EntryKindFact, Content: "changed"})
+		requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
+		got, err := rig.full.GetEntry(ctx, &contract.GetEntryRequest{EntryID: "e-1"})
+		require.NoError(t, err)
+		require.Equal(t, e, got)
+		_, err = rig.full.GetEntry(ctx, &contract.GetEntryRequest{EntryID: "e-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+
+		fixed, err := rig.full.CorrectEntry(ctx, &contract.CorrectEntryRequest{EntryID: "e-1", Content: "Staging deploys from release.",
+			Reason: ptrTo("moved"), Tags: []string{}})
+		require.NoError(t, err)
+		require.Equal(t, contract.EntrySuperseded, fixed.Superseded.Status)
+		_, err = rig.full.CorrectEntry(ctx, &contract.CorrectEntryRequest{EntryID: "e-1", Content: "again"})
+		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
+		_, err = rig.full.CorrectEntry(ctx, &contract.CorrectEntryRequest{EntryID: "e-none", Content: "x"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+
+		for _, id := range []string{"e-2", "e-3", "e-4"} {
+			_, _, err := rig.full.CreateEntry(ctx, &contract.CreateEntryRequest{ID: ptrTo(id), Kind: contract.EntryKindObservation, Content: "note " + id})
+			require.NoError(t, err)
+		}
+		merge := &contract.MergeEntriesRequest{EntryIDs: []string{"e-2", "e-3"},
+			Merged: &contract.MergedEntry{ID: ptrTo("e-23"), Kind: contract.EntryKindSummary, Content: "notes two and three", Tags: []string{"notes"}}}
+		merged, created, err := rig.full.MergeEntries(ctx, merge)
+		require.NoError(t, err)
+		require.True(t, created)
+		replay, created, err := rig.full.MergeEntries(ctx, merge)
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, merged, replay)
+		_, _, err = rig.full.MergeEntries(ctx, &contract.MergeEntriesRequest{EntryIDs: []string{"e-4", "e-none"}, Merged: merge.Merged})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		_, _, err = rig.full.MergeEntries(ctx, &contract.MergeEntriesRequest{EntryIDs: []string{"e-4", "e-1"},
+			Merged: &contract.MergedEntry{Kind: contract.EntryKindFact, Content: "x"}})
+		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
+
+		expired, err := rig.full.ExpireEntry(ctx, &contract.ExpireEntryRequest{EntryID: "e-4", Reason: ptrTo("done")})
+		require.NoError(t, err)
+		require.Equal(t, contract.EntryExpired, expired.Status)
+		_, err = rig.full.ExpireEntry(ctx, &contract.ExpireEntryRequest{EntryID: "e-1"})
+		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
+		_, err = rig.full.ExpireEntry(ctx, &contract.ExpireEntryRequest{EntryID: "e-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+
+		require.Eventually(t, func() bool {
+			st, err := rig.full.MaintenanceStatus(ctx)
+			return err == nil && st.VectorProjection.PendingEntries == 0
+		}, time.Minute, 20*time.Millisecond)
+		for _, mode := range contract.RecallModes {
+			res, err := rig.full.Recall(ctx, &contract.RecallRequest{Query: "staging release deploys", Mode: mode, TopK: ptrTo(5),
+				Filter: &contract.RecallFilter{Kinds: []string{contract.EntryKindFact}, ConversationID: ptrTo("conv-e")}, MinScore: ptrTo(-1.0)})
+			require.NoError(t, err)
+			require.Equal(t, fixed.Entry.ID, res.Results[0].Entry.ID, mode)
+		}
+		_, err = rig.full.Recall(invalid(), &contract.RecallRequest{Query: "q", TopK: ptrTo(contract.MaxRecallTopK + 1)})
+		require.Equal(t, "topK", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+		_, err = rig.full.Recall(invalid(), &contract.RecallRequest{Query: strings.Repeat("q", contract.MaxRecallQueryBytes+1)})
+		requireCode(t, err, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
+		_, _, err = rig.full.CreateEntry(invalid(), &contract.CreateEntryRequest{Kind: contract.EntryKindFact, Content: strings.Repeat("x", contract.MaxEntryContentBytes+1)})
+		requireCode(t, err, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
+
+		// Rebuilds, on a replica that works no jobs, so the first one stays in flight.
+		api := newContractRig(t, func(c *Config) { c.JobWorkers = 0 })
+		api.hc.Transport = rig.check
+		op, created, err := api.full.RebuildVectorProjection(ctx, &contract.RebuildProjectionRequest{})
+		require.NoError(t, err)
+		require.True(t, created)
+		again, created, err := api.full.RebuildVectorProjection(ctx, &contract.RebuildProjectionRequest{})
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, op.Operation.ID, again.Operation.ID)
+		_, _, err = api.full.RebuildVectorProjection(ctx, &contract.RebuildProjectionRequest{Embedder: ptrTo(contract.EmbedderHash)})
+		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
+		_, _, err = api.full.RebuildVectorProjection(ctx, &contract.RebuildProjectionRequest{Embedder: ptrTo(contract.EmbedderOpenAI)})
+		require.Equal(t, "embedder", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+		rebuilt, _, err := rig.full.RebuildVectorProjection(ctx, &contract.RebuildProjectionRequest{Embedder: ptrTo(contract.EmbedderHash)})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			got, err := rig.full.GetOperation(ctx, &contract.GetOperationRequest{OperationID: rebuilt.Operation.ID})
+			require.NoError(t, err)
+			return got.Operation.State == contract.OperationSucceeded
+		}, time.Minute, 20*time.Millisecond)
+
+		// The embedding provider down: hybrid degrades, vector is 503.
+		down := newContractRig(t, func(c *Config) {
+			c.Embedder, c.EmbeddingURL, c.EmbeddingModel, c.EmbeddingDimensions = EmbedderOpenAI, knowledgetest.RefusedURL(t), "m", 8
+		})
+		down.hc.Transport = rig.check
+		degraded, err := down.full.Recall(ctx, &contract.RecallRequest{Query: "anything"})
+		require.NoError(t, err)
+		require.True(t, degraded.Degraded)
+		_, err = down.full.Recall(ctx, &contract.RecallRequest{Query: "anything", Mode: contract.RecallVector})
+		requireCode(t, err, http.StatusServiceUnavailable, contract.CodeEmbeddingUnavailable)
 	})
 
 	t.Run("every route's generic errors", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/embedding/hash"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -147,6 +148,11 @@ var deletionSecrets = []string{
 	"marmotresponse",      // invocation responseContent
 	"geckoinvocationmeta", // invocation metadata
 	"jackalerror",         // a failed invocation's error message
+	"okapientrycontent",   // entry content (and its search document, its vectors' source)
+	"okapientrymeta",      // entry metadata
+	"okapitag",            // entry tags (copied into its vectors)
+	"okapisource",         // entry sourceRecordIds
+	"okapireason",         // the reason of a correction
 }
 
 // Deleting a conversation hides it at once — messages, windows, invocations,
@@ -188,6 +194,12 @@ func TestConversationDeleteEndToEnd(t *testing.T) {
 	failed["state"], failed["responseContent"] = "failed", nil
 	failed["error"] = map[string]any{"code": "upstream", "message": "jackalerror"}
 	app.post(t, pathInvocations, failed).requireOK(t, http.StatusOK, nil)
+	app.createEntry(t, map[string]any{"id": "ent-1", "kind": "fact", "content": "okapientrycontent v1", "conversationId": conv,
+		"tags": []string{"okapitag"}, "sourceRecordIds": []string{"okapisource"}, "metadata": map[string]any{"note": "okapientrymeta"}})
+	app.post(t, pathEntriesFix, map[string]any{"entryId": "ent-1", "content": "okapientrycontent v2", "reason": "okapireason"}).
+		requireOK(t, http.StatusCreated, nil)
+	app.createEntry(t, map[string]any{"id": "ent-kept", "kind": "fact", "content": "the placidotter entry stays"})
+	app.waitProjected(t)
 	pool := openPool(t, app.dsn)
 	for _, secret := range deletionSecrets {
 		require.NotEmpty(t, columnsContaining(t, pool, secret), "the scan finds %s before the deletion", secret)
@@ -233,6 +245,10 @@ func TestConversationDeleteEndToEnd(t *testing.T) {
 	for _, i := range []string{"i1", "i2"} {
 		app.post(t, pathInvocationsGet, map[string]any{"invocationId": i}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
 	}
+	app.post(t, pathEntriesGet, map[string]any{"entryId": "ent-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	for _, mode := range contract.RecallModes {
+		require.Equal(t, []string{"ent-kept"}, app.recallIDs(t, map[string]any{"query": "okapientrycontent placidotter entry", "mode": mode}), mode)
+	}
 	var lineage contract.Lineage
 	app.post(t, pathWindowsLineage, map[string]any{"windowId": "kw"}).requireOK(t, http.StatusOK, &lineage)
 	require.Len(t, lineage.Windows, 1, "the derivation from the deleted conversation is gone from the lineage")
@@ -247,6 +263,7 @@ func TestConversationDeleteEndToEnd(t *testing.T) {
 		{pathBatch, batchOf(rec(conv, "late", "user", "too late"), rec("kept", "k2", "user", "fine"))},
 		{pathWindows, winBody("w3", conv, "original", winItems(1, winSmall))},
 		{pathInvocations, winInvocation("i3", conv, "w2")},
+		{pathEntries, map[string]any{"kind": "fact", "content": "too late", "conversationId": conv}},
 	} {
 		e := app.post(t, refused.path, refused.body).requireError(t, http.StatusConflict, contract.CodeConflict)
 		require.Equal(t, "conversation_deleted", e.Details["reason"], refused.path)
@@ -261,12 +278,13 @@ func TestConversationDeleteEndToEnd(t *testing.T) {
 	require.Equal(t, op.ID, again.ID)
 
 	// 12 messages, 2 windows with 5 items and their 2 window_created events, the
-	// derivation between them and 2 invocations; the derivation into "kept" goes with
-	// its source window.
+	// derivation between them, 2 invocations, 2 entries (the superseded version and
+	// its correction), the correction's vector and the entries' 3 entry_written
+	// events; the derivation into "kept" goes with its source window.
 	done := app.waitOperation(t, op.ID)
 	require.Equal(t, contract.OperationSucceeded, done.State, "%+v", done)
-	require.Equal(t, contract.OperationProgress{Done: 24, Total: ptrTo[int64](24)}, done.Progress)
-	require.JSONEq(t, `{"deletedRecords":24}`, string(done.Result))
+	require.Equal(t, contract.OperationProgress{Done: 30, Total: ptrTo[int64](30)}, done.Progress)
+	require.JSONEq(t, `{"deletedRecords":30}`, string(done.Result))
 	require.NotNil(t, done.StartedAtMs)
 	require.NotNil(t, done.CompletedAtMs)
 	require.GreaterOrEqual(t, *done.CompletedAtMs, *done.StartedAtMs)
@@ -278,6 +296,8 @@ func TestConversationDeleteEndToEnd(t *testing.T) {
 	}
 	require.Contains(t, columnsContaining(t, pool, "placidotter"), "messages.content", "the scan finds what is there")
 	require.Contains(t, columnsContaining(t, pool, "keptwindowcontent"), "context_window_items.content")
+	require.Contains(t, columnsContaining(t, pool, "placidotter"), "context_entries.content")
+	require.EqualValues(t, 1, vectorRows(t, app), "the kept entry's vector stays")
 	require.Equal(t, []string{"conversations.conversation_id", "operations.conversation_id", "operations.request"},
 		columnsContaining(t, pool, conv), "only the tombstone and the operation record name the conversation")
 
@@ -464,7 +484,7 @@ func TestMaintenanceStatusEndToEnd(t *testing.T) {
 	require.Equal(t, map[string]any{
 		"operations": map[string]any{"pending": 3.0, "running": 0.0, "failedLast24h": 0.0},
 		"retention":  map[string]any{"lastRunAtMs": nil, "defaultMaxAgeMs": nil},
-		"vectorProjection": map[string]any{"generation": 1.0, "model": "hash-ngram-v1", "dimensions": 384.0,
+		"vectorProjection": map[string]any{"generation": 1.0, "model": hash.ModelID, "dimensions": 384.0,
 			"pendingEntries": 0.0, "indexedThroughMs": 0.0},
 		"database": map[string]any{"ok": true, "schemaVersion": float64(current)},
 	}, raw)

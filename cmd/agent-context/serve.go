@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agent-context/agent-context/adapters/embedding"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
 	"github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/postgres"
@@ -93,6 +94,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if auth.Open() {
 		m.Log.Warn("open mode: every caller is trusted; for local development only")
 	}
+	// Before the database: a missing local model stops the start at once, naming
+	// `make setup` and AGENT_CONTEXT_MODEL_DIR.
+	embedders, err := newEmbedders(cfg, embedding.NewMetrics(m.registry))
+	if err != nil {
+		return err
+	}
 	dsn, err := m.databaseURL(ctx)
 	if err != nil {
 		return err
@@ -124,8 +131,16 @@ func (m *Main) Run(ctx context.Context) error {
 	cursors := runtime.NewCursorCodec(cursorSecret)
 	messages := runtime.NewMessages(db, cursors, runtime.SystemClock{})
 	windows := runtime.NewWindows(db, runtime.SystemClock{})
+	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db, Embedders: embedders, Logger: m.Log,
+		Bounds: runtime.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}})
+	if err := m.prepareProjection(ctx, db, projection); err != nil {
+		return err
+	}
+	entries := runtime.NewEntries(db, runtime.SystemClock{}, embedders.Configured().Model())
+	recall := runtime.NewRecall(db, projection, embedders, runtime.SystemClock{})
 	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db,
-		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter)})
+		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter),
+		Projection: projection, Rebuilds: projection})
 	if m.knowledgeProviders, err = knowledge.New(cfg.Knowledge, knowledge.Options{Logger: m.Log,
 		Registerer: m.registry, Transport: m.tracing.Transport}); err != nil {
 		return err
@@ -143,10 +158,13 @@ func (m *Main) Run(ctx context.Context) error {
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
 		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders), A2A: a2a,
 		Costs: runtime.NewCosts(db, pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
+		Entries: entries, Recall: recall, Projection: projection,
 		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes})
+	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
-			Metrics: m.registry, A2ASweeper: a2a, A2ASweepInterval: cfg.A2ASweepInterval}
+			Metrics: m.registry, A2ASweeper: a2a, A2ASweepInterval: cfg.A2ASweepInterval,
+			Projection: projection, ProjectionSweepInterval: cfg.ProjectionSweepInterval}
 		if cfg.RetentionMaxAge > 0 {
 			jobOpts.RetentionInterval = cfg.RetentionInterval
 		}
@@ -166,6 +184,25 @@ func (m *Main) Run(ctx context.Context) error {
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(m.listener) }()
 	m.Log.Info("agent-context serving", slog.String("addr", m.listener.Addr().String()))
+	return nil
+}
+
+// prepareProjection creates the configured embedder's vector table. A database whose
+// migrations are pending is left alone (/ready reports it; the table is created at
+// the next start).
+func (m *Main) prepareProjection(ctx context.Context, db *postgres.DB, projection *runtime.Projection) error {
+	current, latest, err := db.Versions(ctx)
+	if err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	if current < latest {
+		m.Log.Warn("migrations are pending: the vector projection is prepared at the next start",
+			slog.Int64("schema_version", current), slog.Int64("latest_version", latest))
+		return nil
+	}
+	if err := projection.Prepare(ctx); err != nil {
+		return fmt.Errorf("prepare the vector projection: %w", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,52 @@
+package embeddingtest
+
+import (
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// Named is an embedder with the name a rebuild request gives it.
+type Named struct {
+	Name     string
+	Embedder runtime.Embedder
+}
+
+// Set is a runtime.Embedders of fixed embedders for tests and benchmarks of the
+// projection and recall: the first is the configured one, Named finds each by its
+// name and ForModel by its model ID.
+type Set struct {
+	names     []string
+	embedders []runtime.Embedder
+}
+
+// NewSet returns the set of configured and more.
+func NewSet(configured Named, more ...Named) *Set {
+	s := &Set{}
+	for _, n := range append([]Named{configured}, more...) {
+		s.names = append(s.names, n.Name)
+		s.embedders = append(s.embedders, n.Embedder)
+	}
+	return s
+}
+
+// Configured implements runtime.Embedders.
+func (s *Set) Configured() runtime.Embedder { return s.embedders[0] }
+
+// Named implements runtime.Embedders.
+func (s *Set) Named(name string) (runtime.Embedder, error) {
+	for i, n := range s.names {
+		if n == name {
+			return s.embedders[i], nil
+		}
+	}
+	return nil, runtime.Invalid("embedder", "the %s embedder is not in this set", name)
+}
+
+// ForModel implements runtime.Embedders.
+func (s *Set) ForModel(id string) (runtime.Embedder, bool) {
+	for _, e := range s.embedders {
+		if e.Model().ID == id {
+			return e, true
+		}
+	}
+	return nil, false
+}

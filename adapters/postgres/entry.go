@@ -1,0 +1,208 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// EntryStore keeps context entries in context_entries.
+type EntryStore struct {
+	db DBTX
+}
+
+var _ runtime.EntryStore = (*EntryStore)(nil)
+
+// entryColumns are the columns of a contract.ContextEntry, in the order scanEntry
+// reads them, qualified by the alias e.
+const entryColumns = `e.entry_id, e.kind, e.content, e.conversation_id, e.source_record_ids, e.tags, e.importance,
+	e.expires_at_ms, e.metadata::text, e.status, e.version, e.supersedes, e.superseded_by, e.merged_into,
+	e.created_at_ms, e.updated_at_ms`
+
+// entryRow scans rows of entryColumns (followed by extra destinations) into entries.
+type entryRow struct {
+	e        contract.ContextEntry
+	metadata *string
+}
+
+func (r *entryRow) dest(extra ...any) []any {
+	e := &r.e
+	return append([]any{&e.ID, &e.Kind, &e.Content, &e.ConversationID, &e.SourceRecordIDs, &e.Tags, &e.Importance,
+		&e.ExpiresAtMs, &r.metadata, &e.Status, &e.Version, &e.Supersedes, &e.SupersededBy, &e.MergedInto,
+		&e.CreatedAtMs, &e.UpdatedAtMs}, extra...)
+}
+
+func (r *entryRow) entry() contract.ContextEntry {
+	e := r.e
+	e.Metadata = jsonValue(r.metadata)
+	if e.SourceRecordIDs == nil {
+		e.SourceRecordIDs = []string{}
+	}
+	if e.Tags == nil {
+		e.Tags = []string{}
+	}
+	return e
+}
+
+// scopeTag is the prefix of every lexeme of a scope's entry documents: 12 hex digits
+// of the SHA-256 of the scope and a colon. The full-text index of entries is on the
+// documents alone, and with its lexemes qualified by the scope each posting list holds
+// one scope's entries of one word, so a search costs what its scope holds, not what
+// every tenant holds (an index keyed by (tenant_id, project_id, search) reads the whole
+// scope's posting list for every search). Two scopes whose tags collide share posting
+// lists, never results: every query also filters on tenant_id and project_id.
+func scopeTag(scope runtime.Scope) string {
+	sum := sha256.Sum256([]byte(scope.TenantID + "\x1f" + scope.ProjectID))
+	return hex.EncodeToString(sum[:6]) + ":"
+}
+
+// entryDocument is the full-text document of an entry's content in scope: the
+// message search's document (textsearch.go), every lexeme prefixed by scopeTag.
+func entryDocument(scope runtime.Scope, content string) pgtype.TSVector {
+	v := documentVector(content)
+	tag := scopeTag(scope)
+	for i := range v.Lexemes {
+		v.Lexemes[i].Word = tag + v.Lexemes[i].Word
+	}
+	return v
+}
+
+// liveConversation is the condition that the row alias (an entry, or its vector)
+// belongs to no deleted conversation: entries of a tombstoned one are absent for
+// every read from the moment of the tombstone.
+func liveConversation(alias string) string {
+	return `NOT EXISTS (
+	SELECT 1 FROM conversations c
+	WHERE c.tenant_id = ` + alias + `.tenant_id AND c.project_id = ` + alias + `.project_id
+	  AND c.conversation_id = ` + alias + `.conversation_id AND c.deleted_at_ms IS NOT NULL)`
+}
+
+// CreateEntry implements runtime.EntryStore: the conversation claim and the insert in
+// one savepoint, rolled back when the ID is taken, so that a retry writes nothing.
+func (s *EntryStore) CreateEntry(ctx context.Context, scope runtime.Scope, e *contract.ContextEntry, digest string) (contract.ContextEntry, string, bool, error) {
+	var stored contract.ContextEntry
+	var storedDigest string
+	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
+		if e.ConversationID != nil {
+			if err := claimConversation(ctx, tx, scope, *e.ConversationID, e.CreatedAtMs); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, conversation_id,
+				source_record_ids, tags, importance, expires_at_ms, metadata, status, version, supersedes,
+				request_sha256, created_at_ms, updated_at_ms, search)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+			ON CONFLICT DO NOTHING`,
+			scope.TenantID, scope.ProjectID, e.ID, e.Kind, e.Content, e.ConversationID, e.SourceRecordIDs, e.Tags,
+			e.Importance, e.ExpiresAtMs, jsonParam(e.Metadata), e.Status, e.Version, e.Supersedes, digest,
+			e.CreatedAtMs, e.UpdatedAtMs, entryDocument(scope, e.Content))
+		if err != nil {
+			return translate(err)
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		var r entryRow
+		if err := tx.QueryRow(ctx, `SELECT `+entryColumns+`, e.request_sha256 FROM context_entries e
+			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = $3`,
+			scope.TenantID, scope.ProjectID, e.ID).Scan(r.dest(&storedDigest)...); err != nil {
+			return translate(err)
+		}
+		stored = r.entry()
+		return errRecordExists
+	})
+	if errors.Is(err, errRecordExists) {
+		return stored, storedDigest, false, nil
+	}
+	if err != nil {
+		return contract.ContextEntry{}, "", false, err
+	}
+	return *e, digest, true, nil
+}
+
+// GetEntry implements runtime.EntryStore.
+func (s *EntryStore) GetEntry(ctx context.Context, scope runtime.Scope, id string) (contract.ContextEntry, error) {
+	var r entryRow
+	err := s.db.QueryRow(ctx, `SELECT `+entryColumns+` FROM context_entries e
+		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = $3 AND `+liveConversation("e"),
+		scope.TenantID, scope.ProjectID, id).Scan(r.dest()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return contract.ContextEntry{}, runtime.NotFound("entryId", "entry")
+	}
+	if err != nil {
+		return contract.ContextEntry{}, translate(err)
+	}
+	return r.entry(), nil
+}
+
+// LockEntries implements runtime.EntryStore. Rows are locked in ID order, so that two
+// transitions over overlapping entries cannot deadlock.
+func (s *EntryStore) LockEntries(ctx context.Context, scope runtime.Scope, ids []string) ([]contract.ContextEntry, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+entryColumns+` FROM context_entries e
+		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ANY($3) AND `+liveConversation("e")+`
+		ORDER BY e.entry_id
+		FOR UPDATE OF e`,
+		scope.TenantID, scope.ProjectID, ids)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return collectEntries(rows)
+}
+
+func collectEntries(rows pgx.Rows) ([]contract.ContextEntry, error) {
+	defer rows.Close()
+	var out []contract.ContextEntry
+	for rows.Next() {
+		var r entryRow
+		if err := rows.Scan(r.dest()...); err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, r.entry())
+	}
+	return out, translate(rows.Err())
+}
+
+// UpdateStatus implements runtime.EntryStore with one statement.
+func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, reason *string) error {
+	n := len(entries)
+	ids, statuses := make([]string, n), make([]string, n)
+	supersededBy, mergedInto := make([]*string, n), make([]*string, n)
+	expires, updated := make([]*int64, n), make([]int64, n)
+	for i, e := range entries {
+		ids[i], statuses[i], supersededBy[i], mergedInto[i] = e.ID, e.Status, e.SupersededBy, e.MergedInto
+		expires[i], updated[i] = e.ExpiresAtMs, e.UpdatedAtMs
+	}
+	_, err := s.db.Exec(ctx, `
+		UPDATE context_entries e
+		SET status = u.status, superseded_by = u.superseded_by, merged_into = u.merged_into,
+		    expires_at_ms = u.expires_at_ms, updated_at_ms = u.updated_at_ms, status_reason = $9
+		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[])
+		     AS u(entry_id, status, superseded_by, merged_into, expires_at_ms, updated_at_ms)
+		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id`,
+		scope.TenantID, scope.ProjectID, ids, statuses, supersededBy, mergedInto, expires, updated, reason)
+	return translate(err)
+}
+
+// ActiveEntries implements runtime.EntryStore, walking the primary key.
+func (s *EntryStore) ActiveEntries(ctx context.Context, scope runtime.Scope, after string, limit int, nowMs int64) ([]runtime.EmbedInput, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT e.entry_id, e.content FROM context_entries e
+		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id > $3 AND e.status = 'active'
+		  AND (e.expires_at_ms IS NULL OR e.expires_at_ms > $5) AND `+liveConversation("e")+`
+		ORDER BY e.entry_id
+		LIMIT $4`,
+		scope.TenantID, scope.ProjectID, after, limit, nowMs)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[runtime.EmbedInput])
+	return out, translate(err)
+}

@@ -1,0 +1,352 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/adapters/embedding/embeddingtest"
+	"github.com/agent-context/agent-context/adapters/embedding/hash"
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// projectionBundle is the entry, projection and operation use cases over one
+// database, with the hash embedder configured.
+type projectionBundle struct {
+	pool       *pgxpool.Pool
+	db         *postgres.DB
+	entries    *runtime.Entries
+	projection *runtime.Projection
+	ops        *runtime.Operations
+	scope      runtime.Scope
+	p          runtime.Principal
+}
+
+func setupProjection(t *testing.T, embedders runtime.Embedders) *projectionBundle {
+	t.Helper()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	if embedders == nil {
+		embedders = embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
+	}
+	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db, Embedders: embedders, Batch: 4})
+	require.NoError(t, projection.Prepare(context.Background()))
+	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
+	return &projectionBundle{
+		pool: pool, db: db, projection: projection, scope: scope, p: runtime.Principal{Scope: scope},
+		entries: runtime.NewEntries(db, nil, embedders.Configured().Model()),
+		ops:     runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db, Projection: projection, Rebuilds: projection}),
+	}
+}
+
+func (b *projectionBundle) create(t *testing.T, id, content string) {
+	t.Helper()
+	_, _, err := b.entries.Create(context.Background(), b.p, &contract.CreateEntryRequest{ID: &id, Kind: "fact", Content: content})
+	require.NoError(t, err)
+}
+
+func (b *projectionBundle) drain(t *testing.T) {
+	t.Helper()
+	done, err := b.projection.EmbedBacklog(context.Background(), b.scope, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, done)
+}
+
+// vectorIDs lists the entries with a vector in each generation of the scope.
+func (b *projectionBundle) vectorIDs(t *testing.T) map[int64][]string {
+	t.Helper()
+	ctx := context.Background()
+	var table string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT table_name FROM vector_models WHERE model_id = $1`, hash.ModelID).Scan(&table))
+	rows, err := b.pool.Query(ctx, `SELECT generation, entry_id FROM `+table+` WHERE tenant_id = $1 ORDER BY 1, 2`, b.scope.TenantID)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[int64][]string{}
+	for rows.Next() {
+		var g int64
+		var id string
+		require.NoError(t, rows.Scan(&g, &id))
+		out[g] = append(out[g], id)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestRebuildWritesBothGenerations: while a rebuild fills its generation, entries
+// written meanwhile are embedded into both the active and the building generation,
+// and entries retired meanwhile leave both; after the switch the new generation holds
+// exactly the active entries and the old one is gone.
+func TestRebuildWritesBothGenerations(t *testing.T) {
+	t.Parallel()
+	b := setupProjection(t, nil)
+	ctx := context.Background()
+	for i := range 6 {
+		b.create(t, fmt.Sprintf("e%d", i), fmt.Sprintf("entry number %d", i))
+	}
+	b.drain(t)
+	require.Equal(t, map[int64][]string{1: {"e0", "e1", "e2", "e3", "e4", "e5"}}, b.vectorIDs(t))
+
+	res, created, err := b.projection.Rebuild(ctx, b.scope, &contract.RebuildProjectionRequest{})
+	require.NoError(t, err)
+	require.True(t, created)
+	op := res.Operation
+	step := func() bool {
+		t.Helper()
+		done, err := b.ops.RunOperation(ctx, b.scope, op.ID, time.Now()) // one step
+		require.NoError(t, err)
+		return done
+	}
+	step() // starts generation 2
+	step() // embeds e0–e3 into it
+	b.create(t, "new", "written during the rebuild")
+	_, err = b.entries.Expire(ctx, b.p, &contract.ExpireEntryRequest{EntryID: "e1"})
+	require.NoError(t, err)
+	_, err = b.entries.Expire(ctx, b.p, &contract.ExpireEntryRequest{EntryID: "e5"})
+	require.NoError(t, err)
+	b.drain(t)
+	require.Equal(t, map[int64][]string{1: {"e0", "e2", "e3", "e4", "new"}, 2: {"e0", "e2", "e3", "new"}}, b.vectorIDs(t))
+	st, err := b.projection.Status(ctx, b.scope)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Generation, "the old generation serves until the switch")
+
+	for !step() {
+	}
+	require.Equal(t, map[int64][]string{2: {"e0", "e2", "e3", "e4", "new"}}, b.vectorIDs(t))
+	st, err = b.projection.Status(ctx, b.scope)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, st.Generation)
+	done, err := b.db.Stores().Operations.Operation(ctx, b.scope, op.ID)
+	require.NoError(t, err)
+	require.Equal(t, contract.OperationSucceeded, done.State)
+	require.JSONEq(t, fmt.Sprintf(`{"generation":2,"model":%q,"dimensions":384,"embeddedEntries":6}`, hash.ModelID), string(done.Result))
+}
+
+// TestClaimBacklogLeases: concurrent workers claim disjoint batches; a released or
+// expired claim is claimed again; storing under a lost claim keeps the new holder's
+// rows queued.
+func TestClaimBacklogLeases(t *testing.T) {
+	t.Parallel()
+	b := setupProjection(t, nil)
+	ctx := context.Background()
+	for i := range 5 {
+		b.create(t, fmt.Sprintf("e%d", i), "text")
+	}
+	st := b.db.Stores().Projection
+	now := time.Now().UnixMilli()
+	first, err := st.ClaimBacklog(ctx, b.scope, 3, now, time.Minute)
+	require.NoError(t, err)
+	second, err := st.ClaimBacklog(ctx, b.scope, 3, now, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, first.Entries, 3)
+	require.Len(t, second.Entries, 2)
+	require.Equal(t, []runtime.Generation{{Number: 1, Model: hashModel}}, first.Generations)
+	third, err := st.ClaimBacklog(ctx, b.scope, 3, now, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, third.Entries, "every row is leased")
+	require.NoError(t, st.ReleaseBacklog(ctx, b.scope, second.Claim))
+	again, err := st.ClaimBacklog(ctx, b.scope, 3, now, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, second.Entries, again.Entries)
+	// The first worker's lease runs out; another takes its rows.
+	late, err := st.ClaimBacklog(ctx, b.scope, 3, now+time.Minute.Milliseconds()+1, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, first.Entries, late.Entries)
+	vectors, err := hash.New().Embed(ctx, []string{"text", "text", "text"})
+	require.NoError(t, err)
+	ids := []string{first.Entries[0].ID, first.Entries[1].ID, first.Entries[2].ID}
+	require.NoError(t, st.StoreBacklog(ctx, b.scope, first.Claim, ids, map[string][][]float32{hash.ModelID: vectors}))
+	status, err := st.Status(ctx, b.scope)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, status.Pending, "the lost claim removed no queue row")
+	require.NoError(t, st.StoreBacklog(ctx, b.scope, late.Claim, ids, map[string][][]float32{hash.ModelID: vectors}))
+	status, err = st.Status(ctx, b.scope)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, status.Pending)
+	err = st.StoreBacklog(ctx, b.scope, again.Claim, []string{again.Entries[0].ID}, map[string][][]float32{"other-model": vectors[:1]})
+	require.ErrorIs(t, err, runtime.ErrProjectionChanged)
+}
+
+// TestStaleScopesFollowTheConfiguration: the sweep rebuilds a scope whose active model
+// is not the configured one, unless a rebuild named its embedder (pinned) or one is in
+// flight.
+func TestStaleScopesFollowTheConfiguration(t *testing.T) {
+	t.Parallel()
+	local := runtime.EmbeddingModel{ID: "fake-local", Dimensions: 8}
+	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()},
+		embeddingtest.Named{Name: contract.EmbedderLocal, Embedder: fixedEmbedder{local}})
+	b := setupProjection(t, set)
+	ctx := context.Background()
+	scopes := map[string]runtime.Principal{}
+	for _, tenant := range []string{"follows", "pinned", "busy"} {
+		p := runtime.Principal{Scope: runtime.Scope{TenantID: tenant, ProjectID: "p"}}
+		scopes[tenant] = p
+		id := "e"
+		_, _, err := b.entries.Create(ctx, p, &contract.CreateEntryRequest{ID: &id, Kind: "fact", Content: "x"})
+		require.NoError(t, err)
+	}
+	name := contract.EmbedderHash
+	res, _, err := b.projection.Rebuild(ctx, scopes["pinned"].Scope, &contract.RebuildProjectionRequest{Embedder: &name})
+	require.NoError(t, err)
+	for {
+		done, err := b.ops.RunOperation(ctx, scopes["pinned"].Scope, res.Operation.ID, time.Now())
+		require.NoError(t, err)
+		if done {
+			break
+		}
+	}
+	_, _, err = b.projection.Rebuild(ctx, scopes["busy"].Scope, &contract.RebuildProjectionRequest{})
+	require.NoError(t, err)
+	var due []runtime.Scope
+	require.NoError(t, b.db.WithinTx(ctx, func(ctx context.Context, tx runtime.Stores) error {
+		due, _, err = tx.Projection.StaleScopes(ctx, local.ID, nil, 10)
+		return err
+	}))
+	require.Equal(t, []runtime.Scope{scopes["follows"].Scope}, due)
+}
+
+// fixedEmbedder embeds every text as the same unit vector of its model.
+type fixedEmbedder struct{ model runtime.EmbeddingModel }
+
+func (e fixedEmbedder) Model() runtime.EmbeddingModel { return e.model }
+
+func (e fixedEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = make([]float32, e.model.Dimensions)
+		out[i][0] = 1
+	}
+	return out, nil
+}
+
+// TestWideModels: above 2,000 dimensions the vector table has a halfvec column with
+// its HNSW index, above 4,000 a vector column without one (recall scans exactly);
+// both find the nearest entries.
+func TestWideModels(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		dims   int
+		column string
+		hnsw   bool
+	}{{2048, "halfvec(2048)", true}, {4096, "vector(4096)", false}} {
+		model := runtime.EmbeddingModel{ID: fmt.Sprintf("wide-%d", c.dims), Dimensions: c.dims}
+		scope := runtime.Scope{TenantID: model.ID, ProjectID: "p"}
+		var entries []seedEntry
+		for i := range 50 {
+			v := make([]float32, c.dims)
+			var n float64
+			for j := range v {
+				v[j] = float32(r.NormFloat64())
+				n += float64(v[j]) * float64(v[j])
+			}
+			for j := range v {
+				v[j] = float32(float64(v[j]) / math.Sqrt(n))
+			}
+			entries = append(entries, seedEntry{ID: fmt.Sprintf("e%02d", i), Kind: "fact", Content: "wide", Tags: []string{}, Vector: v})
+		}
+		seedProjection(t, pool, db, scope, model, entries)
+		var table, column string
+		require.NoError(t, pool.QueryRow(context.Background(), `
+			SELECT m.table_name, format_type(a.atttypid, a.atttypmod) FROM vector_models m
+			JOIN pg_attribute a ON a.attrelid = m.table_name::regclass AND a.attname = 'embedding'
+			WHERE m.model_id = $1`, model.ID).Scan(&table, &column))
+		require.Equal(t, c.column, column)
+		var indexes int
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE indexname = $1`, table+"_hnsw").Scan(&indexes))
+		require.Equal(t, c.hnsw, indexes == 1)
+		hits, err := db.Stores().Recall.VectorSearch(context.Background(), scope, runtime.VectorRecall{
+			RecallFilter: runtime.RecallFilter{NowMs: time.Now().UnixMilli()},
+			Generation:   runtime.Generation{Number: 1, Model: model}, Vector: entries[17].Vector, Limit: 5,
+		})
+		require.NoError(t, err)
+		require.Len(t, hits, 5)
+		require.Equal(t, "e17", hits[0].Entry.ID)
+		require.InDelta(t, 1, hits[0].Score, 1e-3)
+		require.Equal(t, exactNearest(entries, entries[17].Vector, 5), hitIDs(hits))
+	}
+}
+
+// TestProjectionCollector: the backlog gauge counts every scope's queued entries.
+func TestProjectionCollector(t *testing.T) {
+	t.Parallel()
+	b := setupProjection(t, nil)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(postgres.NewProjectionCollector(b.pool))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP agent_context_vector_projection_backlog Entries written and not yet embedded into the vector projection, all scopes.
+# TYPE agent_context_vector_projection_backlog gauge
+agent_context_vector_projection_backlog 0
+`), "agent_context_vector_projection_backlog"))
+	b.create(t, "a", "one")
+	b.create(t, "b", "two")
+	require.Equal(t, 2.0, gaugeValue(t, reg, "agent_context_vector_projection_backlog"))
+	require.Positive(t, gaugeValue(t, reg, "agent_context_vector_projection_oldest_pending_age_seconds")+1)
+	b.drain(t)
+	require.Equal(t, 0.0, gaugeValue(t, reg, "agent_context_vector_projection_backlog"))
+	require.Equal(t, 0.0, gaugeValue(t, reg, "agent_context_vector_projection_oldest_pending_age_seconds"))
+}
+
+// gaugeValue gathers reg and returns the value of the gauge called name.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	require.Failf(t, "no such metric", "%s", name)
+	return 0
+}
+
+// TestTextHalf: a keyword query finds every entry with any of its words; a question
+// finds entries sharing two of its uncommon words, or an identifier, and nothing for
+// words most entries contain; another scope's entries never count or match.
+func TestTextHalf(t *testing.T) {
+	t.Parallel()
+	b := setupProjection(t, nil)
+	for id, content := range map[string]string{
+		"deploy": "The quokka deploy runs at midnight.",
+		"notes":  "Ana reviews the quokka release notes.",
+		"error":  "Error E1043 means the gateway timed out.",
+		"cache":  "The cache warms up in the morning.",
+		"lunch":  "The team has lunch at noon.",
+	} {
+		b.create(t, id, content)
+	}
+	other := runtime.Principal{Scope: runtime.Scope{TenantID: "other", ProjectID: "p"}}
+	for i := range 20 {
+		id := fmt.Sprintf("o%d", i)
+		_, _, err := b.entries.Create(context.Background(), other, &contract.CreateEntryRequest{ID: &id, Kind: "fact",
+			Content: "the gateway quokka deploy runs slowly"})
+		require.NoError(t, err)
+	}
+	search := func(text string) []string {
+		t.Helper()
+		hits, err := b.db.Stores().Recall.TextSearch(context.Background(), b.scope, runtime.TextRecall{
+			RecallFilter: runtime.RecallFilter{NowMs: time.Now().UnixMilli()}, Text: text, Limit: 10})
+		require.NoError(t, err)
+		return hitIDs(hits)
+	}
+	require.ElementsMatch(t, []string{"deploy", "notes"}, search("quokka"))
+	require.ElementsMatch(t, []string{"deploy", "notes", "error", "cache", "lunch"}, search("the"), "a keyword is never weighed")
+	require.Equal(t, []string{"deploy"}, search("when does the quokka deploy run?"))
+	require.Equal(t, []string{"error"}, search("what does E1043 mean here?"))
+	require.Empty(t, search("is the gateway slow again today?"), "one shared word is not enough for a question")
+	require.Empty(t, search("what is the plan for the week?"), "the common word alone finds nothing")
+}

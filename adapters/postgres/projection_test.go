@@ -1,0 +1,333 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pgvector/pgvector-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/adapters/embedding/hash"
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// seedEntry is an active entry to load with its vector.
+type seedEntry struct {
+	ID, Kind, Content string
+	Tags              []string
+	Vector            []float32
+}
+
+var entrySeedColumns = []string{
+	"tenant_id", "project_id", "entry_id", "kind", "content", "source_record_ids", "tags", "importance",
+	"status", "version", "request_sha256", "created_at_ms", "updated_at_ms", "search",
+}
+
+// seedProjection loads entries of scope and their vectors of model straight into the
+// tables with COPY, as a bulk load would, and builds the HNSW index once afterwards
+// (inserting 100,000 vectors one by one into the index takes minutes). The scope's
+// projection is started first, as its first write would.
+func seedProjection(tb testing.TB, pool *pgxpool.Pool, db *postgres.DB, scope runtime.Scope, model runtime.EmbeddingModel, entries []seedEntry) {
+	tb.Helper()
+	ctx := context.Background()
+	st := db.Stores().Projection
+	require.NoError(tb, st.EnsureModel(ctx, model))
+	require.NoError(tb, st.Enqueue(ctx, scope, []contract.ContextEntry{{ID: entries[0].ID, CreatedAtMs: 1}}, model))
+	var table string
+	var generation int64
+	require.NoError(tb, pool.QueryRow(ctx, `
+		SELECT m.table_name, g.generation FROM entry_generations g JOIN vector_models m USING (model_id)
+		WHERE g.tenant_id = $1 AND g.project_id = $2 AND g.state = 'active'`, scope.TenantID, scope.ProjectID).
+		Scan(&table, &generation))
+	conn, err := pool.Acquire(ctx)
+	require.NoError(tb, err)
+	defer conn.Release()
+	var indexDef *string
+	require.NoError(tb, conn.QueryRow(ctx, `SELECT (SELECT indexdef FROM pg_indexes WHERE indexname = $1)`, table+"_hnsw").Scan(&indexDef))
+	if indexDef != nil {
+		_, err = conn.Exec(ctx, `DROP INDEX `+pgx.Identifier{table + "_hnsw"}.Sanitize())
+		require.NoError(tb, err)
+	}
+	now := time.Now().UnixMilli()
+	_, err = conn.CopyFrom(ctx, pgx.Identifier{"context_entries"}, entrySeedColumns, pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {
+		e := entries[i]
+		return []any{scope.TenantID, scope.ProjectID, e.ID, e.Kind, e.Content, []string{}, e.Tags, 0.5,
+			"active", int64(1), "seeded", now, now, postgres.EntryDocument(scope, e.Content)}, nil
+	}))
+	require.NoError(tb, err)
+	half := model.Dimensions > 2000 && model.Dimensions <= 4000
+	_, err = conn.CopyFrom(ctx, pgx.Identifier{table}, []string{"tenant_id", "project_id", "generation", "entry_id", "kind", "tags", "embedding"},
+		pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {
+			e := entries[i]
+			var v any = pgvector.NewVector(e.Vector)
+			if half {
+				v = pgvector.NewHalfVector(e.Vector)
+			}
+			return []any{scope.TenantID, scope.ProjectID, generation, e.ID, e.Kind, e.Tags, v}, nil
+		}))
+	require.NoError(tb, err)
+	if indexDef != nil {
+		_, err = conn.Exec(ctx, `SET maintenance_work_mem = '512MB'`)
+		require.NoError(tb, err)
+		_, err = conn.Exec(ctx, *indexDef)
+		require.NoError(tb, err)
+	}
+	for _, stmt := range []string{
+		`DELETE FROM entry_projection_queue`, `ANALYZE context_entries`, `ANALYZE ` + pgx.Identifier{table}.Sanitize(),
+	} {
+		_, err = conn.Exec(ctx, stmt)
+		require.NoError(tb, err)
+	}
+}
+
+// corpus generates n entry texts from a vocabulary, deterministically: a subject, a
+// verb, an object, a time and a remark drawn at random (about ten million
+// combinations, so near-duplicates are rare), numbered.
+func corpus(n int, seed uint64) []string {
+	subjects := strings.Fields("billing search auth mail payments reporting analytics checkout inventory shipping " +
+		"login signup profile notifications invoices exports imports backups metrics logging " +
+		"gateway scheduler crawler indexer cache queue webhook firewall ledger catalog")
+	verbs := strings.Fields("deploys fails restarts scales migrates stalls logs caches retries syncs " +
+		"crashes throttles rotates rebuilds drains warms pauses resumes upgrades degrades " +
+		"leaks replays shards compacts expires archives mirrors signs verifies encrypts")
+	objects := strings.Fields("nightly hourly weekly quietly slowly twice often rarely early late " +
+		"silently loudly safely manually automatically partially fully randomly steadily briefly " +
+		"again remotely locally globally regionally internally externally eagerly lazily cleanly")
+	times := []string{"on Fridays", "after midnight", "during audits", "at peak traffic", "before releases",
+		"in Frankfurt", "in Lima", "behind the proxy", "under load", "after upgrades", "on weekends", "at noon",
+		"in staging", "in production", "during backups", "on holidays", "after incidents", "before dawn",
+		"at month end", "during migrations"}
+	remarks := []string{"per the runbook", "since the outage", "as Ana noted", "per the new policy",
+		"according to Tom", "since last spring", "as logged", "per the contract", "as agreed", "for now",
+		"until further notice", "by design", "as a workaround", "per legal", "as tested", "per the SLA",
+		"as the dashboard shows", "since the rewrite", "as expected", "to save costs"}
+	r := rand.New(rand.NewPCG(seed, 7))
+	pick := func(words []string) string { return words[r.IntN(len(words))] }
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("Note %d: the %s service %s %s %s, %s.", i, pick(subjects), pick(verbs), pick(objects),
+			pick(times), pick(remarks))
+	}
+	return out
+}
+
+// hashSeed embeds texts with the hash embedder into entries; tag(i) gives the tags of
+// the i-th.
+func hashSeed(tb testing.TB, prefix string, texts []string, tag func(i int) []string) []seedEntry {
+	tb.Helper()
+	vectors, err := hash.New().Embed(context.Background(), texts)
+	require.NoError(tb, err)
+	out := make([]seedEntry, len(texts))
+	for i, text := range texts {
+		out[i] = seedEntry{ID: fmt.Sprintf("%s%06d", prefix, i), Kind: contract.EntryKinds[i%5], Content: text, Tags: tag(i), Vector: vectors[i]}
+	}
+	return out
+}
+
+// exactNearest returns the IDs of the k entries nearest to q by cosine, nearest first.
+func exactNearest(entries []seedEntry, q []float32, k int) []string {
+	type scored struct {
+		id  string
+		sim float64
+	}
+	all := make([]scored, len(entries))
+	for i, e := range entries {
+		var dot float64
+		for j := range q {
+			dot += float64(q[j]) * float64(e.Vector[j])
+		}
+		all[i] = scored{e.ID, dot}
+	}
+	slices.SortFunc(all, func(a, b scored) int {
+		if a.sim > b.sim {
+			return -1
+		}
+		return 1
+	})
+	ids := make([]string, 0, k)
+	for _, s := range all[:min(k, len(all))] {
+		ids = append(ids, s.id)
+	}
+	return ids
+}
+
+func hitIDs(hits []runtime.RecallHit) []string {
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.Entry.ID
+	}
+	return ids
+}
+
+func overlap(a, b []string) int {
+	n := 0
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			n++
+		}
+	}
+	return n
+}
+
+var hashModel = runtime.EmbeddingModel{ID: hash.ModelID, Dimensions: hash.Dimensions}
+
+// indexOnlySearch runs the vector half's index statement alone, with sorting and
+// bitmap scans disabled so the plan is the HNSW index scan (the test checks it is),
+// under pgvector's iterative scan mode (off: the classic trap) and scan bound, and
+// returns its hits.
+func indexOnlySearch(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, table string, q []float32, filterTags []string, limit int, iterative string, maxTuples int) []string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT set_config('hnsw.iterative_scan', $1, true), set_config('hnsw.ef_search', '100', true),
+		set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`,
+		iterative, fmt.Sprint(maxTuples))
+	require.NoError(t, err)
+	if filterTags == nil {
+		filterTags = []string{}
+	}
+	query := postgres.VectorSQL(table, hashModel, false)
+	args := []any{scope.TenantID, scope.ProjectID, pgvector.NewVector(q), int64(1), []string{}, filterTags, nil, int64(0), limit}
+	rows, err := tx.Query(ctx, "EXPLAIN "+query, args...)
+	require.NoError(t, err)
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(plan, "\n"), table+"_hnsw", "the plan uses the HNSW index")
+	rows, err = tx.Query(ctx, query, args...)
+	require.NoError(t, err)
+	return entryIDs(t, rows)
+}
+
+// entryIDs reads the entry IDs in the first column of rows of the vector half.
+func entryIDs(tb testing.TB, rows pgx.Rows) []string {
+	tb.Helper()
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		require.NoError(tb, err)
+		ids = append(ids, vals[0].(string))
+	}
+	require.NoError(tb, rows.Err())
+	return ids
+}
+
+// TestVectorSearchSelectiveFilter: a filter that 1% of 20,000 entries pass still
+// returns topK hits, all of them passing it and the nearest of them: the filter is
+// applied inside the iterative index scan, which finds them by itself.
+func TestVectorSearchSelectiveFilter(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
+	entries := hashSeed(t, "e", corpus(20_000, 1), func(i int) []string {
+		if i%100 == 7 {
+			return []string{"rare", "common"}
+		}
+		return []string{"common"}
+	})
+	seedProjection(t, pool, db, scope, hashModel, entries)
+	var rare []seedEntry
+	for _, e := range entries {
+		if slices.Contains(e.Tags, "rare") {
+			rare = append(rare, e)
+		}
+	}
+	require.Len(t, rare, 200)
+	var table string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
+
+	queries := []string{"the billing service deploys on Fridays", "staging cluster times out", "backup after midnight",
+		"payments API retries with two approvals", "login page caches under heavy load"}
+	vectors, err := hash.New().Embed(context.Background(), queries)
+	require.NoError(t, err)
+	for i, q := range vectors {
+		hits, err := db.Stores().Recall.VectorSearch(context.Background(), scope, runtime.VectorRecall{
+			RecallFilter: runtime.RecallFilter{Tags: []string{"rare"}, NowMs: time.Now().UnixMilli()},
+			Generation:   runtime.Generation{Number: 1, Model: hashModel}, Vector: q, Limit: 10,
+		})
+		require.NoError(t, err)
+		require.Len(t, hits, 10, queries[i])
+		for _, h := range hits {
+			require.Contains(t, h.Entry.Tags, "rare")
+		}
+		want := exactNearest(rare, q, 10)
+		require.GreaterOrEqual(t, overlap(hitIDs(hits), want), 9, "%s: %v vs exact %v", queries[i], hitIDs(hits), want)
+		for j := 1; j < len(hits); j++ {
+			require.GreaterOrEqual(t, hits[j-1].Score, hits[j].Score)
+		}
+		require.Less(t, len(indexOnlySearch(t, pool, scope, table, q, []string{"rare"}, 10, "off", 20_000)), 10,
+			"the trap: without iterative scans, the filter empties the candidate list (%s)", queries[i])
+		require.Len(t, indexOnlySearch(t, pool, scope, table, q, []string{"rare"}, 10, "strict_order", 20_000), 10,
+			"the iterative scan alone fills topK (%s)", queries[i])
+	}
+}
+
+// TestVectorSearchTenantBesideNearerTenant: a tenant whose 500 entries sit beside
+// another tenant's 20,000 nearer ones still gets topK hits, its own, the nearest,
+// where the index scan without iterative scans finds none of them, and one bounded
+// to fewer tuples than the other tenant holds comes up short (the exact scan of the
+// tenant's rows answers then).
+func TestVectorSearchTenantBesideNearerTenant(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	r := rand.New(rand.NewPCG(3, 4))
+	unit := func(v []float32) []float32 {
+		var n float64
+		for _, x := range v {
+			n += float64(x) * float64(x)
+		}
+		for i := range v {
+			v[i] = float32(float64(v[i]) / math.Sqrt(n))
+		}
+		return v
+	}
+	query := make([]float32, hash.Dimensions)
+	for i := range query {
+		query[i] = float32(r.NormFloat64())
+	}
+	query = unit(query)
+	near := func(i int, spread float64) []float32 {
+		v := make([]float32, len(query))
+		for j := range v {
+			v[j] = query[j] + float32(spread*r.NormFloat64())
+		}
+		return unit(v)
+	}
+	big, small := runtime.Scope{TenantID: "big", ProjectID: "p"}, runtime.Scope{TenantID: "small", ProjectID: "p"}
+	var bigEntries, smallEntries []seedEntry
+	for i := range 20_000 {
+		bigEntries = append(bigEntries, seedEntry{ID: fmt.Sprintf("b%05d", i), Kind: "fact", Content: "big", Tags: []string{}, Vector: near(i, 0.02)})
+	}
+	for i := range 500 {
+		smallEntries = append(smallEntries, seedEntry{ID: fmt.Sprintf("s%03d", i), Kind: "fact", Content: "small", Tags: []string{}, Vector: near(i, 0.2)})
+	}
+	seedProjection(t, pool, db, big, hashModel, bigEntries)
+	seedProjection(t, pool, db, small, hashModel, smallEntries)
+	var table string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
+
+	hits, err := db.Stores().Recall.VectorSearch(context.Background(), small, runtime.VectorRecall{
+		RecallFilter: runtime.RecallFilter{NowMs: time.Now().UnixMilli()},
+		Generation:   runtime.Generation{Number: 1, Model: hashModel}, Vector: query, Limit: 10,
+	})
+	require.NoError(t, err)
+	require.Equal(t, exactNearest(smallEntries, query, 10), hitIDs(hits), "the small tenant's own nearest, exactly")
+	require.Empty(t, indexOnlySearch(t, pool, small, table, query, nil, 10, "off", 20_000), "the trap")
+	require.Less(t, len(indexOnlySearch(t, pool, small, table, query, nil, 10, "strict_order", 5_000)), 10,
+		"an iterative scan that may visit fewer tuples than the nearer tenant holds comes up short")
+}

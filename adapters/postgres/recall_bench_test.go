@@ -1,0 +1,217 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pgvector/pgvector-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/adapters/embedding/embeddingtest"
+	"github.com/agent-context/agent-context/adapters/embedding/hash"
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// benchEntries is the size of the recall benchmarks' scope.
+const benchEntries = 100_000
+
+// recallFixture is one scope of 100,000 entries embedded with the hash embedder (1%
+// tagged "rare") and 200 queries with their vectors computed up front, so the figures
+// exclude the query's embedding.
+type recallFixture struct {
+	pool    *pgxpool.Pool
+	db      *postgres.DB
+	recall  *runtime.Recall
+	scope   runtime.Scope
+	table   string
+	queries []string
+	vectors map[string][]float32
+	embedNs float64
+}
+
+// cachedEmbedder answers queries whose vectors were computed before the clock starts.
+type cachedEmbedder struct{ vectors map[string][]float32 }
+
+func (cachedEmbedder) Model() runtime.EmbeddingModel { return hashModel }
+
+func (e cachedEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		out[i] = e.vectors[t]
+	}
+	return out, nil
+}
+
+// benchQueries generates questions in the corpus's vocabulary, a seventh of them
+// naming a note by its number.
+func benchQueries(n int) []string {
+	base := corpus(n, 99)
+	r := rand.New(rand.NewPCG(11, 12))
+	out := make([]string, n)
+	for i, text := range base {
+		_, sentence, _ := strings.Cut(text, ": the ")
+		words := strings.Fields(strings.TrimSuffix(sentence, "."))
+		q := "why does the " + strings.Join(words[:min(len(words), 4+r.IntN(3))], " ")
+		if i%7 == 0 {
+			q += fmt.Sprintf(" note %d", r.IntN(benchEntries))
+		}
+		out[i] = strings.TrimSuffix(q, ",") + "?"
+	}
+	return out
+}
+
+func loadRecallFixture(b *testing.B) *recallFixture {
+	b.Helper()
+	pool := pgtest.NewDB(b)
+	db := newDB(b, pool)
+	scope := runtime.Scope{TenantID: "bench", ProjectID: "p"}
+	start := time.Now()
+	entries := hashSeed(b, "e", corpus(benchEntries, 42), func(i int) []string {
+		if i%100 == 3 {
+			return []string{"rare"}
+		}
+		return []string{}
+	})
+	seedProjection(b, pool, db, scope, hashModel, entries)
+	b.Logf("loaded %d entries with hash vectors and built the HNSW index in %s", benchEntries, time.Since(start).Round(time.Second))
+	queries := benchQueries(200)
+	t0 := time.Now()
+	vecs, err := hash.New().Embed(context.Background(), queries)
+	require.NoError(b, err)
+	embedNs := float64(time.Since(t0).Nanoseconds()) / float64(len(queries))
+	vectors := map[string][]float32{}
+	for i, q := range queries {
+		vectors[q] = vecs[i]
+	}
+	embedders := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: cachedEmbedder{vectors}})
+	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db, Embedders: embedders})
+	var table string
+	require.NoError(b, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
+	return &recallFixture{pool: pool, db: db, recall: runtime.NewRecall(db, projection, embedders, nil), scope: scope,
+		table: table, queries: queries, vectors: vectors, embedNs: embedNs}
+}
+
+// exactTop returns the IDs of the k nearest entries by an exact sequential scan of
+// the scope's vectors (no index), optionally of those tagged tag.
+func (f *recallFixture) exactTop(b *testing.B, q []float32, k int, tags []string) []string {
+	b.Helper()
+	if tags == nil {
+		tags = []string{}
+	}
+	rows, err := f.pool.Query(context.Background(), postgres.VectorSQL(f.table, hashModel, true),
+		f.scope.TenantID, f.scope.ProjectID, pgvector.NewVector(q), int64(1), []string{}, tags, nil, int64(0), k)
+	require.NoError(b, err)
+	return entryIDs(b, rows)
+}
+
+// BenchmarkRecall runs the recall benchmarks over one fixture of 100,000 entries
+// (loaded once: the HNSW index build takes a minute or more).
+func BenchmarkRecall(b *testing.B) {
+	f := loadRecallFixture(b)
+	b.Run("accuracy", func(b *testing.B) { benchmarkRecallAccuracy(b, f) })
+	b.Run("latency", func(b *testing.B) { benchmarkRecallLatency(b, f) })
+}
+
+// benchmarkRecallAccuracy measures recall@10 of vector-mode recall (the HNSW index
+// with the filter inside its iterative scan) against an exact sequential scan of the
+// same 100,000 vectors, unfiltered and with a 1% filter; ns/op is the exact scan's.
+func benchmarkRecallAccuracy(b *testing.B, f *recallFixture) {
+	for _, c := range []struct {
+		name string
+		tags []string
+	}{{"unfiltered", nil}, {"filter_1pct", []string{"rare"}}} {
+		b.Run(c.name, func(b *testing.B) {
+			found, total := 0, 0
+			ctx := context.Background()
+			for _, q := range f.queries {
+				res, err := f.recall.Recall(ctx, runtime.Principal{Scope: f.scope}, &contract.RecallRequest{
+					Query: q, Mode: contract.RecallVector, Filter: &contract.RecallFilter{Tags: c.tags}})
+				require.NoError(b, err)
+				want := f.exactTop(b, f.vectors[q], 10, c.tags)
+				for _, r := range res.Results {
+					if slices.Contains(want, r.Entry.ID) {
+						found++
+					}
+				}
+				total += len(want)
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				q := f.queries[i%len(f.queries)]
+				f.exactTop(b, f.vectors[q], 10, c.tags)
+			}
+			b.ReportMetric(float64(found)/float64(total), "recall@10")
+		})
+	}
+}
+
+// benchmarkRecallLatency measures recall through the use case (both halves, fusion,
+// watermark; the query's vector precomputed) over the 100,000 entries, at 1 and 8
+// concurrent clients: p50 and p95 per request in ms. embed-ns is what embedding a
+// query with the hash embedder costs on top (the local one: docs/benchmarks.md).
+func benchmarkRecallLatency(b *testing.B, f *recallFixture) {
+	for _, c := range []struct {
+		name   string
+		mode   string
+		filter *contract.RecallFilter
+	}{
+		{"hybrid", contract.RecallHybrid, nil},
+		{"vector", contract.RecallVector, nil},
+		{"text", contract.RecallText, nil},
+		{"hybrid_filter_1pct", contract.RecallHybrid, &contract.RecallFilter{Tags: []string{"rare"}}},
+		{"vector_filter_1pct", contract.RecallVector, &contract.RecallFilter{Tags: []string{"rare"}}},
+	} {
+		for _, clients := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/clients=%d", c.name, clients), func(b *testing.B) {
+				ctx := context.Background()
+				var mu sync.Mutex
+				var latencies []time.Duration
+				var failure error
+				next := make(chan int)
+				var wg sync.WaitGroup
+				for range clients {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range next {
+							q := f.queries[i%len(f.queries)]
+							t0 := time.Now()
+							_, err := f.recall.Recall(ctx, runtime.Principal{Scope: f.scope},
+								&contract.RecallRequest{Query: q, Mode: c.mode, Filter: c.filter})
+							d := time.Since(t0)
+							mu.Lock()
+							latencies = append(latencies, d)
+							if err != nil && failure == nil {
+								failure = err
+							}
+							mu.Unlock()
+						}
+					}()
+				}
+				for i := 0; b.Loop(); i++ {
+					next <- i
+				}
+				close(next)
+				wg.Wait()
+				require.NoError(b, failure)
+				slices.Sort(latencies)
+				pct := func(p float64) float64 {
+					return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
+				}
+				b.ReportMetric(pct(0.50), "p50-ms")
+				b.ReportMetric(pct(0.95), "p95-ms")
+				b.ReportMetric(f.embedNs, "embed-ns")
+			})
+		}
+	}
+}
