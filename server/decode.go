@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json"
@@ -64,7 +66,7 @@ var errInvalidUTF8 = func() error {
 // are told apart by the library's error types and sentinels: their messages may
 // quote member names, which are the client's text.
 func decodeJSON(data []byte, v any) error {
-	err := json.Unmarshal(data, v, json.RejectUnknownMembers(true))
+	err := json.Unmarshal(data, v, json.RejectUnknownMembers(true), safeIntegers)
 	if err == nil {
 		return nil
 	}
@@ -83,8 +85,13 @@ func decodeJSON(data []byte, v any) error {
 	var semantic *json.SemanticError
 	if errors.As(err, &semantic) {
 		field := fieldOr(runtime.FieldPath(semantic.JSONPointer), "body")
-		if errors.Is(semantic.Err, json.ErrUnknownName) {
+		switch {
+		case errors.Is(semantic.Err, json.ErrUnknownName):
 			return runtime.Invalid(field, "unknown field %q", field)
+		case errors.Is(semantic.Err, errUnsafeInteger):
+			return runtime.TooMany(field, runtime.MaxSequence, "%s is out of range", field)
+		case errors.Is(semantic.Err, errNotInteger):
+			return runtime.Invalid(field, "%s must be an integer", field)
 		}
 		if semantic.JSONKind != 0 {
 			return runtime.Invalid(field, "%s has the wrong type or an out-of-range value", field)
@@ -92,6 +99,54 @@ func decodeJSON(data []byte, v any) error {
 		return runtime.Invalid(field, "%s is invalid", field)
 	}
 	return runtime.Invalid("body", "malformed JSON")
+}
+
+// safeIntegers holds every integer of a request to the range JavaScript clients read
+// exactly, ±(2^53 − 1) (01-conventions.md), whatever Go type the field has. A number
+// beyond it fails with errUnsafeInteger, one with a fraction or an exponent with
+// errNotInteger; anything else (null, a string) takes the default path (ErrUnsupported), which refuses
+// it as the wrong type.
+var safeIntegers = json.WithUnmarshalers(json.JoinUnmarshalers(
+	json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *int64) error {
+		n, err := readSafeInteger(dec)
+		if err == nil {
+			*v = n
+		}
+		return err
+	}),
+	json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *int) error {
+		n, err := readSafeInteger(dec)
+		if err == nil {
+			*v = int(n)
+		}
+		return err
+	}),
+))
+
+var (
+	errUnsafeInteger = errors.New("integer beyond ±(2^53 - 1)")
+	errNotInteger    = errors.New("number is not an integer")
+)
+
+func readSafeInteger(dec *jsontext.Decoder) (int64, error) {
+	if dec.PeekKind() != '0' {
+		return 0, errors.ErrUnsupported
+	}
+	raw, err := dec.ReadValue()
+	if err != nil {
+		return 0, err
+	}
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		if n < -runtime.MaxSequence || n > runtime.MaxSequence {
+			return 0, errUnsafeInteger
+		}
+		return n, nil
+	}
+	if f, err := strconv.ParseFloat(string(raw), 64); err != nil || math.Abs(f) > runtime.MaxSequence {
+		// ParseFloat fails only on a syntactically valid number out of float64's range.
+		return 0, errUnsafeInteger
+	}
+	return 0, errNotInteger
 }
 
 func fieldOr(field, fallback string) string {

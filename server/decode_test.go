@@ -55,6 +55,59 @@ func TestDecodingErrorsAreClassifiedByType(t *testing.T) {
 	}
 }
 
+// TestIntegersAreBoundedToTheSafeRange: every integer of a request, whatever its Go
+// type and wherever it sits, is at most 2^53 − 1 in magnitude (01-conventions.md);
+// one past it is refused with details.limit, while metadata keeps any JSON number.
+func TestIntegersAreBoundedToTheSafeRange(t *testing.T) {
+	t.Parallel()
+	type item struct {
+		N int `json:"n"`
+	}
+	type request struct {
+		A        int64          `json:"a"`
+		P        *int64         `json:"p"`
+		Items    []item         `json:"items"`
+		Metadata jsontext.Value `json:"metadata"`
+	}
+	for _, tc := range []struct {
+		name, body, field, message string
+		limit                      bool
+	}{
+		{"one past the bound", `{"a":9007199254740992}`, "a", "a is out of range", true},
+		{"one past the negative bound", `{"a":-9007199254740992}`, "a", "a is out of range", true},
+		{"past int64", `{"a":92233720368547758070}`, "a", "a is out of range", true},
+		{"exponent past the bound", `{"p":1e100}`, "p", "p is out of range", true},
+		{"past float64", `{"p":1e400}`, "p", "p is out of range", true},
+		{"nested", `{"items":[{"n":1},{"n":9007199254740993}]}`, "items[1].n", "items[1].n is out of range", true},
+		{"a fraction", `{"a":2.5}`, "a", "a must be an integer", false},
+		{"an exponent", `{"a":1e3}`, "a", "a must be an integer", false},
+		{"a string", `{"a":"5"}`, "a", "a has the wrong type or an out-of-range value", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var v request
+			err := decodeJSON([]byte(tc.body), &v)
+			var re *runtime.Error
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, contract.CodeValidationFailed, re.Code)
+			require.Equal(t, tc.field, re.Details["field"])
+			require.Equal(t, tc.message, re.Message)
+			if tc.limit {
+				require.Equal(t, int64(runtime.MaxSequence), re.Details["limit"])
+			} else {
+				require.NotContains(t, re.Details, "limit")
+			}
+		})
+	}
+	var v request
+	require.NoError(t, decodeJSON([]byte(`{"a":-9007199254740991,"p":9007199254740991,"items":[{"n":0}],"metadata":{"big":1e400}}`), &v))
+	require.Equal(t, int64(-runtime.MaxSequence), v.A)
+	require.Equal(t, int64(runtime.MaxSequence), *v.P)
+	require.Equal(t, []item{{N: 0}}, v.Items)
+	require.NoError(t, decodeJSON([]byte(`{"p":null}`), &v))
+	require.Nil(t, v.P)
+}
+
 // fuzzTargets are the request shapes the fuzzer decodes: nested arrays, raw JSON
 // metadata, optional pointers, integers of both widths.
 func fuzzTargets() []any {

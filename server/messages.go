@@ -39,7 +39,8 @@ func (s *Server) messageRoutes() {
 // numberBounds completes the decoder's refusal of a number it cannot hold (1e100,
 // 2^63, 2.5) with details.limit, the field's upper bound, so that such a value is
 // answered like any other out-of-range number (01-conventions.md). bound names the
-// bound of a field path, or 0 for a field without one.
+// bound of a field path, or 0 for a field without one. A field's own bound is
+// tighter than the decoder's general 2^53 − 1 and replaces it.
 func numberBounds(h echo.HandlerFunc, bound func(field string) int64) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := h(c)
@@ -47,11 +48,13 @@ func numberBounds(h echo.HandlerFunc, bound func(field string) int64) echo.Handl
 		if !errors.As(err, &e) || e.Code != contract.CodeValidationFailed {
 			return err
 		}
-		if _, ok := e.Details["limit"]; ok {
+		field, _ := e.Details["field"].(string)
+		b := bound(field)
+		if b <= 0 {
 			return err
 		}
-		if field, _ := e.Details["field"].(string); bound(field) > 0 {
-			e.With("limit", bound(field))
+		if limit, ok := e.Details["limit"].(int64); !ok || b < limit {
+			e.With("limit", b)
 		}
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
 )
 
 var (
@@ -443,7 +444,18 @@ func TestModelInvocationsEndToEnd(t *testing.T) {
 	e = app.post(t, pathInvocations, long, winTenantA...).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
 	requireWinField(t, e, "finishReason")
 
+	// Integers on the wire stop at 2^53 − 1 (01-conventions.md), also where no field
+	// bound of its own applies; nothing is stored.
+	for _, field := range []string{"inputTokens", "latencyMs", "startedAtMs"} {
+		huge := winInvocation("i4", "c1", "w1")
+		huge[field] = json.Number("9007199254740992")
+		e = app.post(t, pathInvocations, huge, winTenantA...).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+		requireWinField(t, e, field)
+		require.Equal(t, float64(runtime.MaxSequence), e.Details["limit"], field)
+	}
+
 	app.post(t, pathInvocationsGet, map[string]any{"invocationId": "i2"}, winTenantA...).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	app.post(t, pathInvocationsGet, map[string]any{"invocationId": "i4"}, winTenantA...).requireError(t, http.StatusNotFound, contract.CodeNotFound)
 }
 
 // TestWindowsDeletedConversation tombstones a conversation the way the delete route
