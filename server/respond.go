@@ -17,6 +17,20 @@ const maxPooledResponse = 256 << 10
 
 var responseBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// jsonWriter is an answer that encodes itself, into the bytes encoding/json would
+// write (contract/wirejson.go): the hottest reads skip the reflection.
+type jsonWriter interface {
+	WriteJSON(buf *bytes.Buffer) error
+}
+
+// encodeJSON writes v's JSON, with encoding/json's final newline, to buf.
+func encodeJSON(buf *bytes.Buffer, v any) error {
+	if w, ok := v.(jsonWriter); ok {
+		return w.WriteJSON(buf)
+	}
+	return json.NewEncoder(buf).Encode(v)
+}
+
 // writeJSON is how every answer is written: encoded whole into a pooled buffer first,
 // then sent with its Content-Length in one write. An answer that cannot be encoded
 // therefore becomes a 500 envelope instead of a half-written body, and an answer of
@@ -29,7 +43,7 @@ func writeJSON(c echo.Context, status int, v any) error {
 			responseBuffers.Put(buf)
 		}
 	}()
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
+	if err := encodeJSON(buf, v); err != nil {
 		return err
 	}
 	h := c.Response().Header()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,37 +63,64 @@ func messageRow(scope runtime.Scope, m contract.ConversationRecord, doc pgtype.T
 
 // batchDocuments builds the search documents of a batch in the background, spread over
 // the CPUs, so that the work (the largest CPU cost of an append) overlaps the append's
-// first round trips instead of following them, and happens before the head locks are
-// held, not under them. wait returns them in batch order. Only the records within the
-// first maxEarlyDocumentBytes of content are built ahead; the others are left invalid,
-// for insertMessages to build one at a time as the COPY streams them, so the documents
-// of a batch of large messages are never all held at once.
-func batchDocuments(batch []contract.ConversationRecord) (wait func() []pgtype.TSVector) {
-	docs := make([]pgtype.TSVector, len(batch))
+// round trips and its COPY instead of preceding them, and happens before the head
+// locks are held, not under them. The records are built in chunks of consecutive
+// records, taken in batch order, so the COPY, which streams rows in batch order, waits
+// only for the chunk of the row it sends next while later chunks are still being
+// built. Only the records within the first maxEarlyDocumentBytes of content are built
+// ahead; get leaves the others invalid, for insertMessages to build one at a time as
+// the COPY streams them, so the documents of a batch of large messages are never all
+// held at once.
+func batchDocuments(batch []contract.ConversationRecord) *documents {
 	early, size := 0, 0
 	for early < len(batch) && size+len(batch[early].Content) <= maxEarlyDocumentBytes {
 		size += len(batch[early].Content)
 		early++
 	}
-	workers := min(goruntime.GOMAXPROCS(0), (early+documentsPerWorker-1)/documentsPerWorker)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
+	chunks := (early + documentsPerChunk - 1) / documentsPerChunk
+	d := &documents{docs: make([]pgtype.TSVector, len(batch)), ready: make([]chan struct{}, chunks)}
+	for c := range d.ready {
+		d.ready[c] = make(chan struct{})
+	}
+	var next atomic.Int64
+	for range min(goruntime.GOMAXPROCS(0), chunks) {
+		d.wg.Go(func() {
 			var b documentBuilder
-			for i := w; i < early; i += workers {
-				docs[i] = b.build(batch[i].Content)
+			for c := int(next.Add(1) - 1); c < chunks; c = int(next.Add(1) - 1) {
+				for i := c * documentsPerChunk; i < min(early, (c+1)*documentsPerChunk); i++ {
+					d.docs[i] = b.build(batch[i].Content)
+				}
+				close(d.ready[c])
 			}
 		})
 	}
-	return func() []pgtype.TSVector {
-		wg.Wait()
-		return docs
-	}
+	return d
 }
 
+// documents are the search documents batchDocuments builds.
+type documents struct {
+	docs  []pgtype.TSVector
+	ready []chan struct{} // closed when the documents of its chunk are built
+	wg    sync.WaitGroup
+}
+
+// get returns the document of the batch's record i once it is built, or an invalid
+// one for a record beyond the documents built ahead.
+func (d *documents) get(i int) pgtype.TSVector {
+	if c := i / documentsPerChunk; c < len(d.ready) {
+		<-d.ready[c]
+	}
+	return d.docs[i]
+}
+
+// wait returns once every builder goroutine has ended.
+func (d *documents) wait() { d.wg.Wait() }
+
 const (
-	// documentsPerWorker is the smallest share of a batch worth a goroutine of its own.
-	documentsPerWorker = 32
+	// documentsPerChunk is how many consecutive records a builder takes at a time:
+	// large enough that a chunk is worth its channel, small enough that the COPY
+	// starts soon after the first chunk is done.
+	documentsPerChunk = 32
 	// maxEarlyDocumentBytes bounds the content whose documents an append builds ahead.
 	maxEarlyDocumentBytes = 4 << 20
 )
@@ -111,7 +139,7 @@ const (
 func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, batch []contract.ConversationRecord, planner runtime.AppendPlanner, nowMs int64) (runtime.AppendResult, error) {
 	docs := batchDocuments(batch)
 	// Every attempt's goroutines end before the append returns.
-	defer docs()
+	defer docs.wait()
 	res, err := s.appendOnce(ctx, scope, batch, planner, docs, nowMs, false)
 	if errors.Is(err, errRepeatedID) {
 		res, err = s.appendOnce(ctx, scope, batch, planner, docs, nowMs, true)
@@ -122,7 +150,7 @@ func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, 
 // errRepeatedID ends an optimistic append that met a stored ID.
 var errRepeatedID = errors.New("the batch repeats a stored message ID")
 
-func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batch []contract.ConversationRecord, planner runtime.AppendPlanner, docs func() []pgtype.TSVector, nowMs int64, lookup bool) (runtime.AppendResult, error) {
+func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batch []contract.ConversationRecord, planner runtime.AppendPlanner, docs *documents, nowMs int64, lookup bool) (runtime.AppendResult, error) {
 	var res runtime.AppendResult
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		last, assumed, err := claimHeads(ctx, tx, scope, batch, nowMs)
@@ -144,7 +172,7 @@ func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batc
 			}
 			return err
 		}
-		if err := insertMessages(ctx, tx, scope, batch, plan.Insert, docs()); err != nil {
+		if err := insertMessages(ctx, tx, scope, batch, plan.Insert, docs); err != nil {
 			var pgErr *pgconn.PgError
 			if !lookup && errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "messages_pkey" {
 				return errRepeatedID
@@ -217,11 +245,11 @@ func digests(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contract
 }
 
 // insertMessages copies the new rows msgs of batch in one COPY, each with the search
-// document docs holds for its record of batch (a record the plan inserts is the first
-// of its ID in the batch), or built now where docs holds none; the error is left untranslated for the caller to recognize a
-// repeated ID. Sequences cannot collide: every appender of these conversations holds
+// document docs builds for its record of batch (a record the plan inserts is the first
+// of its ID in the batch), or built now where docs builds none; the error is left
+// untranslated for the caller to recognize a repeated ID. Sequences cannot collide: every appender of these conversations holds
 // their head locks.
-func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, msgs []contract.ConversationRecord, docs []pgtype.TSVector) error {
+func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, msgs []contract.ConversationRecord, docs *documents) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -233,7 +261,7 @@ func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, ms
 	var late documentBuilder
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"messages"}, MessageColumns, pgx.CopyFromSlice(len(msgs), func(i int) ([]any, error) {
 		m := msgs[i]
-		doc := docs[first[key{m.Scope.ConversationID, m.ID}]]
+		doc := docs.get(first[key{m.Scope.ConversationID, m.ID}])
 		if !doc.Valid {
 			doc = late.build(m.Content)
 		}

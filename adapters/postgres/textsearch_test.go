@@ -55,13 +55,13 @@ func TestBatchDocumentsBoundsEarlyWork(t *testing.T) {
 	}
 	batch = append(batch, contract.ConversationRecord{Content: mib}, contract.ConversationRecord{Content: mib}, contract.ConversationRecord{Content: mib},
 		contract.ConversationRecord{Content: mib}, contract.ConversationRecord{Content: "after"})
-	docs := batchDocuments(batch)()
-	require.Len(t, docs, len(batch))
+	docs := batchDocuments(batch)
 	for i := range 103 {
-		require.Equal(t, documentVector(batch[i].Content), docs[i], i)
+		require.Equal(t, documentVector(batch[i].Content), docs.get(i), i)
 	}
-	require.False(t, docs[103].Valid)
-	require.False(t, docs[104].Valid)
+	require.False(t, docs.get(103).Valid)
+	require.False(t, docs.get(104).Valid)
+	docs.wait()
 }
 
 func TestSearchQuery(t *testing.T) {

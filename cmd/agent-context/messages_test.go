@@ -668,14 +668,15 @@ func startMsgBenchApp(b *testing.B, opts ...func(*Config)) *msgBenchApp {
 }
 
 // startBenchMain starts Main in open mode on dsn, quiet, with every rate limit off (as
-// 07-a2a.md runs benchmarks), for a benchmark; opts may change the configuration first.
+// 07-a2a.md runs benchmarks) and the hash embedder (no model files needed; the recall
+// benchmarks choose theirs), for a benchmark; opts may change the configuration first.
 func startBenchMain(b *testing.B, dsn string, opts ...func(*Config)) *Main {
 	b.Helper()
 	cfg, err := LoadConfig(func(string) string { return "" })
 	require.NoError(b, err)
 	cfg.Bind, cfg.DatabaseURL, cfg.AutoMigrate = "127.0.0.1:0", dsn, false
 	cfg.LogLevel, cfg.DrainTimeout, cfg.DrainDelay = 8, 5*time.Second, 0
-	cfg.RateLimits = runtime.RateLimits{}
+	cfg.RateLimits, cfg.Embedder = runtime.RateLimits{}, EmbedderHash
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -85,21 +85,28 @@ func BenchmarkMessagesRecentThroughput(b *testing.B) {
 
 	var httpReads, directReads int64
 	var httpTime, directTime time.Duration
-	var latencies []time.Duration
+	var httpLatencies, directLatencies []time.Duration
 	for b.Loop() {
 		n, lat := runClients(b, throughputClients, time.Second, httpRead)
-		httpReads, httpTime, latencies = httpReads+n, httpTime+time.Second, append(latencies, lat...)
-		n, _ = runClients(b, throughputClients, time.Second, directRead)
-		directReads, directTime = directReads+n, directTime+time.Second
+		httpReads, httpTime, httpLatencies = httpReads+n, httpTime+time.Second, append(httpLatencies, lat...)
+		n, lat = runClients(b, throughputClients, time.Second, directRead)
+		directReads, directTime, directLatencies = directReads+n, directTime+time.Second, append(directLatencies, lat...)
 	}
 	httpRate := float64(httpReads) / httpTime.Seconds()
 	directRate := float64(directReads) / directTime.Seconds()
 	b.ReportMetric(httpRate, "http-reads/s")
 	b.ReportMetric(directRate, "direct-reads/s")
 	b.ReportMetric(httpRate/directRate, "http/direct")
+	reportQuantiles(b, "http", httpLatencies)
+	reportQuantiles(b, "direct", directLatencies)
+}
+
+// reportQuantiles reports the p50 and p99 of latencies in milliseconds as
+// <name>-p50-ms and <name>-p99-ms.
+func reportQuantiles(b *testing.B, name string, latencies []time.Duration) {
 	slices.Sort(latencies)
 	for _, q := range []float64{0.50, 0.99} {
-		b.ReportMetric(float64(latencies[int(q*float64(len(latencies)-1))].Microseconds())/1000, fmt.Sprintf("http-p%d-ms", int(q*100)))
+		b.ReportMetric(float64(latencies[int(q*float64(len(latencies)-1))].Microseconds())/1000, fmt.Sprintf("%s-p%d-ms", name, int(q*100)))
 	}
 }
 
