@@ -24,6 +24,10 @@ const (
 	CodeServiceUnavailable     = "SERVICE_UNAVAILABLE"
 	CodeEmbeddingUnavailable   = "EMBEDDING_UNAVAILABLE"
 	CodeInternal               = "INTERNAL"
+	// The codes 07-a2a.md adds.
+	CodeVersionNotSupported = "VERSION_NOT_SUPPORTED"
+	CodeSignatureInvalid    = "SIGNATURE_INVALID"
+	CodeEnvelopeExpired     = "ENVELOPE_EXPIRED"
 )
 
 // Error categories.
@@ -71,6 +75,9 @@ var Codes = map[string]CodeInfo{
 	CodeServiceUnavailable:     {503, CategoryInternal, true},
 	CodeEmbeddingUnavailable:   {503, CategoryUpstream, true},
 	CodeInternal:               {500, CategoryInternal, false},
+	CodeVersionNotSupported:    {400, CategoryValidation, false},
+	CodeSignatureInvalid:       {401, CategoryAuth, false},
+	CodeEnvelopeExpired:        {410, CategoryValidation, false},
 }
 
 // ErrorResponse is the body of every non-2xx response. Status and Message repeat the

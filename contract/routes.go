@@ -44,5 +44,6 @@ func Routes() []Route {
 		RouteA2ATasksCreate, RouteA2ATasksGet, RouteA2ATasksList, RouteA2ATasksUpdate, RouteA2ATasksCancel,
 		RouteA2ATasksMessage, RouteA2ATasksInfo, RouteA2AEventsPoll, RouteA2ASnapshot,
 		RouteCosts,
+		RouteA2AHandoff, RouteA2AVersions,
 	}
 }

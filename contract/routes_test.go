@@ -41,6 +41,8 @@ var specCapabilities = map[string][]string{
 	"POST /internal/v1/a2a/events/poll":                    {"a2a:read"},
 	"POST /internal/v1/a2a/agents/list":                    {"a2a:read"},
 	"POST /internal/v1/a2a/snapshot":                       {"a2a:read"},
+	"POST /internal/v1/a2a/handoff":                        {"a2a:send"},
+	"GET /internal/v1/a2a/versions":                        {"a2a:read"},
 	"POST /internal/v1/a2a/tasks":                          {"a2a:tasks"},
 	"POST /internal/v1/a2a/tasks/get":                      {"a2a:tasks"},
 	"POST /internal/v1/a2a/tasks/list":                     {"a2a:tasks"},

@@ -28,6 +28,16 @@ type A2AConfig struct {
 	// SweepBatch bounds the rows one purge statement of the sweeper deletes (default
 	// 1000).
 	SweepBatch int
+	// Peers holds the pinned Ed25519 keys of peers that sign envelopes; nil has none.
+	Peers PeerKeys
+	// HMACKeys are the HMAC-SHA256 envelope keys by key ID
+	// (AGENT_CONTEXT_A2A_HMAC_KEYS): the UTF-8 bytes of each secret.
+	HMACKeys map[string][]byte
+	// RequireSigned refuses unsigned envelopes even from their own sender.
+	RequireSigned bool
+	// DefaultAgent receives tasks created through POST /a2a without
+	// metadata.toAgent (AGENT_CONTEXT_A2A_DEFAULT_AGENT); empty has none.
+	DefaultAgent string
 }
 
 // Defaults of A2AConfig.
@@ -51,13 +61,18 @@ type A2A struct {
 	taskRetention  time.Duration
 	eventRetention time.Duration
 	sweepBatch     int
+	peers          PeerKeys
+	hmacKeys       map[string][]byte
+	requireSigned  bool
+	defaultAgent   string
 }
 
 // NewA2A returns the A2A use cases.
 func NewA2A(cfg A2AConfig) *A2A {
 	a := &A2A{db: cfg.DB, stores: cfg.DB.Stores(), cursors: cfg.Cursors, notifier: cfg.Notifier, clock: cfg.Clock,
 		maxMessages: cfg.MaxMessages, taskRetention: cfg.TaskRetention, eventRetention: cfg.EventRetention,
-		sweepBatch: cfg.SweepBatch}
+		sweepBatch: cfg.SweepBatch, peers: cfg.Peers, hmacKeys: cfg.HMACKeys, requireSigned: cfg.RequireSigned,
+		defaultAgent: cfg.DefaultAgent}
 	if a.clock == nil {
 		a.clock = SystemClock{}
 	}

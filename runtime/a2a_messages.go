@@ -57,29 +57,33 @@ func (a *A2A) PostMessage(ctx context.Context, p Principal, req *contract.PostMe
 		return nil, err
 	}
 	now := a.nowMs()
-	ttl := m.ExpiresAtMs
-	m.CreatedAtMs, m.ExpiresAtMs = now, now+ttl
 	var ack contract.MessageAck
 	err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
-		stored, created, err := tx.AgentMessages.PostMessage(ctx, p.Scope, &m, a.maxMessages, now)
-		if err != nil {
-			return err
-		}
-		if !created {
-			if !sameAgentMessage(&m, &stored) {
-				return idempotencyConflict(m.ID)
-			}
-			ack = contract.MessageAck{MessageID: m.ID, Status: contract.AckDuplicate, Ts: stored.CreatedAtMs}
-			return nil
-		}
-		ack = contract.MessageAck{MessageID: m.ID, Status: contract.AckAccepted, Ts: now}
-		_, err = tx.Events.AppendEvents(ctx, p.Scope, []NewEvent{messagePostedEvent(&m)})
+		ack, err = a.postMessage(ctx, tx, p.Scope, &m, now)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &ack, nil
+}
+
+// postMessage stores the validated message m (whose ExpiresAtMs still holds its time to
+// live) through the unit of work's stores tx, with its message_posted event.
+func (a *A2A) postMessage(ctx context.Context, tx Stores, scope Scope, m *contract.AgentMessage, now int64) (contract.MessageAck, error) {
+	m.CreatedAtMs, m.ExpiresAtMs = now, now+m.ExpiresAtMs
+	stored, created, err := tx.AgentMessages.PostMessage(ctx, scope, m, a.maxMessages, now)
+	if err != nil {
+		return contract.MessageAck{}, err
+	}
+	if !created {
+		if !sameAgentMessage(m, &stored) {
+			return contract.MessageAck{}, idempotencyConflict(m.ID)
+		}
+		return contract.MessageAck{MessageID: m.ID, Status: contract.AckDuplicate, Ts: stored.CreatedAtMs}, nil
+	}
+	_, err = tx.Events.AppendEvents(ctx, scope, []NewEvent{messagePostedEvent(m)})
+	return contract.MessageAck{MessageID: m.ID, Status: contract.AckAccepted, Ts: now}, err
 }
 
 // validateAgentMessage checks a post and returns the message with its defaults filled

@@ -6,7 +6,7 @@ import (
 )
 
 // A2ASweepJob is the periodic job that purges expired messages, events past their
-// retention and terminal tasks past theirs, in every scope (SweepA2A).
+// retention (and the envelopes they announce) and terminal tasks past theirs, in every scope (SweepA2A).
 type A2ASweepJob struct{}
 
 // Kind implements Job.
@@ -50,6 +50,11 @@ func (a *A2A) sweepScope(ctx context.Context, scope Scope, deadline time.Time) (
 		func() (int, error) { return a.stores.AgentMessages.PurgeOrphanMarks(ctx, scope, a.sweepBatch) },
 		func() (int, error) {
 			return a.stores.Events.PurgeEvents(ctx, scope, now.Add(-a.eventRetention).UnixMilli(), a.sweepBatch)
+		},
+		func() (int, error) {
+			// An envelope's record outlives its expiry (after which a replay executes
+			// nothing anyway) for as long as the events announcing it.
+			return a.stores.Envelopes.PurgeEnvelopes(ctx, scope, now.UnixMilli(), now.Add(-a.eventRetention).UnixMilli(), a.sweepBatch)
 		},
 		func() (int, error) {
 			return a.stores.Tasks.PurgeTerminalTasks(ctx, scope, now.Add(-a.taskRetention).UnixMilli(), a.sweepBatch)

@@ -138,30 +138,12 @@ func (a *A2A) CreateTask(ctx context.Context, p Principal, req *contract.CreateT
 	if err != nil {
 		return nil, false, err
 	}
-	now := a.nowMs()
-	t.CreatedAtMs, t.UpdatedAtMs = now, now
-	t.History[0].AtMs = now
-	if len(t.Messages) > 0 {
-		t.Messages[0].CreatedAtMs = now
-	}
+	stampTask(&t, a.nowMs())
 	var stored contract.Task
 	var storedDigest string
 	err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
-		// The event first: its append takes the scope's lock, so no other create of
-		// this ID runs between the lookup inside CreateTask and the insert, and its
-		// sequence is the task's list position.
-		seq, err := tx.Events.AppendEvents(ctx, p.Scope, []NewEvent{taskCreatedEvent(p.Subject, &t)})
-		if err != nil {
-			return err
-		}
-		var created bool
-		if stored, storedDigest, created, err = tx.Tasks.CreateTask(ctx, p.Scope, &NewTask{Task: t, ListSeq: seq, CreateDigest: digest, PartsBytes: size}); err != nil {
-			return err
-		}
-		if !created {
-			return errTaskExists
-		}
-		return nil
+		stored, storedDigest, err = createTask(ctx, tx, p.Scope, p.Subject, &NewTask{Task: t, CreateDigest: digest, PartsBytes: size})
+		return err
 	})
 	switch {
 	case errors.Is(err, errTaskExists):
@@ -173,6 +155,38 @@ func (a *A2A) CreateTask(ctx context.Context, p Principal, req *contract.CreateT
 		return nil, false, err
 	}
 	return &t, true, nil
+}
+
+// stampTask sets the creation time of a validated task.
+func stampTask(t *contract.Task, now int64) {
+	t.CreatedAtMs, t.UpdatedAtMs = now, now
+	t.History[0].AtMs = now
+	if len(t.Messages) > 0 {
+		t.Messages[0].CreatedAtMs = now
+	}
+}
+
+// createTask stores nt through the unit of work's stores tx with its task_created
+// event by actor. When the ID is taken it returns errTaskExists with the stored task
+// and its digest: the caller must roll the unit of work back, since the event was
+// appended first.
+func createTask(ctx context.Context, tx Stores, scope Scope, actor string, nt *NewTask) (contract.Task, string, error) {
+	// The event first: its append takes the scope's lock, so no other create of this
+	// ID runs between the lookup inside CreateTask and the insert, and its sequence is
+	// the task's list position.
+	seq, err := tx.Events.AppendEvents(ctx, scope, []NewEvent{taskCreatedEvent(actor, &nt.Task)})
+	if err != nil {
+		return contract.Task{}, "", err
+	}
+	nt.ListSeq = seq
+	stored, storedDigest, created, err := tx.Tasks.CreateTask(ctx, scope, nt)
+	if err != nil {
+		return contract.Task{}, "", err
+	}
+	if !created {
+		return stored, storedDigest, errTaskExists
+	}
+	return stored, storedDigest, nil
 }
 
 // validateTask checks a create request and returns the task's first state, the

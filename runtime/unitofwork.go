@@ -22,6 +22,8 @@ type Stores struct {
 	AgentMessages AgentMessageStore
 	Tasks         TaskStore
 	Events        EventStore
+	// Envelopes are the idempotency records of POST /handoff.
+	Envelopes EnvelopeStore
 }
 
 // UnitOfWork is how a use case commits several stores, background jobs and

@@ -24,27 +24,38 @@ import (
 // wins), so the stricter decoder of the json v2 prototype does the work. The bytes
 // buffered are reserved in hold, which the caller releases once the request is done.
 func decodeBody(r *http.Request, v any, l bodyLimits, hold *bodyHold) error {
-	if err := checkJSONContentType(r.Header.Get(echoHeaderContentType)); err != nil {
+	body, err := readBody(r, l, hold)
+	if err != nil {
 		return err
 	}
+	return decodeJSON(body, v)
+}
+
+// readBody reads r's JSON body as decodeBody does, up to the decoding: a JSON content
+// type, no content coding, at most l.maxBytes reserved in hold, an object (or anything
+// but valid JSON, which decoding then refuses with the offending field).
+func readBody(r *http.Request, l bodyLimits, hold *bodyHold) ([]byte, error) {
+	if err := checkJSONContentType(r.Header.Get(echoHeaderContentType)); err != nil {
+		return nil, err
+	}
 	if err := checkContentEncoding(r.Header.Values(headerContentEncoding)); err != nil {
-		return err
+		return nil, err
 	}
 	body, err := l.readBody(r, hold)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// RFC 8259 §8.1 lets a parser ignore a byte order mark; some Windows tools send one.
 	body = bytes.TrimLeft(bytes.TrimPrefix(body, utf8BOM), " \t\r\n")
 	if len(body) == 0 {
-		return runtime.Invalid("body", "a JSON body is required")
+		return nil, runtime.Invalid("body", "a JSON body is required")
 	}
 	if body[0] != '{' && jsontext.Value(body).IsValid() {
 		// Every request is an object; null in particular would decode as an empty
 		// request, since unmarshalling null is a no-op.
-		return runtime.Invalid("body", "the request body must be a JSON object")
+		return nil, runtime.Invalid("body", "the request body must be a JSON object")
 	}
-	return decodeJSON(body, v)
+	return body, nil
 }
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}

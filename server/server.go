@@ -120,6 +120,7 @@ func New(cfg Config) *Server {
 	s.a2aRoutes()
 	s.costRoutes()
 	s.entryRoutes()
+	s.envelopeRoutes()
 	return s
 }
 

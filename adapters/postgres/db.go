@@ -183,6 +183,7 @@ func (db *DB) over(h DBTX) runtime.Stores {
 		AgentMessages: &AgentMessageStore{db: h},
 		Tasks:         &TaskStore{db: h},
 		Events:        &EventStore{db: h},
+		Envelopes:     &EnvelopeStore{db: h},
 	}
 }
 

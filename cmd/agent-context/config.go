@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +93,15 @@ type Config struct {
 	// PricingFile holds the model prices of the cost report (unset: every model costs
 	// 0). It is read and checked when serve starts.
 	PricingFile string
+	// Envelopes and the Google A2A endpoint (07-a2a.md): the pinned peer key file, the
+	// HMAC keys by key ID, whether unsigned envelopes are refused, the recipient of
+	// tasks sent to POST /a2a without metadata.toAgent, and the URL the agent card
+	// advertises (else derived from each request).
+	A2APeersFile     string
+	A2AHMACKeys      map[string][]byte
+	A2ARequireSigned bool
+	A2ADefaultAgent  string
+	PublicURL        string
 }
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
@@ -212,6 +222,27 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_A2A_MAX_MESSAGES must be a positive integer, got %q", v))
 		}
 		cfg.A2AMaxMessages = n
+	}
+	str("AGENT_CONTEXT_A2A_PEERS_FILE", &cfg.A2APeersFile)
+	boolean("AGENT_CONTEXT_A2A_REQUIRE_SIGNED", &cfg.A2ARequireSigned)
+	if v := getenv("AGENT_CONTEXT_A2A_HMAC_KEYS"); v != "" {
+		keys, err := parseHMACKeys(v)
+		if err != nil {
+			errs = append(errs, "AGENT_CONTEXT_A2A_HMAC_KEYS "+err.Error())
+		}
+		cfg.A2AHMACKeys = keys
+	}
+	str("AGENT_CONTEXT_A2A_DEFAULT_AGENT", &cfg.A2ADefaultAgent)
+	if cfg.A2ADefaultAgent != "" && runtime.ValidateID("agent", cfg.A2ADefaultAgent) != nil {
+		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_A2A_DEFAULT_AGENT must be an agent ID, got %q", cfg.A2ADefaultAgent))
+	}
+	str("AGENT_CONTEXT_PUBLIC_URL", &cfg.PublicURL)
+	if cfg.PublicURL != "" {
+		if u, err := url.Parse(cfg.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.RawQuery != "" || u.Fragment != "" {
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_PUBLIC_URL must be an absolute http or https URL, got %q", cfg.PublicURL))
+		}
+		cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	}
 	if v := getenv("AGENT_CONTEXT_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 32)
@@ -391,6 +422,23 @@ func loadRateLimitConfig(getenv func(string) string, cfg *Config) []string {
 		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_RATE_LIMIT_BACKEND must be memory or postgres, got %q", cfg.RateLimitBackend))
 	}
 	return errs
+}
+
+// parseHMACKeys reads AGENT_CONTEXT_A2A_HMAC_KEYS: a JSON object of key IDs to
+// secrets, each key the UTF-8 bytes of its secret. The error never repeats a secret.
+func parseHMACKeys(v string) (map[string][]byte, error) {
+	var raw map[string]string
+	if err := json.Unmarshal([]byte(v), &raw); err != nil || raw == nil {
+		return nil, errors.New(`must be a JSON object {"keyId": "secret"}`)
+	}
+	keys := make(map[string][]byte, len(raw))
+	for id, secret := range raw {
+		if id == "" || strings.Contains(id, ":") || secret == "" {
+			return nil, errors.New("needs non-empty key IDs without ':' and non-empty secrets")
+		}
+		keys[id] = []byte(secret)
+	}
+	return keys, nil
 }
 
 // NewLogger builds the process logger.

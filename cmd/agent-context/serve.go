@@ -17,6 +17,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
 	"github.com/agent-context/agent-context/adapters/knowledge"
+	"github.com/agent-context/agent-context/adapters/peerregistry"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
 	"github.com/agent-context/agent-context/adapters/telemetry"
@@ -149,8 +150,17 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry}); err != nil {
 		return err
 	}
-	a2a := runtime.NewA2A(runtime.A2AConfig{DB: db, Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
-		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention})
+	a2aCfg := runtime.A2AConfig{DB: db, Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
+		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
+		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent}
+	if cfg.A2APeersFile != "" {
+		peers, err := peerregistry.Open(cfg.A2APeersFile, m.Log)
+		if err != nil {
+			return err
+		}
+		a2aCfg.Peers = peers
+	}
+	a2a := runtime.NewA2A(a2aCfg)
 	rateLimits, err := m.startRateLimits(ctx, dsn)
 	if err != nil {
 		return err
