@@ -47,7 +47,7 @@ func subject(name string) []string { return []string{"x-infra-subject", name} }
 // runIDs tells one run's record IDs from another's: a benchmark runs several times.
 var runIDs atomic.Int64
 
-func mustMarshal(b *testing.B, v any) []byte {
+func mustMarshal(b testing.TB, v any) []byte {
 	raw, err := json.Marshal(v)
 	require.NoError(b, err)
 	return raw

@@ -42,6 +42,10 @@ commands:
                            print a runtime token signed with that key (token -h: details)
   knowledge serve-example [--bind ADDR] DIR
                            serve a folder of Markdown files as a knowledge provider
+  a2a keygen --agent A --key-id K --out FILE
+                           write an Ed25519 envelope signing key; print its peers-file entry
+  a2a sign FILE (--key KEYFILE | --hmac KEYID)
+                           print the envelope in FILE signed (a2a -h: details)
 `
 
 // run dispatches a command line. It is main without the process: tests call it.
@@ -83,6 +87,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return tokenCommand(args[1:], getenv, stdout)
 	case "knowledge":
 		return knowledgeCommand(ctx, args[1:], stdout)
+	case "a2a":
+		return a2aCommand(args[1:], getenv, stdout)
 	case "version":
 		return versionCommand(stdout)
 	case "health":

@@ -68,18 +68,24 @@ func tokenCommand(args []string, getenv func(string) string, stdout io.Writer) e
 	}
 }
 
-// parseFlags parses args into fs; -h prints the usage and reports done.
+// parseFlags parses the flags of `token` subcommands; see parseCommandFlags.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, err error) {
+	return parseCommandFlags("token", tokenUsage, fs, args, stdout)
+}
+
+// parseCommandFlags parses args into fs, the flag set of a subcommand of command; -h
+// prints usage and reports done.
+func parseCommandFlags(command, usage string, fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, err error) {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			_, err = io.WriteString(stdout, tokenUsage)
+			_, err = io.WriteString(stdout, usage)
 			return true, err
 		}
-		return true, usageError{fmt.Sprintf("token %s: %v\n%s", fs.Name(), err, tokenUsage)}
+		return true, usageError{fmt.Sprintf("%s %s: %v\n%s", command, fs.Name(), err, usage)}
 	}
 	if fs.NArg() > 0 {
-		return true, usageError{fmt.Sprintf("token %s: unexpected argument %q\n%s", fs.Name(), fs.Arg(0), tokenUsage)}
+		return true, usageError{fmt.Sprintf("%s %s: unexpected argument %q\n%s", command, fs.Name(), fs.Arg(0), usage)}
 	}
 	return false, nil
 }
