@@ -45,5 +45,6 @@ func Routes() []Route {
 		RouteA2ATasksMessage, RouteA2ATasksInfo, RouteA2AEventsPoll, RouteA2ASnapshot,
 		RouteCosts,
 		RouteA2AHandoff, RouteA2AVersions,
+		RouteA2AAgentCard, RouteWellKnownAgentCard, RouteWellKnownAgentJSON, RouteA2AJSONRPC,
 	}
 }

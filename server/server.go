@@ -51,6 +51,11 @@ type Config struct {
 	Entries    *runtime.Entries
 	Recall     *runtime.Recall
 	Projection *runtime.Projection
+	// PublicURL is the base URL the agent card advertises; empty derives it from
+	// each request.
+	PublicURL string
+	// Version is the build's version, shown in the agent card.
+	Version string
 }
 
 // Server is the echo host.
@@ -72,6 +77,8 @@ type Server struct {
 	entries     *runtime.Entries
 	recall      *runtime.Recall
 	projection  *runtime.Projection
+	publicURL   string
+	version     string
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -91,6 +98,7 @@ func New(cfg Config) *Server {
 	s.costs = cfg.Costs
 	s.rateLimiter = newRateLimiter(cfg.RateLimiting)
 	s.entries, s.recall, s.projection = cfg.Entries, cfg.Recall, cfg.Projection
+	s.publicURL, s.version = cfg.PublicURL, cfg.Version
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -121,6 +129,7 @@ func New(cfg Config) *Server {
 	s.costRoutes()
 	s.entryRoutes()
 	s.envelopeRoutes()
+	s.protocolRoutes()
 	return s
 }
 

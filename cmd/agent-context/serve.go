@@ -169,7 +169,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders), A2A: a2a,
 		Costs: runtime.NewCosts(db, pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
 		Entries: entries, Recall: recall, Projection: projection,
-		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes})
+		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
+		PublicURL: cfg.PublicURL, Version: version})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agent-context/agent-context/contract"
+)
+
+// protocolRoutes registers the agent card (three paths, one body) and POST /a2a.
+func (s *Server) protocolRoutes() {
+	for _, route := range []contract.Route{contract.RouteA2AAgentCard, contract.RouteWellKnownAgentCard, contract.RouteWellKnownAgentJSON} {
+		s.handle(route, s.agentCard)
+	}
+	s.handle(contract.RouteA2AJSONRPC, s.jsonRPC)
+}
+
+// agentCard serves the hybrid card of 07-a2a.md whatever the request's headers: the SDKs
+// send no A2A-Version on the card request, so each generation reads its own members.
+// The URLs are AGENT_CONTEXT_PUBLIC_URL, else the request's scheme and Host, so a test
+// server on port 0 advertises a reachable URL.
+func (s *Server) agentCard(c echo.Context) error {
+	public := s.publicURL
+	if public == "" {
+		scheme := "http"
+		if c.Request().TLS != nil {
+			scheme = "https"
+		}
+		public = scheme + "://" + c.Request().Host
+	}
+	endpoint := public + contract.PathA2AJSONRPC
+	modes := []string{"text/plain", "application/json"}
+	return writeJSON(c, http.StatusOK, contract.AgentCard{
+		ProtocolVersion: contract.AgentCardProtocolVersion,
+		Name:            "agent-context",
+		Description:     "Context and coordination infrastructure for agents: tasks between agents, with their messages, artifacts and history.",
+		Version:         s.version,
+		Provider:        contract.AgentProvider{Organization: "agent-context", URL: public},
+		URL:             endpoint, PreferredTransport: "JSONRPC",
+		SupportedInterfaces: []contract.AgentInterface{
+			{URL: endpoint, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"},
+			{URL: endpoint, ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3"},
+		},
+		Capabilities: contract.AgentCapabilities{StateTransitionHistory: true},
+		SecuritySchemes: map[string]contract.SecurityScheme{"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
+			HTTPAuthSecurityScheme: contract.HTTPAuthScheme{Scheme: "bearer", BearerFormat: "JWT"}}},
+		Security:             []map[string][]string{{"bearer": {}}},
+		SecurityRequirements: []contract.SecurityRequirement{{Schemes: map[string][]string{"bearer": {}}}},
+		DefaultInputModes:    modes, DefaultOutputModes: modes,
+		Skills: []contract.AgentSkill{{ID: "tasks", Name: "Tasks",
+			Description: "Send a task to another agent, continue it with messages, read its state and cancel it.",
+			Tags:        []string{"tasks"}}},
+	})
+}
