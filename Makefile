@@ -17,6 +17,9 @@ export AGENT_CONTEXT_MODEL_DIR := $(MODEL_DIR)
 # The deployment checks are a module of their own (kustomize, compose-go, BuildKit's
 # parser stay out of the service's go.mod).
 MANIFESTS := deploy/manifests
+# The Google A2A interop tests: a module of their own, so the official SDKs' dependency
+# trees stay out of the service's module.
+INTEROP := interop/a2asdk
 
 .DEFAULT_GOAL := help
 
@@ -37,14 +40,16 @@ run: setup build ## serve on 127.0.0.1:5120 with an embedded Postgres under ./.a
 	./$(BIN) serve
 
 .PHONY: test
-test: setup ## run every test against a throwaway local Postgres, then the deployment checks
+test: setup ## run every test against a throwaway local Postgres, then the deployment checks and the A2A SDK interop tests
 	$(PGRUN) $(GO) test $(TEST_FLAGS) ./...
 	cd $(MANIFESTS) && $(GO) test $(TEST_FLAGS) ./...
+	$(PGRUN) bash -c 'cd $(INTEROP) && $(GO) test $(TEST_FLAGS) ./...'
 
 .PHONY: test/race
 test/race: setup ## run every test with the race detector
 	$(PGRUN) $(GO) test -race $(TEST_FLAGS) ./...
 	cd $(MANIFESTS) && $(GO) test -race $(TEST_FLAGS) ./...
+	$(PGRUN) bash -c 'cd $(INTEROP) && $(GO) test -race $(TEST_FLAGS) ./...'
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target (func FuzzX in a _test.go) for FUZZTIME executions each, default 20000x
@@ -58,10 +63,11 @@ fuzz: ## run every fuzz target (func FuzzX in a _test.go) for FUZZTIME execution
 	done
 
 .PHONY: lint
-lint: ## gofmt and go vet (both modules)
+lint: ## gofmt and go vet (every module)
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd $(MANIFESTS) && $(GO) vet ./...
+	cd $(INTEROP) && $(GO) vet ./...
 
 .PHONY: bench
 bench: setup ## run the benchmarks (figures go in docs/benchmarks.md)
