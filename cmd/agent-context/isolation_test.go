@@ -426,6 +426,33 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	})
 
+	t.Run("envelopes and JSON-RPC", func(t *testing.T) {
+		// The same envelope message_id in both scopes: each is accepted on its own,
+		// never a duplicate of the other's.
+		for _, c := range []*tenantClient{a, b} {
+			subject := "agent-" + strings.TrimSuffix(c.name, "-alpha")
+			ack := c.ok(t, http.StatusOK, contract.RouteA2AHandoff.Path, map[string]any{"message_id": "env-1",
+				"from": subject, "to": "peer", "ts": time.Now().UTC().Format(time.RFC3339Nano), "ttl_ms": 60_000,
+				"version": "1.0", "content_type": contract.ContentContextPackage, "payload": map[string]any{"s": secret(c)}})
+			require.Equal(t, contract.AckAccepted, ack["status"], c.name)
+			var versions contract.A2AVersions
+			c.call(t, http.MethodGet, contract.RouteA2AVersions.Path, nil).requireOK(t, http.StatusOK, &versions)
+			require.Equal(t, contract.SupportedA2AVersions, versions.SupportedVersions)
+			// Over JSON-RPC, its own task reads; the other scope's is not found.
+			out := c.ok(t, http.StatusOK, contract.RouteA2AJSONRPC.Path, map[string]any{"jsonrpc": "2.0", "id": 1,
+				"method": contract.MethodV1GetTask, "params": map[string]any{"id": "at-1"}})
+			require.Equal(t, "at-1", out["result"].(map[string]any)["id"], c.name)
+		}
+		for _, stranger := range strangers {
+			out := stranger.ok(t, http.StatusOK, contract.RouteA2AJSONRPC.Path, map[string]any{"jsonrpc": "2.0", "id": 1,
+				"method": contract.MethodV03TasksGet, "params": map[string]any{"id": "at-1"}})
+			require.Equal(t, float64(contract.RPCTaskNotFound), out["error"].(map[string]any)["code"], stranger.name)
+			out = stranger.ok(t, http.StatusOK, contract.RouteA2AJSONRPC.Path, map[string]any{"jsonrpc": "2.0", "id": 2,
+				"method": contract.MethodV03TasksCancel, "params": map[string]any{"id": "at-1"}})
+			require.Equal(t, float64(contract.RPCTaskNotFound), out["error"].(map[string]any)["code"], stranger.name)
+		}
+	})
+
 	require.Empty(t, unexercised(contract.Routes(), used), "routes not covered by the tenant isolation suite: add them")
 }
 
