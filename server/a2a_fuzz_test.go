@@ -1,0 +1,74 @@
+package server
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// FuzzEnvelopeDecoder: the handoff decoder refuses with VALIDATION_FAILED or decodes an
+// envelope that survives a round trip unchanged; it never panics.
+func FuzzEnvelopeDecoder(f *testing.F) {
+	for _, s := range []string{
+		`{"message_id":"m-1","correlation_id":"c-1","from":"a","to":"b","ts":"2026-11-30T12:00:00.000Z","ttl_ms":30000,"version":"1.0","content_type":"a2a_message","payload":{"content":"hi"},"signature":"ed25519:k1:AAAA"}`,
+		`{"message_id":"m","message_id":"n"}`, `{"Message_Id":"m"}`, `{"ttl_ms":1e400}`, `{"payload":}`, `[]`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var env contract.Envelope
+		err := decodeJSON(body, &env)
+		if err != nil {
+			require.Equal(t, contract.CodeValidationFailed, runtime.ErrorCode(err), "%v", err)
+			return
+		}
+		again, err := json.Marshal(&env)
+		require.NoError(t, err)
+		var back contract.Envelope
+		require.NoError(t, decodeJSON(again, &back))
+		require.Equal(t, env.MessageID, back.MessageID)
+		require.Equal(t, env.TTLMs, back.TTLMs)
+		require.Equal(t, deref(env.Signature), deref(back.Signature))
+		if len(env.Payload) > 0 {
+			require.Equal(t, jsontext.Value(env.Payload).IsValid(), true)
+		}
+	})
+}
+
+// FuzzJSONRPCDecoder: every body gets an answer: a failure with a JSON-RPC code of
+// 07-a2a.md, or a method and an id that is a string, a number or null; never a panic.
+func FuzzJSONRPCDecoder(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"parts":[{"kind":"text","text":"x"}]}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"GetTask","params":{"id":"t"}}`, `{"jsonrpc":"2.0","id":{},"method":"x"}`,
+		`{"jsonrpc":2,"method":"x"}`, `{"jsonrpc":"2.0","method":5}`, `[1]`, `{`, "\xef\xbb\xbf{}", `{"id":1,"id":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	codes := map[int]bool{contract.RPCParseError: true, contract.RPCInvalidRequest: true}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := httptest.NewRequest(http.MethodPost, "/a2a", bytes.NewReader(body))
+		id, method, params, fail := readRPCRequest(r, 1<<20)
+		require.True(t, id.IsValid(), "id %q", id)
+		require.Contains(t, []jsontext.Kind{'"', '0', 'n'}, id.Kind())
+		if fail != nil {
+			require.True(t, codes[fail.code], "code %d", fail.code)
+			return
+		}
+		_ = method
+		if len(params) > 0 {
+			require.True(t, params.IsValid())
+			for i := 0; i < 3; i++ {
+				_, _ = inboundPart(params, generation(i%2), i)
+			}
+		}
+	})
+}
