@@ -443,8 +443,9 @@ func TestEveryRouteDeclaresACapability(t *testing.T) {
 	for _, r := range contract.Routes() {
 		if r.Public() {
 			require.Contains(t, []string{contract.PathHealth, contract.PathReady, contract.PathMetrics,
-				contract.PathOpenAPIJSON, contract.PathOpenAPIYAML}, r.Path,
-				"only health, readiness, metrics and the OpenAPI document may be public (02-auth.md); %s %s has no capability", r.Method, r.Path)
+				contract.PathOpenAPIJSON, contract.PathOpenAPIYAML, contract.RouteA2AAgentCard.Path,
+				contract.PathWellKnownAgentCard, contract.PathWellKnownAgentJSON}, r.Path,
+				"only health, readiness, metrics, the OpenAPI document and the agent card may be public (02-auth.md); %s %s has no capability", r.Method, r.Path)
 		}
 	}
 }
