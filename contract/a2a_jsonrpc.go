@@ -143,20 +143,22 @@ type AgentSkill struct {
 	Tags        []string `json:"tags"`
 }
 
-// RPCRequest is a JSON-RPC request as POST /a2a reads it, leniently: each member is
-// kept raw and checked on its own.
+// RPCRequest is a JSON-RPC request to POST /a2a as a client sends it. The server reads
+// requests leniently and checks each member on its own, so a malformed one still gets
+// a JSON-RPC answer. ID is a JSON string or number (absent: null in the answer).
 type RPCRequest struct {
-	JSONRPC json.RawMessage `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  json.RawMessage `json:"method"`
-	Params  json.RawMessage `json:"params"`
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
 }
 
-// RPCResponse is a JSON-RPC answer: Result or Error. ID echoes the request's verbatim.
+// RPCResponse is a JSON-RPC answer: Result (an RPCTask, or RPCSendResult for 1.0
+// sends) or Error. ID echoes the request's verbatim.
 type RPCResponse struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *RPCError       `json:"error,omitempty"`
 }
 

@@ -57,33 +57,36 @@ type EnvelopeStore interface {
 	PurgeEnvelopes(ctx context.Context, scope Scope, expiredBeforeMs, acceptedBeforeMs int64, limit int) (int, error)
 }
 
-// Handoff is one envelope to accept: the decoded envelope, the body it came in (the
-// signature covers its canonical form) and how to decode the payload strictly into a
-// message post or task create body, which the transport knows.
+// Handoff is one envelope to accept: the body it came in, a JSON object whose syntax
+// the transport checked (the signature covers its canonical form), and the
+// transport's strict decoder, for the envelope and then its payload.
 type Handoff struct {
-	Envelope *contract.Envelope
-	Raw      []byte
-	// DecodePayloadFunc decodes the payload into v, refusing what the REST route of
-	// the same body would refuse; its errors name fields under "payload".
-	DecodePayloadFunc func(v any) error
+	Raw []byte
+	// Decode decodes data into v, refusing what a REST route would refuse (unknown,
+	// duplicate or miscased members); its errors name the offending field.
+	Decode func(data []byte, v any) error
 }
 
 // Handoff verifies and accepts an envelope (07-a2a.md, Envelopes): the signature (or,
-// unsigned, that the caller is its sender), the version, the times, then, in one unit
-// of work, the idempotency record, what the content type asks for (a message, a task,
-// or the opaque payload stored) and the envelope_received event. A replay of an
-// accepted message_id returns the first ack as a duplicate and executes nothing; an
+// unsigned, that the caller is its sender) over the bytes received, before anything
+// else is read from them; then the envelope's members, the version, the times, and, in
+// one unit of work, the idempotency record, what the content type asks for (a message,
+// a task, or the opaque payload stored) and the envelope_received event. A replay of
+// an accepted message_id returns the first ack as a duplicate and executes nothing; an
 // expired envelope executes nothing.
 func (a *A2A) Handoff(ctx context.Context, p Principal, h *Handoff) (*contract.MessageAck, error) {
-	env := h.Envelope
-	input, err := EnvelopeSigningInput(h.Raw)
+	claims, err := readEnvelopeClaims(h.Raw)
 	if err != nil {
 		return nil, Invalid("body", "the envelope has no canonical JSON form")
 	}
-	if err := a.verifyEnvelope(p, env, input); err != nil {
+	if err := a.verifyEnvelope(p, claims); err != nil {
 		return nil, err
 	}
-	rec, tsMs, err := validateEnvelope(env, input, a.nowMs())
+	env := new(contract.Envelope)
+	if err := h.Decode(h.Raw, env); err != nil {
+		return nil, err
+	}
+	rec, tsMs, err := validateEnvelope(env, claims.input, a.nowMs())
 	if err != nil {
 		return nil, err
 	}
@@ -107,11 +110,11 @@ func (a *A2A) Handoff(ctx context.Context, p Principal, h *Handoff) (*contract.M
 	var task *NewTask
 	switch rec.ContentType {
 	case contract.ContentA2AMessage:
-		if msg, err = envelopeMessage(from, &rec, h); err != nil {
+		if msg, err = envelopeMessage(from, &rec, env.Payload, h.Decode); err != nil {
 			return nil, err
 		}
 	case contract.ContentA2ATask:
-		if task, err = envelopeTask(from, &rec, h); err != nil {
+		if task, err = envelopeTask(from, &rec, env.Payload, h.Decode); err != nil {
 			return nil, err
 		}
 		stampTask(&task.Task, now)
@@ -195,14 +198,14 @@ func signatureInvalid(msg string) error {
 // envelope names in from, or HMAC-SHA256 with a configured key. An unsigned envelope
 // passes only when the caller is its sender and signatures are not required. Every
 // failure is the same SIGNATURE_INVALID, naming no key.
-func (a *A2A) verifyEnvelope(p Principal, env *contract.Envelope, msg []byte) error {
-	if env.Signature == nil {
-		if a.requireSigned || env.From != p.Subject {
+func (a *A2A) verifyEnvelope(p Principal, c envelopeClaims) error {
+	if c.signature == nil {
+		if a.requireSigned || c.from != p.Subject {
 			return signatureInvalid("the envelope must be signed")
 		}
 		return nil
 	}
-	alg, keyID, value, ok := ParseSignature(*env.Signature)
+	alg, keyID, value, ok := ParseSignature(*c.signature)
 	if !ok {
 		return signatureInvalid("the signature is malformed")
 	}
@@ -215,13 +218,13 @@ func (a *A2A) verifyEnvelope(p Principal, env *contract.Envelope, msg []byte) er
 		if a.peers == nil {
 			return signatureInvalid("the signature does not verify")
 		}
-		key, found := a.peers.Ed25519Key(env.From, keyID)
-		if !found || len(sig) != ed25519.SignatureSize || !ed25519.Verify(key, msg, sig) {
+		key, found := a.peers.Ed25519Key(c.from, keyID)
+		if !found || len(sig) != ed25519.SignatureSize || !ed25519.Verify(key, c.input, sig) {
 			return signatureInvalid("the signature does not verify")
 		}
 	case contract.SignatureHMACSHA256:
 		secret, found := a.hmacKeys[keyID]
-		if !found || !hmac.Equal(sig, hmacSHA256(secret, msg)) {
+		if !found || !hmac.Equal(sig, hmacSHA256(secret, c.input)) {
 			return signatureInvalid("the signature does not verify")
 		}
 	default:
@@ -246,17 +249,38 @@ func ParseSignature(s string) (alg, keyID, value string, ok bool) {
 // EnvelopeSigningInput returns what an envelope's signature covers: the RFC 8785
 // canonical JSON of the envelope object raw with its signature member removed.
 func EnvelopeSigningInput(raw []byte) ([]byte, error) {
+	c, err := readEnvelopeClaims(raw)
+	return c.input, err
+}
+
+// envelopeClaims is what the signature check reads from an envelope before it is
+// decoded: the signing input, the sender it claims and its signature (nil when the
+// member is absent or null; a signature that is not a string reads as "", malformed).
+type envelopeClaims struct {
+	input     []byte
+	from      string
+	signature *string
+}
+
+func readEnvelopeClaims(raw []byte) (envelopeClaims, error) {
+	var c envelopeClaims
 	var members map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&members); err != nil || members == nil {
-		return nil, errors.New("the envelope is not a JSON object")
+		return c, errors.New("the envelope is not a JSON object")
 	}
+	if sig, ok := members["signature"]; ok && string(sig) != "null" {
+		c.signature = new(string)
+		_ = json.Unmarshal(sig, c.signature)
+	}
+	_ = json.Unmarshal(members["from"], &c.from)
 	delete(members, "signature")
 	unsigned, err := json.Marshal(members)
 	if err != nil {
-		return nil, err
+		return c, err
 	}
-	return canonicalJSON(unsigned)
+	c.input, err = canonicalJSON(unsigned)
+	return c, err
 }
 
 // SignEnvelope returns the envelope object raw signed, in canonical form: its members
@@ -360,9 +384,9 @@ func supportedVersion(v string) bool {
 // envelopeMessage decodes and validates an a2a_message payload: a message post body
 // sent by the envelope's from, addressed to its to, whose messageId and correlationId
 // default to the envelope's.
-func envelopeMessage(from Principal, rec *EnvelopeRecord, h *Handoff) (*contract.AgentMessage, error) {
+func envelopeMessage(from Principal, rec *EnvelopeRecord, payload []byte, decode func([]byte, any) error) (*contract.AgentMessage, error) {
 	var req contract.PostMessageRequest
-	if err := h.DecodePayloadFunc(&req); err != nil {
+	if err := decode(payload, &req); err != nil {
 		return nil, payloadError(err)
 	}
 	if req.ToAgent != nil && *req.ToAgent != rec.To {
@@ -384,9 +408,9 @@ func envelopeMessage(from Principal, rec *EnvelopeRecord, h *Handoff) (*contract
 
 // envelopeTask decodes and validates an a2a_task payload: a task create body by the
 // envelope's from for its to.
-func envelopeTask(from Principal, rec *EnvelopeRecord, h *Handoff) (*NewTask, error) {
+func envelopeTask(from Principal, rec *EnvelopeRecord, payload []byte, decode func([]byte, any) error) (*NewTask, error) {
 	var req contract.CreateTaskRequest
-	if err := h.DecodePayloadFunc(&req); err != nil {
+	if err := decode(payload, &req); err != nil {
 		return nil, payloadError(err)
 	}
 	if req.ToAgent != "" && req.ToAgent != rec.To {

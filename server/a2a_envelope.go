@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
@@ -19,9 +20,10 @@ func (s *Server) envelopeRoutes() {
 	}))
 }
 
-// handoff decodes an envelope strictly, keeping the body its signature covers, and
-// leaves the payload to the use case, which decodes it (strictly too) once the
-// signature has verified and the content type is known.
+// handoff checks that the body is one JSON object and leaves the rest to the use case,
+// which verifies the signature over it before decoding the envelope and its payload
+// strictly: a byte changed anywhere in a signed envelope is SIGNATURE_INVALID as long
+// as the body is still JSON.
 func (s *Server) handoff(c echo.Context) error {
 	hold := &bodyHold{budget: s.maxBody.budget}
 	defer hold.release()
@@ -29,15 +31,12 @@ func (s *Server) handoff(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var env contract.Envelope
-	if err := decodeJSON(raw, &env); err != nil {
+	var syntax jsontext.Value
+	if err := decodeJSON(raw, &syntax); err != nil {
 		return err
 	}
 	p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
-	ack, err := s.a2a.Handoff(c.Request().Context(), p, &runtime.Handoff{
-		Envelope: &env, Raw: raw,
-		DecodePayloadFunc: func(v any) error { return decodeJSON(env.Payload, v) },
-	})
+	ack, err := s.a2a.Handoff(c.Request().Context(), p, &runtime.Handoff{Raw: raw, Decode: decodeJSON})
 	if err != nil {
 		return err
 	}

@@ -98,9 +98,14 @@ func (s *Server) jsonRPC(c echo.Context) error {
 	p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
 	headerGen, headerOK := headerGeneration(c.Request().Header.Get(contract.HeaderA2AVersion))
 	answer := func(id jsontext.Value, gen generation, result any, fail *rpcFailure) error {
-		resp := contract.RPCResponse{JSONRPC: "2.0", ID: []byte(id), Result: result}
-		if fail != nil {
-			resp.Result = nil
+		resp := contract.RPCResponse{JSONRPC: "2.0", ID: []byte(id)}
+		if fail == nil {
+			raw, err := stdjson.Marshal(result)
+			if err != nil {
+				return err
+			}
+			resp.Result = raw
+		} else {
 			resp.Error = &contract.RPCError{Code: fail.code, Message: fail.message}
 			if gen == gen10 {
 				resp.Error.Data = []contract.RPCErrorInfo{{Type: contract.RPCErrorInfoType,

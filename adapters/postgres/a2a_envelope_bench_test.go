@@ -54,12 +54,7 @@ func BenchmarkHandoffSigned(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := range b.N {
-		var env contract.Envelope
-		if err := json.Unmarshal(envs[i], &env); err != nil {
-			b.Fatal(err)
-		}
-		ack, err := a2a.Handoff(ctx, p, &runtime.Handoff{Envelope: &env, Raw: envs[i],
-			DecodePayloadFunc: func(v any) error { return json.Unmarshal(env.Payload, v) }})
+		ack, err := a2a.Handoff(ctx, p, &runtime.Handoff{Raw: envs[i], Decode: json.Unmarshal})
 		if err != nil || ack.Status != contract.AckAccepted {
 			b.Fatal(err)
 		}

@@ -191,6 +191,21 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 		_, err = c.Recall(ctx, &contract.RecallRequest{Query: "x"})
 	case contract.RouteVectorRebuild.Path:
 		_, _, err = c.RebuildVectorProjection(ctx, &contract.RebuildProjectionRequest{})
+	case contract.RouteA2AHandoff.Path:
+		_, err = c.Handoff(ctx, &contract.Envelope{MessageID: "env-any", From: "agent-acme", To: "peer-any",
+			Ts: time.Now().UTC().Format(time.RFC3339Nano), TTLMs: 60_000, Version: "1.0",
+			ContentType: contract.ContentContextPackage, Payload: json.RawMessage(`{"note":"x"}`)})
+	case contract.RouteA2AVersions.Path:
+		_, err = c.A2AVersions(ctx)
+	case contract.RouteA2AAgentCard.Path:
+		_, err = c.AgentCard(ctx)
+	case contract.RouteWellKnownAgentCard.Path:
+		_, err = c.WellKnownAgentCard(ctx)
+	case contract.RouteWellKnownAgentJSON.Path:
+		_, err = c.WellKnownAgentJSON(ctx)
+	case contract.RouteA2AJSONRPC.Path:
+		_, err = c.A2ARPC(ctx, "", &contract.RPCRequest{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: contract.MethodV03TasksGet,
+			Params: json.RawMessage(`{"id":"t-any"}`)})
 	default:
 		return fmt.Errorf("routeCall does not know %s %s: add it", route.Method, route.Path)
 	}
@@ -221,8 +236,10 @@ func TestOpenAPIContract(t *testing.T) {
 	docs := knowledgetest.NewProvider(t, knowledgetest.ByPath(knowledgetest.Hits(2, "an excerpt"),
 		knowledgetest.JSON(http.StatusOK, `{"resources":[{"resourceRef":"doc-0","title":"Zero","metadata":{"pages":1}}],"missing":["doc-9"]}`)))
 	broken := knowledgetest.NewProvider(t, knowledgetest.JSON(http.StatusInternalServerError, `{"error":"boom"}`))
+	kit := newPeerKit(t)
 	rig := newContractRig(t, withProviders(t, map[string]any{"default": "docs", "providers": []any{
-		providerEntry("docs", docs.URL), providerEntry("broken", broken.URL), providerEntry("gone", knowledgetest.RefusedURL(t))}}))
+		providerEntry("docs", docs.URL), providerEntry("broken", broken.URL), providerEntry("gone", knowledgetest.RefusedURL(t))}}),
+		kit.configure)
 	ctx := context.Background()
 
 	require.NoError(t, compareRoutes(rig.check.documentedRoutes(), rig.app.main.server.ServedRoutes()))
@@ -532,6 +549,159 @@ func TestOpenAPIContract(t *testing.T) {
 		require.Equal(t, contract.SnapshotFull, snap.Privacy)
 	})
 
+	t.Run("envelopes", func(t *testing.T) {
+		signed := func(env map[string]any, flags ...string) *contract.Envelope {
+			var out contract.Envelope
+			require.NoError(t, json.Unmarshal(kit.sign(env, flags...), &out))
+			return &out
+		}
+		msg := func(id string) map[string]any {
+			return envelope(id, "agent-a", "peer", contract.ContentA2AMessage, map[string]any{"content": "from a peer"})
+		}
+		env := signed(msg("env-1"), kit.key("agent-a", "k1")...)
+		ack, err := rig.full.Handoff(ctx, env)
+		require.NoError(t, err)
+		require.Equal(t, contract.AckAccepted, ack.Status)
+		replay, err := rig.full.Handoff(ctx, env)
+		require.NoError(t, err)
+		require.Equal(t, contract.MessageAck{MessageID: "env-1", Status: contract.AckDuplicate, Ts: ack.Ts}, *replay)
+		ack, err = rig.full.Handoff(ctx, signed(envelope("env-2", "agent-z", "peer", contract.ContentA2ATask,
+			map[string]any{"description": "from a peer", "parts": []any{map[string]any{"type": "text", "text": "x"}}}), "--hmac", "h1"))
+		require.NoError(t, err)
+		require.Equal(t, contract.AckAccepted, ack.Status)
+
+		other := msg("env-1")
+		other["payload"] = map[string]any{"content": "something else"}
+		_, err = rig.full.Handoff(ctx, signed(other, kit.key("agent-a", "k1")...))
+		requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
+		forged := signed(msg("env-3"), kit.key("agent-a", "k1")...)
+		forged.To = "someone-else"
+		_, err = rig.full.Handoff(ctx, forged)
+		requireCode(t, err, http.StatusUnauthorized, contract.CodeSignatureInvalid)
+		newer := msg("env-4")
+		newer["version"] = "1.3"
+		_, err = rig.full.Handoff(ctx, signed(newer, kit.key("agent-a", "k1")...))
+		e := requireCode(t, err, http.StatusBadRequest, contract.CodeVersionNotSupported)
+		require.Equal(t, []any{"1.0"}, e.Details["supportedVersions"])
+		stale := msg("env-5")
+		stale["ts"], stale["ttl_ms"] = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano), 1000
+		_, err = rig.full.Handoff(ctx, signed(stale, kit.key("agent-a", "k1")...))
+		requireCode(t, err, http.StatusGone, contract.CodeEnvelopeExpired)
+		endless := msg("env-6")
+		endless["ttl_ms"] = contract.MaxEnvelopeTTLMs + 1
+		_, err = rig.full.Handoff(invalid(), signed(endless, kit.key("agent-a", "k1")...))
+		require.Equal(t, "ttl_ms", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+		big := envelope("env-7", "agent-a", "peer", contract.ContentContextPackage,
+			map[string]any{"blob": strings.Repeat("x", contract.MaxEnvelopePayloadBytes)})
+		_, err = rig.full.Handoff(ctx, signed(big, kit.key("agent-a", "k1")...))
+		require.Equal(t, "payload", requireCode(t, err, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge).Field())
+		impostor := msg("env-8")
+		impostor["payload"] = map[string]any{"content": "x", "fromAgent": "mallory"}
+		_, err = rig.full.Handoff(ctx, signed(impostor, kit.key("agent-a", "k1")...))
+		requireCode(t, err, http.StatusForbidden, contract.CodeScopeForbidden)
+
+		versions, err := rig.full.A2AVersions(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []string{"1.0"}, versions.SupportedVersions)
+	})
+
+	t.Run("a2a protocol", func(t *testing.T) {
+		for _, get := range []func(context.Context) (*contract.AgentCard, error){rig.anon.AgentCard, rig.anon.WellKnownAgentCard, rig.anon.WellKnownAgentJSON} {
+			card, err := get(ctx)
+			require.NoError(t, err)
+			require.Equal(t, rig.app.base+contract.PathA2AJSONRPC, card.URL)
+			require.Equal(t, "1.0", card.SupportedInterfaces[0].ProtocolVersion)
+		}
+		call := func(c *client.Client, version, method string, params any) *contract.RPCResponse {
+			t.Helper()
+			raw, err := json.Marshal(params)
+			require.NoError(t, err)
+			res, err := c.A2ARPC(ctx, version, &contract.RPCRequest{JSONRPC: "2.0", ID: json.RawMessage(`"r-1"`), Method: method, Params: raw})
+			require.NoError(t, err)
+			require.JSONEq(t, `"r-1"`, string(res.ID))
+			return res
+		}
+		task := func(res *contract.RPCResponse) contract.RPCTask {
+			t.Helper()
+			require.Nil(t, res.Error)
+			var out contract.RPCTask
+			require.NoError(t, json.Unmarshal(res.Result, &out))
+			return out
+		}
+		parts03 := []any{map[string]any{"kind": "text", "text": "review"}, map[string]any{"kind": "data", "data": []any{1, 2}},
+			map[string]any{"kind": "file", "file": map[string]any{"name": "a.txt", "mimeType": "text/plain", "bytes": "aGk="}},
+			map[string]any{"kind": "file", "file": map[string]any{"uri": "https://example.invalid/a"}}}
+		t03 := task(call(rig.full, "", contract.MethodV03MessageSend, map[string]any{"message": map[string]any{"role": "user",
+			"parts": parts03}, "metadata": map[string]any{"toAgent": "peer"}}))
+		require.Equal(t, "submitted", t03.Status.State)
+		_, err := rig.peer.UpdateTask(ctx, &contract.UpdateTaskRequest{TaskID: t03.ID, State: contract.TaskWorking, Message: ptrTo("on it"),
+			Artifacts: []contract.TaskArtifactInput{{ArtifactID: ptrTo("a-1"), Name: ptrTo("notes"), Parts: []contract.Part{{Type: contract.PartText, Text: ptrTo("x")}}}}})
+		require.NoError(t, err)
+		got := task(call(rig.full, "0.3", contract.MethodV03TasksGet, map[string]any{"id": t03.ID, "historyLength": 1}))
+		require.Equal(t, "working", got.Status.State)
+		require.Len(t, got.Artifacts, 1)
+		task(call(rig.full, "", contract.MethodV03TasksCancel, map[string]any{"id": t03.ID}))
+
+		parts1 := []any{map[string]any{"text": "review"}, map[string]any{"data": map[string]any{"k": 1}, "mediaType": "application/json"},
+			map[string]any{"raw": "aGk=", "filename": "a.txt", "mediaType": "text/plain"}, map[string]any{"url": "https://example.invalid/a"}}
+		sent := call(rig.full, "1.0", contract.MethodV1SendMessage, map[string]any{"message": map[string]any{"role": "ROLE_USER",
+			"parts": parts1}, "metadata": map[string]any{"toAgent": "peer"}})
+		require.Nil(t, sent.Error)
+		var result contract.RPCSendResult
+		require.NoError(t, json.Unmarshal(sent.Result, &result))
+		require.Equal(t, "TASK_STATE_SUBMITTED", result.Task.Status.State)
+		_, err = rig.peer.UpdateTask(ctx, &contract.UpdateTaskRequest{TaskID: result.Task.ID, State: contract.TaskWorking,
+			Artifacts: []contract.TaskArtifactInput{{ArtifactID: ptrTo("a-1"), Parts: []contract.Part{{Type: contract.PartData, Data: json.RawMessage(`[1]`)}}}}})
+		require.NoError(t, err)
+		require.Len(t, task(call(rig.full, "", contract.MethodV1GetTask, map[string]any{"id": result.Task.ID})).Artifacts, 1)
+		require.Equal(t, "TASK_STATE_CANCELED", task(call(rig.full, "", contract.MethodV1CancelTask, map[string]any{"id": result.Task.ID})).Status.State)
+
+		for _, tc := range []struct {
+			version, method string
+			code            int
+			data            bool
+		}{
+			{"", contract.MethodV03TasksGet, contract.RPCTaskNotFound, false},
+			{"", contract.MethodV1GetTask, contract.RPCTaskNotFound, true},
+			{"", contract.MethodV1CancelTask, contract.RPCTaskNotFound, true},
+			{"1.0", "tasks/explode", contract.RPCMethodNotFound, true},
+			{"2.0", contract.MethodV03TasksGet, contract.RPCVersionNotSupported, false},
+			{"", contract.MethodV03PushSet, contract.RPCPushNotSupported, false},
+			{"", contract.MethodV1SendStreaming, contract.RPCUnsupportedOperation, true},
+		} {
+			res := call(rig.full, tc.version, tc.method, map[string]any{"id": "t-none"})
+			require.Nil(t, res.Result)
+			require.Equal(t, tc.code, res.Error.Code, tc.method)
+			require.Equal(t, tc.data, res.Error.Data != nil, tc.method)
+		}
+
+		// After authentication every body gets a JSON-RPC answer with HTTP 200.
+		auth := []string{"Authorization", "Bearer " + rigStaticToken}
+		rawRPC := func(exp expectation, contentType string, body io.Reader, length int64) contract.RPCResponse {
+			t.Helper()
+			exp.raw = true
+			req, err := http.NewRequestWithContext(expect(ctx, exp), http.MethodPost, rig.app.base+contract.PathA2AJSONRPC, body)
+			require.NoError(t, err)
+			req.ContentLength = length
+			req.Header.Set("Content-Type", contentType)
+			req.Header.Set(auth[0], auth[1])
+			resp, err := rig.hc.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			var out contract.RPCResponse
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+			require.NotNil(t, out.Error)
+			return out
+		}
+		require.Equal(t, contract.RPCInvalidRequest, rawRPC(expectation{invalid: true}, "application/json", strings.NewReader(`{"bogus":1}`), 11).Error.Code)
+		require.Equal(t, contract.RPCParseError, rawRPC(expectation{invalid: true}, "application/json", strings.NewReader(`{"jsonrpc":`), 11).Error.Code)
+		require.Equal(t, contract.RPCInvalidRequest, rawRPC(expectation{invalid: true}, "text/plain", strings.NewReader(`{}`), 2).Error.Code)
+		over := int64(contract.MaxRequestBodyBytes + 1)
+		require.Equal(t, contract.RPCInvalidRequest, rawRPC(expectation{skipRequest: "a 32 MiB body"}, "application/json",
+			io.LimitReader(zeros{}, over), over).Error.Code)
+	})
+
 	t.Run("costs", func(t *testing.T) {
 		_, _, err := rig.full.CreateWindow(ctx, windowRequest("w-cost", "conv-cost", "x"))
 		require.NoError(t, err)
@@ -680,15 +850,23 @@ func TestOpenAPIContract(t *testing.T) {
 			e = requireCode(t, routeCall(ctx, rig.noCap, route), http.StatusForbidden, contract.CodeTokenForbidden)
 			require.Equal(t, route.Capabilities[0], e.Details["requiredCapability"])
 			auth := []string{"Authorization", "Bearer " + rigStaticToken}
-			if route.Method == http.MethodGet {
+			if route.Method == http.MethodGet || route.Path == contract.PathA2AJSONRPC {
+				// POST /a2a answers every body with JSON-RPC ("a2a protocol" above); a bad
+				// scope header comes before, with the credential.
 				status, env := rig.raw(t, expectation{invalid: true}, route.Method, route.Path, "", nil, 0,
 					append(auth, "x-infra-tenant-id", "a b")...)
 				require.Equal(t, http.StatusBadRequest, status, route.Path)
 				require.Equal(t, "x-infra-tenant-id", env.Details["field"])
 				continue
 			}
+			bogus := `{"bogus":1}`
+			if route.Path == contract.RouteA2AHandoff.Path {
+				// An envelope's sender is checked before its members: unsigned, it must be
+				// the caller (the static token's subject).
+				bogus = `{"from":"service","bogus":1}`
+			}
 			status, env := rig.raw(t, expectation{invalid: true}, route.Method, route.Path, "application/json",
-				strings.NewReader(`{"bogus":1}`), 0, auth...)
+				strings.NewReader(bogus), 0, auth...)
 			require.Equal(t, http.StatusBadRequest, status, route.Path)
 			require.Equal(t, "bogus", env.Details["field"], route.Path)
 			status, env = rig.raw(t, expectation{invalid: true}, route.Method, route.Path, "text/plain",

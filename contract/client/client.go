@@ -115,8 +115,9 @@ func ErrorCode(err error) string {
 }
 
 // do sends route with body (nil for a GET) and decodes a 2xx answer into out (nil
-// ignores the body). It returns the status.
-func (c *Client) do(ctx context.Context, route contract.Route, body, out any) (int, error) {
+// ignores the body). It returns the status. header holds name, value pairs set on
+// this request only.
+func (c *Client) do(ctx context.Context, route contract.Route, body, out any, header ...string) (int, error) {
 	var reader io.Reader
 	if body != nil {
 		buf, err := json.Marshal(body)
@@ -143,6 +144,9 @@ func (c *Client) do(ctx context.Context, route contract.Route, body, out any) (i
 	}
 	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
 		req.Header.Set("X-Request-Id", id)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
