@@ -58,6 +58,8 @@ func startService(t *testing.T) *service {
 		"AGENT_CONTEXT_BIND=127.0.0.1:0",
 		"AGENT_CONTEXT_JWKS_FILE="+filepath.Join(dataDir, "keys", "jwks.json"),
 		"AGENT_CONTEXT_LOG_FORMAT=json",
+		// The A2A routes embed nothing: the lexical embedder needs no model files.
+		"AGENT_CONTEXT_EMBEDDER=hash",
 	)}
 	s.command("token", "keygen")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,14 +70,16 @@ func startService(t *testing.T) *service {
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
+	// The log is read to its end, then the process waited for (Wait must follow the
+	// reads); a process that stops before it serves fails the test with its log.
 	addr := make(chan string, 1)
+	exited := make(chan string, 1)
 	go func() {
+		var log strings.Builder
 		lines := bufio.NewScanner(stderr)
 		for lines.Scan() {
+			log.Write(lines.Bytes())
+			log.WriteByte('\n')
 			var line struct {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
@@ -84,10 +88,19 @@ func startService(t *testing.T) *service {
 				addr <- line.Addr
 			}
 		}
+		err := cmd.Wait()
+		exited <- fmt.Sprintf("%v\n%s", err, log.String())
 	}()
+	t.Cleanup(func() {
+		cancel()
+		<-exited
+	})
 	select {
 	case a := <-addr:
 		s.base = "http://" + a
+	case log := <-exited:
+		exited <- log
+		t.Fatalf("agent-context stopped before it served: %s", log)
 	case <-time.After(time.Minute):
 		t.Fatal("agent-context did not start within a minute")
 	}
