@@ -142,6 +142,10 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"AGENT_CONTEXT_A2A_TASK_RETENTION":  "forever",
 		"AGENT_CONTEXT_A2A_EVENT_RETENTION": "-1h",
 		"AGENT_CONTEXT_A2A_SWEEP_INTERVAL":  "often",
+		"AGENT_CONTEXT_A2A_REQUIRE_SIGNED":  "perhaps",
+		"AGENT_CONTEXT_A2A_HMAC_KEYS":       `["s3cret"]`,
+		"AGENT_CONTEXT_A2A_DEFAULT_AGENT":   "two words",
+		"AGENT_CONTEXT_PUBLIC_URL":          "localhost:5120",
 	} {
 		_, err := LoadConfig(func(k string) string {
 			if k == name {
@@ -151,6 +155,24 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		})
 		require.ErrorContains(t, err, name)
 	}
+	// HMAC keys need IDs without ':' and secrets, and the error repeats no secret.
+	for _, keys := range []string{`{"k:1": "s3cret"}`, `{"": "s3cret"}`, `{"k1": ""}`, `null`} {
+		_, err := LoadConfig(func(k string) string {
+			return map[string]string{"AGENT_CONTEXT_A2A_HMAC_KEYS": keys}[k]
+		})
+		require.ErrorContains(t, err, "AGENT_CONTEXT_A2A_HMAC_KEYS", keys)
+		require.NotContains(t, err.Error(), "s3cret")
+	}
+	for _, public := range []string{"ftp://host", "https://", "https://host/?q=1", "https://host/#top"} {
+		_, err := LoadConfig(func(k string) string { return map[string]string{"AGENT_CONTEXT_PUBLIC_URL": public}[k] })
+		require.ErrorContains(t, err, "AGENT_CONTEXT_PUBLIC_URL", public)
+	}
+	cfg, err := LoadConfig(func(k string) string {
+		return map[string]string{"AGENT_CONTEXT_PUBLIC_URL": "https://ctx.example.invalid/base/", "AGENT_CONTEXT_A2A_HMAC_KEYS": `{"h1": "s"}`}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, "https://ctx.example.invalid/base", cfg.PublicURL)
+	require.Equal(t, map[string][]byte{"h1": []byte("s")}, cfg.A2AHMACKeys)
 }
 
 func TestCommandLine(t *testing.T) {
