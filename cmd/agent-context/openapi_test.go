@@ -915,6 +915,16 @@ func TestOpenAPIContract(t *testing.T) {
 			e := requireCode(t, routeCall(ctx, broken.full, route), http.StatusServiceUnavailable, contract.CodeServiceUnavailable)
 			require.True(t, e.Retryable)
 		}
+		rpcInternal := func() {
+			t.Helper()
+			res, err := broken.full.A2ARPC(ctx, "1.0", &contract.RPCRequest{JSONRPC: "2.0", ID: json.RawMessage(`7`),
+				Method: contract.MethodV1GetTask, Params: json.RawMessage(`{"id":"t-any"}`)})
+			require.NoError(t, err, "POST /a2a answers a failing database with HTTP 200")
+			require.Equal(t, contract.RPCInternalError, res.Error.Code)
+			require.Equal(t, "internal error", res.Error.Message, "never the cause's text")
+			require.Equal(t, "INTERNAL_ERROR", res.Error.Data[0].Reason)
+		}
+		rpcInternal()
 		require.NoError(t, tx.Rollback(ctx))
 
 		// Every table but the migration record gone: an internal error, 500.
@@ -931,6 +941,7 @@ func TestOpenAPIContract(t *testing.T) {
 			e := requireCode(t, routeCall(ctx, broken.full, route), http.StatusInternalServerError, contract.CodeInternal)
 			require.NotContains(t, e.Message, "_gone", "an internal error never leaks its cause")
 		}
+		rpcInternal()
 		_, err = broken.full.Ready(ctx)
 		require.NoError(t, err, "readiness reads the migration record only")
 	})
