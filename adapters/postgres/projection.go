@@ -109,6 +109,9 @@ type ProjectionStore struct {
 
 var _ runtime.ProjectionStore = (*ProjectionStore)(nil)
 
+// catalogLock serializes the changes of vector_models across replicas.
+const catalogLock = `SELECT pg_advisory_xact_lock(hashtext('agent-context.vector_models'))`
+
 // EnsureModel implements runtime.ProjectionStore. Replicas serialize on an advisory
 // lock, so a model gets exactly one table.
 func (s *ProjectionStore) EnsureModel(ctx context.Context, model runtime.EmbeddingModel) error {
@@ -116,7 +119,7 @@ func (s *ProjectionStore) EnsureModel(ctx context.Context, model runtime.Embeddi
 		return sameDimensions(t, model)
 	}
 	return inTx(ctx, s.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agent-context.vector_models'))`); err != nil {
+		if _, err := tx.Exec(ctx, catalogLock); err != nil {
 			return translate(err)
 		}
 		t := vectorTable{Model: model}
@@ -684,9 +687,16 @@ func (s *ProjectionStore) DropRetiredStep(ctx context.Context, scope runtime.Sco
 // dropUnused drops t when no generation of any scope uses its model any more, unless
 // it is keep's. The foreign key from entry_generations makes a generation created
 // concurrently either visible here or fail this statement, never lose its table.
+// Two scopes retiring the model's last generations at once would each still see the
+// other's uncommitted ones and neither drop the table, so the check runs under the
+// catalog's advisory lock: the second waits for the first to commit and then sees
+// its generations gone.
 func (s *ProjectionStore) dropUnused(ctx context.Context, tx DBTX, t vectorTable, keep string) error {
 	if t.Model.ID == keep {
 		return nil
+	}
+	if _, err := tx.Exec(ctx, catalogLock); err != nil {
+		return translate(err)
 	}
 	tag, err := tx.Exec(ctx, `
 		DELETE FROM vector_models m WHERE m.model_id = $1
