@@ -446,4 +446,7 @@ type Snapshot struct {
 	Agents        []Agent        `json:"agents"`
 	Messages      []AgentMessage `json:"messages"`
 	Tasks         []Task         `json:"tasks"`
+	// ArtifactID names the export artifact a write: true request stored the snapshot
+	// in; absent otherwise.
+	ArtifactID *string `json:"artifactId,omitempty"`
 }

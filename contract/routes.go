@@ -46,5 +46,6 @@ func Routes() []Route {
 		RouteCosts,
 		RouteA2AHandoff, RouteA2AVersions,
 		RouteA2AAgentCard, RouteWellKnownAgentCard, RouteWellKnownAgentJSON, RouteA2AJSONRPC,
+		RouteExports, RouteExportArtifactsGet, RouteExportArtifactsChunk, RouteImports, RouteAdvancedOperations,
 	}
 }

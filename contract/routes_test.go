@@ -62,6 +62,11 @@ var specCapabilities = map[string][]string{
 	"POST /internal/v1/context/entries/get":                {"context:read"},
 	"POST /internal/v1/context/recall":                     {"context:retrieve"},
 	"POST /internal/v1/context/projections/vector/rebuild": {"context:admin"},
+	"POST /internal/v1/context/exports":                    {"context:admin"},
+	"POST /internal/v1/context/export-artifacts/get":       {"context:admin"},
+	"POST /internal/v1/context/export-artifacts/chunk":     {"context:admin"},
+	"POST /internal/v1/context/imports":                    {"context:admin"},
+	"POST /internal/v1/context/advanced-operations":        {"context:admin"},
 }
 
 func TestRoutesMatchTheSpecTable(t *testing.T) {

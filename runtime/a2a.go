@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +39,15 @@ type A2AConfig struct {
 	// DefaultAgent receives tasks created through POST /a2a without
 	// metadata.toAgent (AGENT_CONTEXT_A2A_DEFAULT_AGENT); empty has none.
 	DefaultAgent string
+	// Artifacts stores snapshots requested with write: true as export artifacts
+	// (nil: such a request is refused); Exports does.
+	Artifacts SnapshotArtifacts
+}
+
+// SnapshotArtifacts stores an A2A snapshot document as an export artifact and returns
+// its ID; request is echoed by the artifact's operation.
+type SnapshotArtifacts interface {
+	StoreSnapshot(ctx context.Context, scope Scope, data []byte, request any) (string, error)
 }
 
 // Defaults of A2AConfig.
@@ -65,6 +75,7 @@ type A2A struct {
 	hmacKeys       map[string][]byte
 	requireSigned  bool
 	defaultAgent   string
+	artifacts      SnapshotArtifacts
 }
 
 // NewA2A returns the A2A use cases.
@@ -72,7 +83,7 @@ func NewA2A(cfg A2AConfig) *A2A {
 	a := &A2A{db: cfg.DB, stores: cfg.DB.Stores(), cursors: cfg.Cursors, notifier: cfg.Notifier, clock: cfg.Clock,
 		maxMessages: cfg.MaxMessages, taskRetention: cfg.TaskRetention, eventRetention: cfg.EventRetention,
 		sweepBatch: cfg.SweepBatch, peers: cfg.Peers, hmacKeys: cfg.HMACKeys, requireSigned: cfg.RequireSigned,
-		defaultAgent: cfg.DefaultAgent}
+		defaultAgent: cfg.DefaultAgent, artifacts: cfg.Artifacts}
 	if a.clock == nil {
 		a.clock = SystemClock{}
 	}

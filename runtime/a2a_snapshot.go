@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/agent-context/agent-context/contract"
@@ -25,9 +27,8 @@ func (a *A2A) Snapshot(ctx context.Context, p Principal, req *contract.SnapshotR
 			return nil, err
 		}
 	}
-	if req.Write {
-		// Export artifacts (05-entries.md) do not exist yet: docs/a2a.md.
-		return nil, Invalid("write", "storing a snapshot as an export artifact is not available yet; omit write or send false")
+	if req.Write && a.artifacts == nil {
+		return nil, Invalid("write", "this server stores no export artifacts; omit write or send false")
 	}
 	now := a.nowMs()
 	agents, _, err := a.stores.Agents.ListAgents(ctx, p.Scope, "", contract.MaxSnapshotItems)
@@ -58,6 +59,18 @@ func (a *A2A) Snapshot(ctx context.Context, p Principal, req *contract.SnapshotR
 	}
 	if privacy == contract.SnapshotRedacted {
 		redactSnapshot(s)
+	}
+	if req.Write {
+		// The artifact holds the document without its own ID (docs/export.md).
+		data, err := json.Marshal(s)
+		if err != nil {
+			return nil, fmt.Errorf("encode the snapshot: %w", err)
+		}
+		id, err := a.artifacts.StoreSnapshot(ctx, p.Scope, data, contract.SnapshotRequest{Privacy: &privacy, Write: true})
+		if err != nil {
+			return nil, err
+		}
+		s.ArtifactID = &id
 	}
 	return s, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"strconv"
 
@@ -57,22 +58,50 @@ func finiteNumbers(raw []byte) bool {
 // content) and contentSha256 (lowercase hex) of items. Verification jobs call it to
 // recompute a stored window's digest.
 func WindowDigest(items []contract.WindowItem) (contentBytes int64, contentSHA256 string, err error) {
-	h := sha256.New()
-	var buf []byte
-	h.Write([]byte{'['})
+	d := newWindowDigester()
 	for i := range items {
-		if i > 0 {
-			h.Write([]byte{','})
-		}
-		buf, err = appendCanonicalItem(buf[:0], &items[i])
-		if err != nil {
+		if err := d.add(&items[i]); err != nil {
 			return 0, "", fmt.Errorf("items[%d]: %w", i, err)
 		}
-		h.Write(buf)
-		contentBytes += int64(len(items[i].Content))
 	}
-	h.Write([]byte{']'})
-	return contentBytes, hex.EncodeToString(h.Sum(nil)), nil
+	_, contentBytes, contentSHA256 = d.sum()
+	return contentBytes, contentSHA256, nil
+}
+
+// windowDigester computes a window's digest item by item, so that a window read as a
+// stream of items (verify_integrity) is never held whole.
+type windowDigester struct {
+	h     hash.Hash
+	buf   []byte
+	items int
+	bytes int64
+}
+
+func newWindowDigester() *windowDigester {
+	d := &windowDigester{h: sha256.New()}
+	d.h.Write([]byte{'['})
+	return d
+}
+
+// add adds the next item, in ordinal order.
+func (d *windowDigester) add(it *contract.WindowItem) error {
+	if d.items > 0 {
+		d.h.Write([]byte{','})
+	}
+	var err error
+	if d.buf, err = appendCanonicalItem(d.buf[:0], it); err != nil {
+		return err
+	}
+	d.h.Write(d.buf)
+	d.items++
+	d.bytes += int64(len(it.Content))
+	return nil
+}
+
+// sum returns the item count, contentBytes and contentSha256 of the items added.
+func (d *windowDigester) sum() (items int, contentBytes int64, contentSHA256 string) {
+	d.h.Write([]byte{']'})
+	return d.items, d.bytes, hex.EncodeToString(d.h.Sum(nil))
 }
 
 // appendCanonicalItem appends the canonical object of one item. Member names are ASCII,

@@ -112,6 +112,8 @@ type OperationsConfig struct {
 	// Rebuilds runs vector_rebuild operations (nil: they fail); Projection does both.
 	Projection ProjectionReporter
 	Rebuilds   RebuildRunner
+	// Exports runs export and advanced operations (nil: they fail); Exports does.
+	Exports StepRunner
 }
 
 // ProjectionReporter reports a scope's vector projection.
@@ -123,6 +125,12 @@ type ProjectionReporter interface {
 // step, or a permanent error when the operation cannot run.
 type RebuildRunner interface {
 	RebuildStep(op contract.Operation) (func(ctx context.Context, scope Scope, nowMs int64) (bool, error), error)
+}
+
+// StepRunner runs operations of the kinds it knows: Step returns an operation's step,
+// or a permanent error when the operation cannot run.
+type StepRunner interface {
+	Step(op contract.Operation) (func(ctx context.Context, scope Scope, nowMs int64) (bool, error), error)
 }
 
 // Operations holds the use cases of conversation deletion, retention, operation lookup
@@ -137,6 +145,7 @@ type Operations struct {
 	bounds        StepBounds
 	projection    ProjectionReporter
 	rebuilds      RebuildRunner
+	exports       StepRunner
 }
 
 // Default bounds of one job step.
@@ -150,7 +159,7 @@ func NewOperations(cfg OperationsConfig) *Operations {
 	o := &Operations{db: cfg.DB, store: cfg.DB.Stores().Operations, schema: cfg.Schema, clock: cfg.Clock,
 		log: cfg.Logger, defaultMaxAge: cfg.DefaultMaxAge,
 		bounds:     StepBounds{Rows: cfg.BatchSize, Bytes: cfg.BatchBytes, Timeout: cfg.StepTimeout},
-		projection: cfg.Projection, rebuilds: cfg.Rebuilds}
+		projection: cfg.Projection, rebuilds: cfg.Rebuilds, exports: cfg.Exports}
 	if o.clock == nil {
 		o.clock = SystemClock{}
 	}
@@ -294,6 +303,17 @@ func (o *Operations) stepFunc(op contract.Operation) (stepFunc, error) {
 			break
 		}
 		step, err := o.rebuilds.RebuildStep(op)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, scope Scope, _ string, nowMs int64) (bool, error) {
+			return step(ctx, scope, nowMs)
+		}, nil
+	case contract.OperationExport, contract.OperationAdvanced:
+		if o.exports == nil {
+			break
+		}
+		step, err := o.exports.Step(op)
 		if err != nil {
 			return nil, err
 		}

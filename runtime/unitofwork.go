@@ -24,6 +24,10 @@ type Stores struct {
 	Events        EventStore
 	// Envelopes are the idempotency records of POST /handoff.
 	Envelopes EnvelopeStore
+	// Exports keeps export artifacts and walks records for exports and the advanced
+	// operations; Steps runs the steps of operations runtime drives.
+	Exports ExportStore
+	Steps   StepStore
 }
 
 // UnitOfWork is how a use case commits several stores, background jobs and

@@ -2,15 +2,10 @@ package server
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
-	"math"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/agent-context/agent-context/contract"
@@ -60,112 +55,9 @@ func readBody(r *http.Request, l bodyLimits, hold *bodyHold) ([]byte, error) {
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// errInvalidUTF8 is the decoder's cause for invalid UTF-8. The library keeps that
-// sentinel in an internal package, so it is taken once from the library itself, and
-// errors are then recognised by identity, never by their text.
-var errInvalidUTF8 = func() error {
-	_, err := jsontext.NewDecoder(bytes.NewReader([]byte("\"\xff\""))).ReadValue()
-	var syntactic *jsontext.SyntacticError
-	if !errors.As(err, &syntactic) || syntactic.Err == nil {
-		panic(fmt.Sprintf("the JSON decoder accepted invalid UTF-8 (%v)", err))
-	}
-	return syntactic.Err
-}()
-
-// decodeJSON unmarshals data into v strictly (see decodeBody) and turns every failure
-// into a VALIDATION_FAILED error whose details.field is the offending path. Failures
-// are told apart by the library's error types and sentinels: their messages may
-// quote member names, which are the client's text.
-func decodeJSON(data []byte, v any) error {
-	err := json.Unmarshal(data, v, json.RejectUnknownMembers(true), safeIntegers)
-	if err == nil {
-		return nil
-	}
-	var syntactic *jsontext.SyntacticError
-	if errors.As(err, &syntactic) {
-		field := runtime.FieldPath(syntactic.JSONPointer)
-		switch {
-		case errors.Is(syntactic.Err, jsontext.ErrDuplicateName):
-			return runtime.Invalid(field, "duplicate field %q", field)
-		case errors.Is(syntactic.Err, errInvalidUTF8):
-			return runtime.Invalid(fieldOr(field, "body"), "the value is not valid UTF-8")
-		default:
-			return runtime.Invalid(fieldOr(field, "body"), "malformed JSON")
-		}
-	}
-	var semantic *json.SemanticError
-	if errors.As(err, &semantic) {
-		field := fieldOr(runtime.FieldPath(semantic.JSONPointer), "body")
-		switch {
-		case errors.Is(semantic.Err, json.ErrUnknownName):
-			return runtime.Invalid(field, "unknown field %q", field)
-		case errors.Is(semantic.Err, errUnsafeInteger):
-			return runtime.TooMany(field, runtime.MaxSequence, "%s is out of range", field)
-		case errors.Is(semantic.Err, errNotInteger):
-			return runtime.Invalid(field, "%s must be an integer", field)
-		}
-		if semantic.JSONKind != 0 {
-			return runtime.Invalid(field, "%s has the wrong type or an out-of-range value", field)
-		}
-		return runtime.Invalid(field, "%s is invalid", field)
-	}
-	return runtime.Invalid("body", "malformed JSON")
-}
-
-// safeIntegers holds every integer of a request to the range JavaScript clients read
-// exactly, ±(2^53 − 1) (01-conventions.md), whatever Go type the field has. A number
-// beyond it fails with errUnsafeInteger, one with a fraction or an exponent with
-// errNotInteger; anything else (null, a string) takes the default path (ErrUnsupported), which refuses
-// it as the wrong type.
-var safeIntegers = json.WithUnmarshalers(json.JoinUnmarshalers(
-	json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *int64) error {
-		n, err := readSafeInteger(dec)
-		if err == nil {
-			*v = n
-		}
-		return err
-	}),
-	json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *int) error {
-		n, err := readSafeInteger(dec)
-		if err == nil {
-			*v = int(n)
-		}
-		return err
-	}),
-))
-
-var (
-	errUnsafeInteger = errors.New("integer beyond ±(2^53 - 1)")
-	errNotInteger    = errors.New("number is not an integer")
-)
-
-func readSafeInteger(dec *jsontext.Decoder) (int64, error) {
-	if dec.PeekKind() != '0' {
-		return 0, errors.ErrUnsupported
-	}
-	raw, err := dec.ReadValue()
-	if err != nil {
-		return 0, err
-	}
-	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
-		if n < -runtime.MaxSequence || n > runtime.MaxSequence {
-			return 0, errUnsafeInteger
-		}
-		return n, nil
-	}
-	if f, err := strconv.ParseFloat(string(raw), 64); err != nil || math.Abs(f) > runtime.MaxSequence {
-		// ParseFloat fails only on a syntactically valid number out of float64's range.
-		return 0, errUnsafeInteger
-	}
-	return 0, errNotInteger
-}
-
-func fieldOr(field, fallback string) string {
-	if field == "" {
-		return fallback
-	}
-	return field
-}
+// decodeJSON is runtime.DecodeJSON: the one strict decoder of every body and of every
+// line an import reads.
+func decodeJSON(data []byte, v any) error { return runtime.DecodeJSON(data, v) }
 
 // checkJSONContentType accepts application/json with any parameters (charset=utf-8).
 func checkJSONContentType(value string) error {

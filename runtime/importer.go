@@ -1,0 +1,418 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agent-context/agent-context/contract"
+)
+
+// Bounds of an import's batches.
+const (
+	// importBatchBytes bounds the message content of one append batch of an import.
+	importBatchBytes = 8 << 20
+	// importQueueBatch is how many imported entries are queued for embedding at once.
+	importQueueBatch = 500
+	// MaxImportConflictIDs bounds details.ids of a conflicting import;
+	// details.conflicts counts them all.
+	MaxImportConflictIDs = 10_000
+)
+
+// importer writes the records of one import through the stores of its transaction.
+type importer struct {
+	tx    Stores
+	p     Principal
+	model EmbeddingModel
+	nowMs int64
+
+	res  contract.ImportResponse
+	seen contract.RecordCounts
+	// The messages of the next append, their content bytes and the conflicts the
+	// last plan found among them.
+	batch          []contract.ConversationRecord
+	batchBytes     int
+	batchConflicts []string
+	// Active entries written and not yet queued for embedding.
+	queue  []contract.ContextEntry
+	queued bool
+
+	conflicts     []string
+	conflictCount int
+}
+
+// run imports the stream of r.
+func (im *importer) run(ctx context.Context, r *ndjsonReader) (*contract.ImportResponse, error) {
+	h, err := r.header()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		rec, ok, err := r.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if rec.message == nil {
+			// Batch errors name the batch's records, not this line.
+			if err := im.flushMessages(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := im.add(ctx, rec); err != nil {
+			return nil, r.fail(err)
+		}
+	}
+	if err := im.flushMessages(ctx); err != nil {
+		return nil, err
+	}
+	if err := im.flushQueue(ctx, true); err != nil {
+		return nil, err
+	}
+	if im.seen != h.Counts {
+		return nil, Invalid(r.field, "the header's counts do not match the records that follow it").
+			With("reason", "counts_mismatch").With("counts", h.Counts).With("records", im.seen)
+	}
+	if im.conflictCount > 0 {
+		return nil, Errorf(contract.CodeIdempotencyConflict,
+			"%d records exist with the same ID but different content; nothing was imported", im.conflictCount).
+			With("ids", im.conflicts).With("conflicts", im.conflictCount).With("truncated", im.conflictCount > len(im.conflicts))
+	}
+	return &im.res, nil
+}
+
+func (im *importer) conflict(id string) {
+	im.conflictCount++
+	if len(im.conflicts) < MaxImportConflictIDs {
+		im.conflicts = append(im.conflicts, id)
+	}
+}
+
+// add checks one record as its original write checks it and writes it (a message
+// joins the next append batch).
+func (im *importer) add(ctx context.Context, rec importRecord) error {
+	switch {
+	case rec.message != nil:
+		im.seen.Messages++
+		m, err := validateMessage("record", *rec.message)
+		if err != nil {
+			return err
+		}
+		im.batch = append(im.batch, m)
+		im.batchBytes += len(m.Content)
+		if len(im.batch) >= contract.MaxAppendMessages || im.batchBytes >= importBatchBytes {
+			return im.flushMessages(ctx)
+		}
+		return nil
+	case rec.window != nil:
+		im.seen.Windows++
+		return im.addWindow(ctx, rec.window)
+	case rec.derivation != nil:
+		im.seen.Derivations++
+		return im.addDerivation(ctx, rec.derivation)
+	case rec.invocation != nil:
+		im.seen.Invocations++
+		return im.addInvocation(ctx, rec.invocation)
+	default:
+		im.seen.Entries++
+		return im.addEntry(ctx, rec.entry)
+	}
+}
+
+// flushMessages appends the batch with the append's own planner, less the records
+// that conflict with stored ones (or earlier ones of the batch), which are collected.
+func (im *importer) flushMessages(ctx context.Context) error {
+	if len(im.batch) == 0 {
+		return nil
+	}
+	res, err := im.tx.Messages.AppendMessages(ctx, im.p.Scope, im.batch, im.planMessages, im.nowMs)
+	if err != nil {
+		return im.messageIDs(err)
+	}
+	im.res.Imported.Messages += int64(res.Appended)
+	im.res.Skipped.Messages += int64(len(res.SkippedIDs))
+	for _, id := range im.batchConflicts {
+		im.conflict(id)
+	}
+	im.batch, im.batchBytes = im.batch[:0], 0
+	return nil
+}
+
+// planMessages is PlanAppend for an import: a record whose ID exists with other
+// content is left out and noted as a conflict instead of failing the batch, so that
+// the import can name every conflict before it writes nothing.
+func (im *importer) planMessages(batch []contract.ConversationRecord, last map[string]int64, existing []MessageDigest, nowMs int64) (AppendPlan, error) {
+	type key struct{ conversation, id string }
+	stored := make(map[key]MessageDigest, len(existing))
+	for _, d := range existing {
+		stored[key{d.ConversationID, d.ID}] = d
+	}
+	first := make(map[key]contract.ConversationRecord, len(batch))
+	keep := make([]contract.ConversationRecord, 0, len(batch))
+	im.batchConflicts = im.batchConflicts[:0]
+	for _, m := range batch {
+		k := key{m.Scope.ConversationID, m.ID}
+		d, isStored := stored[k]
+		f, isRepeat := first[k]
+		if isStored && !sameAsStored(m, d) || isRepeat && !sameAsPlanned(m, f) {
+			im.batchConflicts = append(im.batchConflicts, messageRef(m))
+			continue
+		}
+		if !isRepeat {
+			first[k] = m
+		}
+		keep = append(keep, m)
+	}
+	return PlanAppend(keep, last, existing, nowMs)
+}
+
+func messageRef(m contract.ConversationRecord) string {
+	return contract.RecordMessage + ":" + m.Scope.ConversationID + "/" + m.ID
+}
+
+// messageIDs names the messages of a sequence refusal as an import names records.
+func (im *importer) messageIDs(err error) error {
+	var re *Error
+	ids, ok := []string(nil), false
+	if errors.As(err, &re) {
+		ids, ok = re.Details["ids"].([]string)
+	}
+	if !ok || re.Code == contract.CodeIdempotencyConflict {
+		return err
+	}
+	var refs []string
+	for _, m := range im.batch {
+		if slices.Contains(ids, m.ID) && !slices.Contains(refs, messageRef(m)) {
+			refs = append(refs, messageRef(m))
+		}
+	}
+	re.Details["ids"] = refs
+	return re
+}
+
+func (im *importer) addWindow(ctx context.Context, rec *contract.Window) error {
+	var items []contract.WindowItemInput
+	if rec.Items != nil {
+		items = make([]contract.WindowItemInput, len(rec.Items))
+	}
+	for i := range rec.Items {
+		it := &rec.Items[i]
+		items[i] = contract.WindowItemInput{ID: it.ID, Ordinal: &it.Ordinal, Kind: it.Kind, Role: it.Role, Content: &it.Content,
+			SourceRecordID: it.SourceRecordID, KnowledgeEvidence: it.KnowledgeEvidence, Metadata: it.Metadata}
+	}
+	conversation := rec.Conversation
+	w, err := ValidateWindow(&contract.CreateWindowRequest{ID: &rec.ID, Conversation: &conversation, Stage: rec.Stage,
+		Purpose: rec.Purpose, TokenCount: &rec.TokenCount, Items: items, Metadata: rec.Metadata})
+	if err != nil {
+		return prefixField("record", err)
+	}
+	if err := validateTime("record.createdAtMs", rec.CreatedAtMs); err != nil {
+		return err
+	}
+	if w.ItemCount != rec.ItemCount || w.ContentBytes != rec.ContentBytes || w.ContentSHA256 != rec.ContentSHA256 {
+		return Invalid("record.contentSha256", "itemCount, contentBytes and contentSha256 must be those of the window's items").
+			With("contentSha256", w.ContentSHA256)
+	}
+	w.CreatedAtMs = rec.CreatedAtMs
+	stored, created, err := im.tx.Windows.CreateWindow(ctx, im.p.Scope, &w)
+	switch {
+	case err != nil:
+		return prefixField("record", err)
+	case created:
+		im.res.Imported.Windows++
+	case sameWindow(&w, &stored):
+		im.res.Skipped.Windows++
+	default:
+		im.conflict(contract.RecordWindow + ":" + w.ID)
+	}
+	return nil
+}
+
+func (im *importer) addDerivation(ctx context.Context, rec *contract.Derivation) error {
+	d, err := ValidateDerivation(&contract.CreateDerivationRequest{ID: &rec.ID, SourceWindowID: rec.SourceWindowID,
+		TargetWindowID: rec.TargetWindowID, Kind: rec.Kind, Strategy: rec.Strategy, StrategyVersion: rec.StrategyVersion,
+		InputTokenCount: rec.InputTokenCount, OutputTokenCount: rec.OutputTokenCount, InputItemCount: rec.InputItemCount,
+		OutputItemCount: rec.OutputItemCount, Metadata: rec.Metadata})
+	if err != nil {
+		return prefixField("record", err)
+	}
+	if err := validateTime("record.createdAtMs", rec.CreatedAtMs); err != nil {
+		return err
+	}
+	d.CreatedAtMs = rec.CreatedAtMs
+	stored, created, err := im.tx.Windows.CreateDerivation(ctx, im.p.Scope, &d)
+	switch {
+	case err != nil:
+		return prefixField("record", err)
+	case created:
+		im.res.Imported.Derivations++
+	case sameDerivation(&d, &stored):
+		im.res.Skipped.Derivations++
+	default:
+		im.conflict(contract.RecordDerivation + ":" + d.ID)
+	}
+	return nil
+}
+
+func (im *importer) addInvocation(ctx context.Context, rec *contract.ModelInvocation) error {
+	conversation := rec.Conversation
+	req := &contract.CreateModelInvocationRequest{ID: &rec.ID, Conversation: &conversation, RequestWindowID: rec.RequestWindowID,
+		AgentID: &rec.AgentID, ToolName: rec.ToolName, Provider: rec.Provider, Model: rec.Model, State: rec.State,
+		InputTokens: rec.InputTokens, OutputTokens: rec.OutputTokens, CachedTokens: rec.CachedTokens,
+		StartedAtMs: rec.StartedAtMs, CompletedAtMs: rec.CompletedAtMs, LatencyMs: rec.LatencyMs,
+		FinishReason: rec.FinishReason, ResponseContent: rec.ResponseContent, Error: rec.Error, Metadata: rec.Metadata}
+	inv, err := ValidateInvocation(req, im.p.Subject)
+	if err != nil {
+		return prefixField("record", err)
+	}
+	for _, t := range []struct {
+		field string
+		v     int64
+	}{{"record.createdAtMs", rec.CreatedAtMs}, {"record.startedAtMs", rec.StartedAtMs}, {"record.completedAtMs", rec.CompletedAtMs}} {
+		if err := validateTime(t.field, t.v); err != nil {
+			return err
+		}
+	}
+	inv.CreatedAtMs = rec.CreatedAtMs
+	stored, created, err := im.tx.Windows.SaveInvocation(ctx, im.p.Scope, &inv)
+	switch {
+	case err != nil:
+		return prefixField("record", err)
+	case created:
+		im.res.Imported.Invocations++
+	case sameInvocation(req, &inv, &stored):
+		im.res.Skipped.Invocations++
+	default:
+		im.conflict(contract.RecordInvocation + ":" + inv.ID)
+	}
+	return nil
+}
+
+func (im *importer) addEntry(ctx context.Context, rec *contract.ContextEntry) error {
+	e, err := validateImportedEntry(rec)
+	if err != nil {
+		return err
+	}
+	digest, err := entryDigest(&e)
+	if err != nil {
+		return err
+	}
+	_, storedDigest, created, err := im.tx.Entries.CreateEntry(ctx, im.p.Scope, &e, digest)
+	switch {
+	case err != nil:
+		return prefixField("record", err)
+	case !created && storedDigest == digest:
+		im.res.Skipped.Entries++
+		return nil
+	case !created:
+		im.conflict(contract.RecordEntry + ":" + e.ID)
+		return nil
+	}
+	im.res.Imported.Entries++
+	if e.Status == contract.EntryActive {
+		im.queue = append(im.queue, e)
+	}
+	return im.flushQueue(ctx, false)
+}
+
+// flushQueue queues the active entries written for embedding, once importQueueBatch
+// of them wait (or at the end, with the projection job).
+func (im *importer) flushQueue(ctx context.Context, last bool) error {
+	if len(im.queue) > 0 && (last || len(im.queue) >= importQueueBatch) {
+		if err := im.tx.Projection.Enqueue(ctx, im.p.Scope, im.queue, im.model); err != nil {
+			return err
+		}
+		im.queue, im.queued = im.queue[:0], true
+	}
+	if last && im.queued {
+		return im.tx.Jobs.Enqueue(ctx, ProjectionJob{TenantID: im.p.Scope.TenantID, ProjectID: im.p.Scope.ProjectID})
+	}
+	return nil
+}
+
+// validateTime checks a stored time: 0 to 2^53 − 1.
+func validateTime(field string, v int64) error {
+	if v < 0 || v > MaxSequence {
+		return TooMany(field, MaxSequence, "%s must be between 0 and %d", field, int64(MaxSequence))
+	}
+	return nil
+}
+
+// validateImportedEntry checks an exported entry: its client fields as a create
+// checks them (but for an expiry in the past, which a restored entry may have), and
+// its server fields for consistency, so the entry reads back as it was exported.
+func validateImportedEntry(rec *contract.ContextEntry) (contract.ContextEntry, error) {
+	e := *rec
+	if err := ValidateID("record.id", e.ID); err != nil {
+		return e, err
+	}
+	if !slices.Contains(contract.EntryKinds, e.Kind) {
+		return e, oneOf("record.kind", contract.EntryKinds)
+	}
+	if err := validateEntryContent("record.content", e.Content); err != nil {
+		return e, err
+	}
+	if e.ConversationID != nil {
+		if err := ValidateID("record.conversationId", *e.ConversationID); err != nil {
+			return e, err
+		}
+	}
+	if len(e.SourceRecordIDs) > contract.MaxEntrySourceRecordIDs {
+		return e, TooMany("record.sourceRecordIds", contract.MaxEntrySourceRecordIDs,
+			"record.sourceRecordIds holds at most %d IDs", contract.MaxEntrySourceRecordIDs)
+	}
+	for i, id := range e.SourceRecordIDs {
+		if err := ValidateID(fmt.Sprintf("record.sourceRecordIds[%d]", i), id); err != nil {
+			return e, err
+		}
+	}
+	e.SourceRecordIDs = append([]string{}, e.SourceRecordIDs...)
+	var err error
+	if e.Tags, err = validateTags("record.tags", e.Tags); err != nil {
+		return e, err
+	}
+	if err := validateImportance("record.importance", &e.Importance); err != nil {
+		return e, err
+	}
+	if e.ExpiresAtMs != nil {
+		if err := validateTime("record.expiresAtMs", *e.ExpiresAtMs); err != nil {
+			return e, err
+		}
+	}
+	if e.Metadata, err = normalizeJSON("record.metadata", e.Metadata); err != nil {
+		return e, err
+	}
+	if !slices.Contains(contract.EntryStatuses, e.Status) {
+		return e, oneOf("record.status", contract.EntryStatuses)
+	}
+	if e.Version < 1 || e.Version > MaxSequence {
+		return e, TooMany("record.version", MaxSequence, "record.version must be between 1 and %d", int64(MaxSequence))
+	}
+	for _, ref := range []struct {
+		field string
+		id    *string
+		want  bool
+	}{
+		{"record.supersedes", e.Supersedes, e.Supersedes != nil},
+		{"record.supersededBy", e.SupersededBy, e.Status == contract.EntrySuperseded},
+		{"record.mergedInto", e.MergedInto, e.Status == contract.EntryMerged},
+	} {
+		switch {
+		case ref.want && ref.id == nil:
+			return e, Invalid(ref.field, "%s is required for an entry of status %s", ref.field, e.Status)
+		case !ref.want && ref.id != nil:
+			return e, Invalid(ref.field, "%s is set only for an entry of status %s", ref.field, e.Status)
+		case ref.id != nil:
+			if err := ValidateID(ref.field, *ref.id); err != nil {
+				return e, err
+			}
+		}
+	}
+	if err := validateTime("record.createdAtMs", e.CreatedAtMs); err != nil {
+		return e, err
+	}
+	return e, validateTime("record.updatedAtMs", e.UpdatedAtMs)
+}
