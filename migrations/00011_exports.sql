@@ -61,12 +61,15 @@ CREATE TABLE export_artifact_conversations (
 CREATE INDEX export_artifact_conversations_by_artifact
     ON export_artifact_conversations (tenant_id, project_id, artifact_id);
 
--- An export of one conversation walks its windows, derivations and entries in ID
--- order: the conversation indexes (which deletion uses too) gain the ID as their last
--- column, so each step is an index range.
+-- An export of one conversation walks its windows (with their items), derivations and
+-- entries in ID order: the conversation indexes (which deletion uses too) gain the ID
+-- (and the item's ordinal) as their last columns, so each step is an index range.
 DROP INDEX context_windows_by_conversation;
 CREATE INDEX context_windows_by_conversation
     ON context_windows (tenant_id, project_id, conversation_id, window_id);
+DROP INDEX context_window_items_by_conversation;
+CREATE INDEX context_window_items_by_conversation
+    ON context_window_items (tenant_id, project_id, conversation_id, window_id, ordinal);
 DROP INDEX window_derivations_by_conversation;
 CREATE INDEX window_derivations_by_conversation
     ON window_derivations (tenant_id, project_id, conversation_id, derivation_id);
@@ -86,6 +89,9 @@ CREATE INDEX context_entries_by_conversation
 DROP INDEX window_derivations_by_conversation;
 CREATE INDEX window_derivations_by_conversation
     ON window_derivations (tenant_id, project_id, conversation_id);
+DROP INDEX context_window_items_by_conversation;
+CREATE INDEX context_window_items_by_conversation
+    ON context_window_items (tenant_id, project_id, conversation_id);
 DROP INDEX context_windows_by_conversation;
 CREATE INDEX context_windows_by_conversation
     ON context_windows (tenant_id, project_id, conversation_id);

@@ -103,11 +103,12 @@ type ExportStore interface {
 	// ExportEntries walk the records of q in the stream's order (messages by
 	// conversation and sequence, windows, derivations and entries by ID, invocations
 	// by start time and ID), each as stored, and report whether q's bounds cut the
-	// walk short. A derivation comes with its conversation (its target window's).
+	// walk short. A derivation comes with the conversations of its target window (its
+	// own) and of its source window.
 	// Errors: SERVICE_UNAVAILABLE, the callback's.
 	ExportMessages(ctx context.Context, scope Scope, q ExportQuery, fn func(*contract.ConversationRecord) error) (more bool, err error)
 	ExportWindows(ctx context.Context, scope Scope, q ExportQuery, sink WindowSink) (more bool, err error)
-	ExportDerivations(ctx context.Context, scope Scope, q ExportQuery, fn func(d *contract.Derivation, conversationID string) error) (more bool, err error)
+	ExportDerivations(ctx context.Context, scope Scope, q ExportQuery, fn func(d *contract.Derivation, target, source string) error) (more bool, err error)
 	ExportInvocations(ctx context.Context, scope Scope, q ExportQuery, fn func(*contract.ModelInvocation) error) (more bool, err error)
 	ExportEntries(ctx context.Context, scope Scope, q ExportQuery, fn func(*contract.ContextEntry) error) (more bool, err error)
 
@@ -380,6 +381,13 @@ func (x *Exports) StoreSnapshot(ctx context.Context, scope Scope, data []byte, r
 	return art.ID, nil
 }
 
+// ExportPurgeJob is the periodic job that removes expired export artifacts and those
+// of failed exports (Exports.PurgeArtifacts).
+type ExportPurgeJob struct{}
+
+// Kind implements Job.
+func (ExportPurgeJob) Kind() string { return "agent_context_export_purge" }
+
 // PurgeArtifacts removes expired artifacts and those of failed exports, in every
 // scope, step by step until none is left or deadline passed; it reports whether it
 // finished. The periodic purge job runs it.
@@ -568,11 +576,12 @@ func (x *Exports) exportSection(ctx context.Context, tx Stores, scope Scope, cur
 			*records++
 		}})
 	case contract.IncludeDerivations:
-		return s.ExportDerivations(ctx, scope, q, func(d *contract.Derivation, conversationID string) error {
+		return s.ExportDerivations(ctx, scope, q, func(d *contract.Derivation, target, source string) error {
 			cur.Key = ExportKey{ID: d.ID}
 			cur.Counts.Derivations++
 			*records++
-			w.conversation(conversationID)
+			w.conversation(target)
+			w.conversation(source)
 			return w.record(contract.RecordDerivation, d)
 		})
 	case contract.IncludeInvocations:

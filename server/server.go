@@ -56,6 +56,8 @@ type Config struct {
 	PublicURL string
 	// Version is the build's version, shown in the agent card.
 	Version string
+	// Exports serves export, export artifacts, import and the advanced operations.
+	Exports *runtime.Exports
 }
 
 // Server is the echo host.
@@ -79,6 +81,7 @@ type Server struct {
 	projection  *runtime.Projection
 	publicURL   string
 	version     string
+	exports     *runtime.Exports
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -99,6 +102,7 @@ func New(cfg Config) *Server {
 	s.rateLimiter = newRateLimiter(cfg.RateLimiting)
 	s.entries, s.recall, s.projection = cfg.Entries, cfg.Recall, cfg.Projection
 	s.publicURL, s.version = cfg.PublicURL, cfg.Version
+	s.exports = cfg.Exports
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -130,6 +134,7 @@ func New(cfg Config) *Server {
 	s.entryRoutes()
 	s.envelopeRoutes()
 	s.protocolRoutes()
+	s.exportRoutes()
 	return s
 }
 

@@ -45,12 +45,23 @@ var _ runtime.ConversationStore = (*ConversationStore)(nil)
 // Tombstone implements runtime.ConversationStore. The head row is locked like an
 // appender locks it, so the tombstone commits either before an append (which then sees
 // it) or after (and the deletion removes what the append wrote).
+//
+// The export artifacts that hold the conversation's records are marked deleting in the
+// same transaction, after the head is locked (the order an export step locks them in),
+// so no route returns them from the moment of the tombstone; the deletion job removes
+// them.
 func (s *ConversationStore) Tombstone(ctx context.Context, scope runtime.Scope, conversationID string, nowMs int64) error {
-	_, err := s.db.Exec(ctx, `
+	if _, err := s.db.Exec(ctx, `
 		INSERT INTO conversations AS c (tenant_id, project_id, conversation_id, created_at_ms, deleted_at_ms)
 		VALUES ($1, $2, $3, $4, $4)
 		ON CONFLICT (tenant_id, project_id, conversation_id) DO UPDATE
 		SET deleted_at_ms = coalesce(c.deleted_at_ms, excluded.deleted_at_ms)`,
-		scope.TenantID, scope.ProjectID, conversationID, nowMs)
+		scope.TenantID, scope.ProjectID, conversationID, nowMs); err != nil {
+		return translate(err)
+	}
+	_, err := s.db.Exec(ctx, `
+		UPDATE export_artifacts SET state = 'deleting'
+		WHERE tenant_id = $1 AND project_id = $2 AND state <> 'deleting' AND `+linkedArtifacts,
+		scope.TenantID, scope.ProjectID, conversationID)
 	return translate(err)
 }

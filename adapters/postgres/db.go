@@ -184,6 +184,8 @@ func (db *DB) over(h DBTX) runtime.Stores {
 		Tasks:         &TaskStore{db: h},
 		Events:        &EventStore{db: h},
 		Envelopes:     &EnvelopeStore{db: h},
+		Exports:       &ExportStore{db: h},
+		Steps:         &OperationStore{db: h},
 	}
 }
 

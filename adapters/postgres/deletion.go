@@ -20,7 +20,24 @@ type conversationTable struct {
 	// Size lists the columns that may hold more than a few bytes (content, metadata,
 	// search documents): a deletion step sums their stored sizes to bound its bytes.
 	Size []string
+	// Match, when set, selects the rows instead of Column: a condition on the
+	// tenant ($1), project ($2) and conversation ($3).
+	Match string
 }
+
+// match is the condition selecting t's rows of the conversation $3.
+func (t conversationTable) match() string {
+	if t.Match != "" {
+		return t.Match
+	}
+	return pgx.Identifier{t.Column}.Sanitize() + " = $3"
+}
+
+// linkedArtifacts selects the export artifacts that hold records of the conversation:
+// they are gone from the moment of the tombstone (which marks them deleting) and are
+// removed first, their chunks before them.
+const linkedArtifacts = `artifact_id IN (SELECT artifact_id FROM export_artifact_conversations
+	WHERE tenant_id = $1 AND project_id = $2 AND conversation_id = $3)`
 
 // sizeExpr is the stored size of t's large columns in a row, read from the values'
 // headers (pg_column_size never fetches or decompresses a TOASTed value).
@@ -42,6 +59,8 @@ var messagesTable = conversationTable{Name: "messages", Column: "conversation_id
 // the test that scans every column of every table after a deletion proves it. The
 // vector tables, created at run time, are listed by vectorDeletionTables.
 var conversationTables = []conversationTable{
+	{Name: "export_chunks", Size: []string{"data"}, Match: linkedArtifacts},
+	{Name: "export_artifacts", Size: []string{"sha256"}, Match: linkedArtifacts},
 	messagesTable,
 	// The A2A events that name the conversation (window_created, entry_written):
 	// IDs only, but a deleted conversation leaves no trace beyond its tombstone.
@@ -80,7 +99,7 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 			if err := tx.QueryRow(ctx, fmt.Sprintf(`
 				WITH picked AS (
 				    SELECT ctid, %[3]s AS size FROM %[1]s
-				    WHERE tenant_id = $1 AND project_id = $2 AND %[2]s = $3
+				    WHERE tenant_id = $1 AND project_id = $2 AND %[2]s
 				    LIMIT $4
 				), bounded AS (
 				    SELECT ctid FROM (
@@ -93,7 +112,7 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 				    RETURNING %[3]s AS size
 				)
 				SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone`,
-				pgx.Identifier{t.Name}.Sanitize(), pgx.Identifier{t.Column}.Sanitize(), t.sizeExpr()),
+				pgx.Identifier{t.Name}.Sanitize(), t.match(), t.sizeExpr()),
 				scope.TenantID, scope.ProjectID, conversationID, int64(bounds.Rows)-deleted, bounds.Bytes-bytes).
 				Scan(&rows, &size); err != nil {
 				return false, translate(err)

@@ -98,12 +98,12 @@ func (s *EntryStore) CreateEntry(ctx context.Context, scope runtime.Scope, e *co
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, conversation_id,
 				source_record_ids, tags, importance, expires_at_ms, metadata, status, version, supersedes,
-				request_sha256, created_at_ms, updated_at_ms, search)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+				superseded_by, merged_into, request_sha256, created_at_ms, updated_at_ms, search)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 			ON CONFLICT DO NOTHING`,
 			scope.TenantID, scope.ProjectID, e.ID, e.Kind, e.Content, e.ConversationID, e.SourceRecordIDs, e.Tags,
-			e.Importance, e.ExpiresAtMs, jsonParam(e.Metadata), e.Status, e.Version, e.Supersedes, digest,
-			e.CreatedAtMs, e.UpdatedAtMs, entryDocument(scope, e.Content))
+			e.Importance, e.ExpiresAtMs, jsonParam(e.Metadata), e.Status, e.Version, e.Supersedes, e.SupersededBy,
+			e.MergedInto, digest, e.CreatedAtMs, e.UpdatedAtMs, entryDocument(scope, e.Content))
 		if err != nil {
 			return translate(err)
 		}

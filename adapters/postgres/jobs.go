@@ -46,6 +46,13 @@ type A2ASweeper interface {
 	SweepA2A(ctx context.Context, since, deadline time.Time) (bool, error)
 }
 
+// ExportPurger removes expired export artifacts; runtime.Exports implements it.
+type ExportPurger interface {
+	// PurgeArtifacts purges until none is left or deadline passed; it reports
+	// whether it finished.
+	PurgeArtifacts(ctx context.Context, since, deadline time.Time) (bool, error)
+}
+
 // JobOptions tune the job queue of one replica.
 type JobOptions struct {
 	// Workers bounds the jobs this replica runs at once (default 4).
@@ -64,6 +71,11 @@ type JobOptions struct {
 	// queue's leader.
 	A2ASweeper       A2ASweeper
 	A2ASweepInterval time.Duration
+	// ExportPurger, with ExportPurgeInterval above 0, removes expired export artifacts
+	// that often (runtime.ExportPurgeJob), the first run right after this replica
+	// becomes the queue's leader.
+	ExportPurger        ExportPurger
+	ExportPurgeInterval time.Duration
 	// Projection runs the vector projection's jobs (nil: this replica runs none, and
 	// must then not be the only one). ProjectionSweepInterval is how often its sweep
 	// runs (default 1 minute); the first run comes right after this replica becomes
@@ -135,6 +147,14 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 			periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.A2ASweepInterval),
 				func() (river.JobArgs, *river.InsertOpts) { return runtime.A2ASweepJob{}, nil },
 				&river.PeriodicJobOpts{ID: "a2a_sweep", RunOnStart: true}))
+		}
+	}
+	if opts.ExportPurger != nil {
+		river.AddWorker(workers, &sweepWorker[runtime.ExportPurgeJob]{sweep: opts.ExportPurger.PurgeArtifacts, budget: tm.budget})
+		if opts.ExportPurgeInterval > 0 {
+			periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.ExportPurgeInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return runtime.ExportPurgeJob{}, nil },
+				&river.PeriodicJobOpts{ID: "export_purge", RunOnStart: true}))
 		}
 	}
 	if p := opts.Projection; p != nil {

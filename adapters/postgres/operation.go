@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -192,4 +193,43 @@ func lockRunning(ctx context.Context, tx DBTX, scope runtime.Scope, id string, c
 		}
 	}
 	return state == contract.OperationRunning, nil
+}
+
+var _ runtime.StepStore = (*OperationStore)(nil)
+
+// LockStep implements runtime.StepStore.
+func (s *OperationStore) LockStep(ctx context.Context, scope runtime.Scope, id string, timeout time.Duration, cursor any) (bool, error) {
+	if err := setLocalTimeout(ctx, s.db, timeout); err != nil {
+		return false, err
+	}
+	return lockRunning(ctx, s.db, scope, id, cursor)
+}
+
+// SaveStep implements runtime.StepStore.
+func (s *OperationStore) SaveStep(ctx context.Context, scope runtime.Scope, id string, cursor any, done int64, nowMs int64) error {
+	raw, err := json.Marshal(cursor)
+	if err != nil {
+		return fmt.Errorf("encode the cursor of operation %s: %w", id, err)
+	}
+	_, err = s.db.Exec(ctx, `
+		UPDATE operations SET cursor = $4, progress_done = progress_done + $5, updated_at_ms = $6
+		WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
+		scope.TenantID, scope.ProjectID, id, string(raw), done, nowMs)
+	return translate(err)
+}
+
+// SucceedStep implements runtime.StepStore.
+func (s *OperationStore) SucceedStep(ctx context.Context, scope runtime.Scope, id string, result any, done int64, nowMs int64) error {
+	raw, err := json.Marshal(result)
+	if err != nil {
+		return fmt.Errorf("encode the result of operation %s: %w", id, err)
+	}
+	_, err = s.db.Exec(ctx, `
+		UPDATE operations
+		SET state = 'succeeded', cursor = NULL, result = $4, progress_done = progress_done + $5,
+		    progress_total = progress_done + $5, started_at_ms = coalesce(started_at_ms, $6),
+		    updated_at_ms = $6, completed_at_ms = $6
+		WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3 AND state IN ('pending', 'running')`,
+		scope.TenantID, scope.ProjectID, id, string(raw), done, nowMs)
+	return translate(err)
 }

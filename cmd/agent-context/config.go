@@ -90,6 +90,10 @@ type Config struct {
 	// and where the buckets live (memory: per replica; postgres: shared).
 	RateLimits       runtime.RateLimits
 	RateLimitBackend string
+	// Export artifacts (05-entries.md): how long one lives from its creation, and how
+	// often the purge job removes expired ones.
+	ExportTTL           time.Duration
+	ExportPurgeInterval time.Duration
 	// PricingFile holds the model prices of the cost report (unset: every model costs
 	// 0). It is read and checked when serve starts.
 	PricingFile string
@@ -103,6 +107,9 @@ type Config struct {
 	A2ADefaultAgent  string
 	PublicURL        string
 }
+
+// DefaultExportPurgeInterval is how often expired export artifacts are purged.
+const DefaultExportPurgeInterval = 5 * time.Minute
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
 // variable, so the service never starts half configured.
@@ -127,6 +134,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	cfg.A2AMaxMessages, cfg.A2ATaskRetention = contract.DefaultA2AMaxMessages, runtime.DefaultA2ATaskRetention
 	cfg.A2AEventRetention, cfg.A2ASweepInterval = runtime.DefaultA2AEventRetention, time.Minute
 	cfg.RateLimits, cfg.RateLimitBackend = runtime.DefaultRateLimits, RateLimitMemory
+	cfg.ExportTTL, cfg.ExportPurgeInterval = runtime.DefaultExportTTL, DefaultExportPurgeInterval
 	var errs []string
 	str := func(name string, dst *string) {
 		if v := getenv(name); v != "" {
@@ -216,6 +224,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	duration("AGENT_CONTEXT_A2A_TASK_RETENTION", &cfg.A2ATaskRetention)
 	duration("AGENT_CONTEXT_A2A_EVENT_RETENTION", &cfg.A2AEventRetention)
 	duration("AGENT_CONTEXT_A2A_SWEEP_INTERVAL", &cfg.A2ASweepInterval)
+	duration("AGENT_CONTEXT_EXPORT_TTL", &cfg.ExportTTL)
+	duration("AGENT_CONTEXT_EXPORT_PURGE_INTERVAL", &cfg.ExportPurgeInterval)
 	if v := getenv("AGENT_CONTEXT_A2A_MAX_MESSAGES"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {

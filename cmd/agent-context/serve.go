@@ -139,9 +139,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	entries := runtime.NewEntries(db, runtime.SystemClock{}, embedders.Configured().Model())
 	recall := runtime.NewRecall(db, projection, embedders, runtime.SystemClock{})
+	exports := runtime.NewExports(runtime.ExportsConfig{DB: db, Logger: m.Log, TTL: cfg.ExportTTL,
+		Bounds: runtime.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
 	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db,
 		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter),
-		Projection: projection, Rebuilds: projection})
+		Projection: projection, Rebuilds: projection, Exports: exports})
 	if m.knowledgeProviders, err = knowledge.New(cfg.Knowledge, knowledge.Options{Logger: m.Log,
 		Registerer: m.registry, Transport: m.tracing.Transport}); err != nil {
 		return err
@@ -152,7 +154,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	a2aCfg := runtime.A2AConfig{DB: db, Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
-		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent}
+		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
 	if cfg.A2APeersFile != "" {
 		peers, err := peerregistry.Open(cfg.A2APeersFile, m.Log)
 		if err != nil {
@@ -168,14 +170,15 @@ func (m *Main) Run(ctx context.Context) error {
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
 		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders), A2A: a2a,
 		Costs: runtime.NewCosts(db, pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
-		Entries: entries, Recall: recall, Projection: projection,
+		Entries: entries, Recall: recall, Projection: projection, Exports: exports,
 		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
 		PublicURL: cfg.PublicURL, Version: version})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
 			Metrics: m.registry, A2ASweeper: a2a, A2ASweepInterval: cfg.A2ASweepInterval,
-			Projection: projection, ProjectionSweepInterval: cfg.ProjectionSweepInterval}
+			Projection: projection, ProjectionSweepInterval: cfg.ProjectionSweepInterval,
+			ExportPurger: exports, ExportPurgeInterval: cfg.ExportPurgeInterval}
 		if cfg.RetentionMaxAge > 0 {
 			jobOpts.RetentionInterval = cfg.RetentionInterval
 		}
