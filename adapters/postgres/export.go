@@ -253,7 +253,7 @@ func pickKeys(ctx context.Context, db DBTX, q runtime.ExportQuery, scan func(pgx
 }
 
 // conversationFilter is the condition on alias's conversation of a query whose
-// argument n is the export's conversation (” for every conversation).
+// argument n is the export's conversation (empty: every conversation).
 func conversationFilter(alias string, n int) string {
 	return fmt.Sprintf(" AND ($%d = '' OR %s.conversation_id = $%d)", n, alias, n)
 }
