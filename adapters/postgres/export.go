@@ -390,7 +390,8 @@ func (s *ExportStore) streamItems(ctx context.Context, scope runtime.Scope, q ru
 		var windowID string
 		var it contract.WindowItem
 		var evidence, metadata *string
-		if err := rows.Scan(&windowID, &it.Ordinal, &it.ID, &it.Kind, &it.Role, nil, &it.SourceRecordID, &evidence, &metadata); err != nil {
+		var content []byte
+		if err := rows.Scan(&windowID, &it.Ordinal, &it.ID, &it.Kind, &it.Role, &content, &it.SourceRecordID, &evidence, &metadata); err != nil {
 			return translate(err)
 		}
 		i, ok := index[windowID]
@@ -400,7 +401,7 @@ func (s *ExportStore) streamItems(ctx context.Context, scope runtime.Scope, q ru
 		if err := startUpTo(i); err != nil {
 			return err
 		}
-		it.Content = string(rows.RawValues()[5])
+		it.Content = string(content)
 		it.Metadata = jsonValue(metadata)
 		if evidence != nil {
 			it.KnowledgeEvidence = new(contract.KnowledgeEvidence)

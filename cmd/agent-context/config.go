@@ -94,6 +94,9 @@ type Config struct {
 	// often the purge job removes expired ones.
 	ExportTTL           time.Duration
 	ExportPurgeInterval time.Duration
+	// ExportStepBytes bounds the records one export step reads (0: the default
+	// 8 MiB); tests make it small to spread an export over many steps.
+	ExportStepBytes int64
 	// PricingFile holds the model prices of the cost report (unset: every model costs
 	// 0). It is read and checked when serve starts.
 	PricingFile string

@@ -139,7 +139,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	entries := runtime.NewEntries(db, runtime.SystemClock{}, embedders.Configured().Model())
 	recall := runtime.NewRecall(db, projection, embedders, runtime.SystemClock{})
-	exports := runtime.NewExports(runtime.ExportsConfig{DB: db, Logger: m.Log, TTL: cfg.ExportTTL,
+	exports := runtime.NewExports(runtime.ExportsConfig{DB: db, Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
 		Bounds: runtime.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
 	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db,
 		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter),
