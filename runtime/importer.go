@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -300,11 +301,13 @@ func (im *importer) addEntry(ctx context.Context, rec *contract.ContextEntry) er
 	if err != nil {
 		return err
 	}
-	_, storedDigest, created, err := im.tx.Entries.CreateEntry(ctx, im.p.Scope, &e, digest)
+	stored, storedDigest, created, err := im.tx.Entries.CreateEntry(ctx, im.p.Scope, &e, digest)
 	switch {
 	case err != nil:
 		return prefixField("record", err)
-	case !created && storedDigest == digest:
+	case !created && (storedDigest == digest || sameRecord(&stored, &e)):
+		// The same create, or the very entry exported (an expired entry's expiry
+		// no longer is the one its create named).
 		im.res.Skipped.Entries++
 		return nil
 	case !created:
@@ -331,6 +334,13 @@ func (im *importer) flushQueue(ctx context.Context, last bool) error {
 		return im.tx.Jobs.Enqueue(ctx, ProjectionJob{TenantID: im.p.Scope.TenantID, ProjectID: im.p.Scope.ProjectID})
 	}
 	return nil
+}
+
+// sameRecord reports whether two records have the same JSON form (RFC 8785).
+func sameRecord(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && sameJSON(ja, jb)
 }
 
 // validateTime checks a stored time: 0 to 2^53 − 1.

@@ -264,3 +264,250 @@ func TestExportOneConversation(t *testing.T) {
 		requireOK(t, http.StatusAccepted, &op)
 	require.JSONEq(t, `{"conversationId":null,"include":["messages","windows"]}`, string(op.Operation.Request))
 }
+
+// ndjson builds an agent-context-ndjson/v1 stream: the header with counts, then lines
+// (each a JSON value, or a string sent as it is).
+func ndjson(t *testing.T, counts contract.RecordCounts, lines ...any) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	head, err := json.Marshal(contract.ExportHeader{Type: contract.RecordHeader, FormatVersion: 1, ExportedAtMs: 1, Counts: counts})
+	require.NoError(t, err)
+	b.Write(head)
+	for _, l := range lines {
+		b.WriteByte('\n')
+		if s, ok := l.(string); ok {
+			b.WriteString(s)
+			continue
+		}
+		raw, err := json.Marshal(l)
+		require.NoError(t, err)
+		b.Write(raw)
+	}
+	b.WriteByte('\n')
+	return b.Bytes()
+}
+
+// messageLine is a record line of a message.
+func messageLine(conversation, id, content string, sequence int64) map[string]any {
+	return map[string]any{"type": "message", "record": map[string]any{"id": id, "scope": map[string]any{"conversationId": conversation},
+		"role": "user", "content": content, "sequence": sequence, "createdAtMs": 1_700_000_000_000, "metadata": nil}}
+}
+
+// editLines applies edit to the record of every line of data whose record has the
+// given ID, and returns the stream.
+func editLines(t *testing.T, data []byte, edits map[string]func(record map[string]any)) []byte {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	for i, line := range lines[1:] {
+		var l map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &l))
+		record := l["record"].(map[string]any)
+		if edit, ok := edits[record["id"].(string)]; ok {
+			edit(record)
+			raw, err := json.Marshal(l)
+			require.NoError(t, err)
+			lines[i+1] = string(raw)
+		}
+	}
+	return []byte(strings.Join(lines, "\n") + "\n")
+}
+
+// A conflicting import is 409 IDEMPOTENCY_CONFLICT naming every conflicting record, in
+// stream order, and writes nothing, not even its new records.
+func TestImportConflicts(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	a, b := tenantHeaders("tenant-a"), tenantHeaders("tenant-b")
+	seedScope(t, app, a...)
+	_, data := app.export(t, map[string]any{}, a...)
+	app.importOK(t, data, b...)
+
+	changed := editLines(t, data, map[string]func(map[string]any){
+		"m-03": func(r map[string]any) { r["content"] = "changed" },
+		"m-x":  func(r map[string]any) { r["sequence"] = 41 },
+		"w-2":  func(r map[string]any) { r["metadata"] = map[string]any{"changed": true} },
+		"d-1":  func(r map[string]any) { r["strategy"] = "other" },
+		"inv-2": func(r map[string]any) { r["latencyMs"] = 1 },
+		"e-5": func(r map[string]any) { r["content"] = "changed preference" },
+	})
+	// A record new to the scope, before the conflicts are known.
+	lines := strings.SplitN(string(changed), "\n", 2)
+	var header contract.ExportHeader
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &header))
+	header.Counts.Messages++
+	head, err := json.Marshal(header)
+	require.NoError(t, err)
+	fresh, err := json.Marshal(messageLine("conv-new", "m-new", "a new message", 1))
+	require.NoError(t, err)
+	changed = []byte(string(head) + "\n" + string(fresh) + "\n" + lines[1])
+
+	e := app.importData(t, changed, b...).requireError(t, http.StatusConflict, contract.CodeIdempotencyConflict)
+	require.Equal(t, []any{"message:conv-a/m-03", "message:conv-b/m-x", "window:w-2", "derivation:d-1", "invocation:inv-2", "entry:e-5"},
+		e.Details["ids"])
+	require.EqualValues(t, 6, e.Details["conflicts"])
+	require.Equal(t, false, e.Details["truncated"])
+	require.Empty(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "conv-new"}}, b...), "nothing imported")
+	require.Equal(t, "deploy note 3: release <train> & more — 部署 3",
+		app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "conv-a"}, "limit": 500}, b...)[3].Content)
+
+	// An import from the artifact itself (same scope) skips everything.
+	var op contract.OperationResponse
+	app.post(t, pathExports, map[string]any{}, a...).requireOK(t, http.StatusAccepted, &op)
+	done := app.waitOperation(t, op.Operation.ID, a...)
+	var result contract.ExportResult
+	require.NoError(t, json.Unmarshal(done.Result, &result))
+	var res contract.ImportResponse
+	app.post(t, pathImports, map[string]any{"artifactId": result.ArtifactID}, a...).requireOK(t, http.StatusOK, &res)
+	require.Equal(t, contract.RecordCounts{Messages: 31, Windows: 3, Derivations: 2, Invocations: 2, Entries: 7}, res.Skipped)
+	require.Equal(t, contract.RecordCounts{}, res.Imported)
+}
+
+// Every bad import answers the envelope and imports nothing: each stream below starts
+// with a valid message that must not be stored.
+func TestImportBadInput(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	a, c := tenantHeaders("tenant-a"), tenantHeaders("tenant-c")
+	app.appendOK(t, batchOf(rec("conv-seq", "m-1", "user", "first")), c...)
+	app.appendOK(t, batchOf(rec("conv-gone", "m-1", "user", "gone")), c...)
+	_, op := app.deleteConversation(t, "conv-gone", c...)
+	app.waitOperation(t, op.ID, c...)
+	art, _ := app.export(t, map[string]any{}, a...)
+
+	ok := messageLine("conv-ok", "m-ok", "must not be stored", 1)
+	one := contract.RecordCounts{Messages: 1}
+	two := contract.RecordCounts{Messages: 2}
+	window := map[string]any{"type": "window", "record": map[string]any{"id": "w-x", "conversation": map[string]any{"conversationId": "conv-ok"},
+		"stage": "original", "purpose": "chat", "tokenCount": 1, "metadata": nil, "createdAtMs": 1, "itemCount": 1, "contentBytes": 1,
+		"contentSha256": strings.Repeat("0", 64),
+		"items": []any{map[string]any{"id": "i", "ordinal": 0, "kind": "message", "role": nil, "content": "x", "sourceRecordId": nil,
+			"knowledgeEvidence": nil, "metadata": nil}}}}
+	derivation := map[string]any{"type": "derivation", "record": map[string]any{"id": "d-x", "sourceWindowId": "w-none",
+		"targetWindowId": "w-none-2", "kind": "trim", "createdAtMs": 1}}
+	b64 := func(data []byte) string { return base64.StdEncoding.EncodeToString(data) }
+	valid := b64(ndjson(t, one, ok))
+	cases := []struct {
+		name   string
+		body   any
+		status int
+		code   string
+		field  string
+		check  func(t *testing.T, e contract.ErrorBody)
+	}{
+		{"unknown format", map[string]any{"format": "csv", "data": valid}, 400, contract.CodeValidationFailed, "format", nil},
+		{"data without format", map[string]any{"data": valid}, 400, contract.CodeValidationFailed, "format", nil},
+		{"neither data nor artifact", map[string]any{"format": contract.FormatNDJSON}, 400, contract.CodeValidationFailed, "data", nil},
+		{"data and artifact", map[string]any{"format": contract.FormatNDJSON, "data": valid, "artifactId": art.ID}, 400, contract.CodeValidationFailed, "artifactId", nil},
+		{"bad base64", map[string]any{"format": contract.FormatNDJSON, "data": "!!!!" + valid}, 400, contract.CodeValidationFailed, "data", nil},
+		{"base64 without padding", map[string]any{"format": contract.FormatNDJSON, "data": strings.TrimRight(b64([]byte("x")), "=")}, 400, contract.CodeValidationFailed, "data", nil},
+		{"base64 with line breaks", map[string]any{"format": contract.FormatNDJSON, "data": valid[:4] + "\n" + valid[4:]}, 400, contract.CodeValidationFailed, "data", nil},
+		{"bad base64 at the end", map[string]any{"format": contract.FormatNDJSON, "data": valid + "A*=="}, 400, contract.CodeValidationFailed, "data", nil},
+		{"empty data", map[string]any{"format": contract.FormatNDJSON, "data": ""}, 400, contract.CodeValidationFailed, "data", nil},
+		{"data over 16 MiB", map[string]any{"format": contract.FormatNDJSON, "data": strings.Repeat("A", (contract.MaxImportDataBytes/3+1)*4)},
+			413, contract.CodePayloadTooLarge, "data", func(t *testing.T, e contract.ErrorBody) {
+				require.EqualValues(t, contract.MaxImportDataBytes, e.Details["limit"])
+			}},
+		{"a line that is not JSON", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok, "not json"))},
+			400, contract.CodeValidationFailed, "data", lineIs(3)},
+		{"an unknown type", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok, map[string]any{"type": "gadget", "record": map[string]any{}}))},
+			400, contract.CodeValidationFailed, "data", pathIs(3, "type")},
+		{"a record with an unknown member", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok,
+			map[string]any{"type": "message", "record": map[string]any{"id": "m", "scope": map[string]any{"conversationId": "c"}, "role": "user", "content": "x", "bogus": 1}}))},
+			400, contract.CodeValidationFailed, "data", pathIs(3, "record.bogus")},
+		{"a record before its type", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok,
+			`{"record":{"id":"m","scope":{"conversationId":"c"},"role":"king","content":"x"},"type":"message"}`))},
+			400, contract.CodeValidationFailed, "data", pathIs(3, "record.role")},
+		{"a line without a record", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok, map[string]any{"type": "message"}))},
+			400, contract.CodeValidationFailed, "data", pathIs(3, "record")},
+		{"two values on a line", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok, `{"type":"message"} {}`))},
+			400, contract.CodeValidationFailed, "data", lineIs(3)},
+		{"a line across lines", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok, "{\n}"))},
+			400, contract.CodeValidationFailed, "data", lineIs(3)},
+		{"an empty line", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok, "", ok))},
+			400, contract.CodeValidationFailed, "data", lineIs(3)},
+		{"no header", map[string]any{"format": contract.FormatNDJSON, "data": b64([]byte(mustJSON(t, ok) + "\n"))},
+			400, contract.CodeValidationFailed, "data", lineIs(1)},
+		{"a second header", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok, map[string]any{"type": "header", "record": map[string]any{}}))},
+			400, contract.CodeValidationFailed, "data", pathIs(3, "type")},
+		{"another format version", map[string]any{"format": contract.FormatNDJSON, "data": b64([]byte(strings.Replace(string(ndjson(t, one, ok)), `"formatVersion":1`, `"formatVersion":2`, 1)))},
+			400, contract.CodeValidationFailed, "data", pathIs(1, "formatVersion")},
+		{"a header whose counts lie", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok))},
+			400, contract.CodeValidationFailed, "data", func(t *testing.T, e contract.ErrorBody) {
+				require.Equal(t, "counts_mismatch", e.Details["reason"])
+			}},
+		{"a window whose digest lies", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, contract.RecordCounts{Messages: 1, Windows: 1}, ok, window))},
+			400, contract.CodeValidationFailed, "data", pathIs(3, "record.contentSha256")},
+		{"a derivation of missing windows", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, contract.RecordCounts{Messages: 1, Derivations: 1}, ok, derivation))},
+			404, contract.CodeNotFound, "data", pathIs(3, "record.sourceWindowId")},
+		{"a record of a deleted conversation", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok, messageLine("conv-gone", "m-2", "late", 2)))},
+			409, contract.CodeConflict, "", func(t *testing.T, e contract.ErrorBody) {
+				require.Equal(t, "conversation_deleted", e.Details["reason"])
+			}},
+		{"a sequence behind the conversation's", map[string]any{"format": contract.FormatNDJSON, "data": b64(ndjson(t, two, ok, messageLine("conv-seq", "m-0", "behind", 1)))},
+			409, contract.CodeConflict, "", func(t *testing.T, e contract.ErrorBody) {
+				require.Equal(t, "sequence_conflict", e.Details["reason"])
+				require.Equal(t, []any{"message:conv-seq/m-0"}, e.Details["ids"])
+			}},
+		{"an artifact of another scope", map[string]any{"artifactId": art.ID}, 404, contract.CodeNotFound, "artifactId", nil},
+		{"a bad artifact ID", map[string]any{"artifactId": "a b"}, 400, contract.CodeValidationFailed, "artifactId", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := app.post(t, pathImports, tc.body, c...).requireError(t, tc.status, tc.code)
+			if tc.field != "" {
+				require.Equal(t, tc.field, e.Details["field"], "%v", e)
+			}
+			if tc.check != nil {
+				tc.check(t, e)
+			}
+		})
+	}
+	require.Empty(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "conv-ok"}}, c...), "nothing half-imported")
+	require.Len(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "conv-seq"}}, c...), 1)
+	res := app.importOK(t, ndjson(t, one, ok), c...)
+	require.EqualValues(t, 1, res.Imported.Messages, "the valid stream imports")
+
+	// Chunks out of range, and artifacts of other scopes, are 404.
+	for _, index := range []int{art.ChunkCount, art.ChunkCount + 100} {
+		e := app.post(t, pathChunk, map[string]any{"artifactId": art.ID, "index": index}, a...).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		require.Equal(t, "index", e.Details["field"])
+	}
+	e := app.post(t, pathChunk, map[string]any{"artifactId": art.ID, "index": -1}, a...).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+	require.Equal(t, "index", e.Details["field"])
+	e = app.post(t, pathChunk, map[string]any{"artifactId": art.ID}, a...).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+	require.Equal(t, "index", e.Details["field"])
+	app.post(t, pathChunk, map[string]any{"artifactId": art.ID, "index": 0}, c...).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	app.post(t, pathArtifact, map[string]any{"artifactId": art.ID}, c...).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+
+	// Bad export and advanced requests.
+	for _, bad := range []struct {
+		path  string
+		body  any
+		field string
+	}{
+		{pathExports, map[string]any{"include": []string{}}, "include"},
+		{pathExports, map[string]any{"include": []string{"messages", "gadgets"}}, "include[1]"},
+		{pathExports, map[string]any{"include": []string{"messages", "messages"}}, "include[1]"},
+		{pathExports, map[string]any{"conversationId": "a b"}, "conversationId"},
+		{pathExports, map[string]any{"tenantId": "other"}, "tenantId"},
+		{pathAdvanced, map[string]any{"kind": "defrag"}, "kind"},
+		{pathAdvanced, map[string]any{"kind": "verify_integrity", "params": map[string]any{"deep": true}}, "params.deep"},
+		{pathAdvanced, map[string]any{"kind": "verify_integrity", "params": []any{}}, "params"},
+	} {
+		e := app.post(t, bad.path, bad.body, a...).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+		require.Equal(t, bad.field, e.Details["field"], "%s %v", bad.path, bad.body)
+	}
+}
+
+// lineIs checks details.line.
+func lineIs(line int) func(t *testing.T, e contract.ErrorBody) {
+	return func(t *testing.T, e contract.ErrorBody) { require.EqualValues(t, line, e.Details["line"], "%v", e.Details) }
+}
+
+// pathIs checks details.line and details.path.
+func pathIs(line int, path string) func(t *testing.T, e contract.ErrorBody) {
+	return func(t *testing.T, e contract.ErrorBody) {
+		require.EqualValues(t, line, e.Details["line"], "%v", e.Details)
+		require.Equal(t, path, e.Details["path"], "%v", e.Details)
+	}
+}
