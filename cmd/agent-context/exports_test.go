@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
 )
 
 var (
@@ -510,4 +512,186 @@ func pathIs(line int, path string) func(t *testing.T, e contract.ErrorBody) {
 		require.EqualValues(t, line, e.Details["line"], "%v", e.Details)
 		require.Equal(t, path, e.Details["path"], "%v", e.Details)
 	}
+}
+
+// Deleting a conversation removes every export artifact that holds its records, at
+// once for every route and physically by the deletion job; artifacts without its
+// records stay, and an export after the deletion leaves it out.
+func TestExportConversationDeletion(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	const doomed = "conv-doomed"
+	secrets := []string{"lemurmessage", "lemuritem", "lemurresponse", "lemurentry"}
+	app.appendOK(t, batchOf(rec(doomed, "m-1", "user", "the lemurmessage"), rec("kept", "k-1", "user", "kept message")))
+	app.createWindow(t, winBody("w-d", doomed, "original", winItems(1, func(int) string { return "lemuritem" })))
+	inv := winInvocation("i-d", doomed, "w-d")
+	inv["responseContent"] = "lemurresponse"
+	app.post(t, pathInvocations, inv).requireOK(t, http.StatusOK, nil)
+	app.createEntry(t, map[string]any{"id": "e-d", "kind": "fact", "content": "the lemurentry", "conversationId": doomed})
+	whole, _ := app.export(t, map[string]any{})
+	one, _ := app.export(t, map[string]any{"conversationId": doomed})
+	kept, keptData := app.export(t, map[string]any{"conversationId": "kept"})
+	pool := openPool(t, app.dsn)
+	for _, s := range secrets {
+		require.Contains(t, columnsContaining(t, pool, s), "export_chunks.data", s)
+	}
+
+	_, op := app.deleteConversation(t, doomed)
+	for _, id := range []string{whole.ID, one.ID} {
+		app.post(t, pathArtifact, map[string]any{"artifactId": id}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		app.post(t, pathChunk, map[string]any{"artifactId": id, "index": 0}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		app.post(t, pathImports, map[string]any{"artifactId": id}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	}
+	_, again := app.readArtifact(t, kept.ID)
+	require.Equal(t, keptData, again, "an artifact without the conversation's records stays")
+
+	done := app.waitOperation(t, op.ID)
+	require.Equal(t, contract.OperationSucceeded, done.State)
+	for _, s := range secrets {
+		require.Empty(t, columnsContaining(t, pool, s), "%s remains after the deletion", s)
+	}
+	require.Equal(t, []string{"conversations.conversation_id", "operations.conversation_id", "operations.request"},
+		columnsContaining(t, pool, doomed), "only the tombstone and the operation record name the conversation")
+
+	_, data := app.export(t, map[string]any{})
+	require.NotContains(t, string(data), doomed)
+	first, _, _ := bytes.Cut(data, []byte("\n"))
+	var header contract.ExportHeader
+	require.NoError(t, json.Unmarshal(first, &header))
+	require.Equal(t, contract.RecordCounts{Messages: 1}, header.Counts)
+	_, data = app.export(t, map[string]any{"conversationId": doomed})
+	first, _, _ = bytes.Cut(data, []byte("\n"))
+	require.NoError(t, json.Unmarshal(first, &header))
+	require.Equal(t, contract.RecordCounts{}, header.Counts)
+}
+
+// advanced runs an advanced operation to its end and returns it.
+func (a *testApp) advanced(t *testing.T, kind string, headers ...string) contract.Operation {
+	t.Helper()
+	var res contract.OperationResponse
+	a.post(t, pathAdvanced, map[string]any{"kind": kind, "params": map[string]any{}}, headers...).requireOK(t, http.StatusAccepted, &res)
+	require.Equal(t, contract.OperationAdvanced, res.Operation.Kind)
+	require.JSONEq(t, `{"kind":"`+kind+`","params":{}}`, string(res.Operation.Request))
+	op := a.waitOperation(t, res.Operation.ID, headers...)
+	require.Equal(t, contract.OperationSucceeded, op.State, "%+v", op.Error)
+	return op
+}
+
+// Tampering with a stored window's content in the database makes verify_integrity
+// report exactly that window, with the stored and the recomputed digest; the windows
+// are checked over many steps.
+func TestVerifyIntegrityFindsTampering(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	const windows = 25
+	for i := range windows {
+		app.createWindow(t, winBody(fmt.Sprintf("w-%02d", i), "conv-v", "original", winItems(3, winSmall)))
+	}
+	clean := app.advanced(t, contract.AdvancedVerifyIntegrity)
+	require.JSONEq(t, `{"windowsChecked":25,"mismatchCount":0,"mismatches":[]}`, string(clean.Result))
+	require.Equal(t, contract.OperationProgress{Done: windows, Total: ptrTo[int64](windows)}, clean.Progress)
+
+	var stored contract.Window
+	app.post(t, pathWindowsGet, map[string]any{"windowId": "w-07"}).requireOK(t, http.StatusOK, &stored)
+	pool := openPool(t, app.dsn)
+	_, err := pool.Exec(context.Background(), `UPDATE context_window_items SET content = 'tampered'::bytea
+		WHERE window_id = 'w-07' AND ordinal = 1`)
+	require.NoError(t, err)
+	// A window of another scope, tampered too, is not this scope's to report.
+	app.createWindow(t, winBody("w-07", "conv-v", "original", winItems(3, winSmall)), tenantHeaders("other")...)
+	_, err = pool.Exec(context.Background(), `UPDATE context_window_items SET content = 'x'::bytea
+		WHERE window_id = 'w-07' AND tenant_id = 'other'`)
+	require.NoError(t, err)
+
+	var result contract.IntegrityResult
+	require.NoError(t, json.Unmarshal(app.advanced(t, contract.AdvancedVerifyIntegrity).Result, &result))
+	items := make([]contract.WindowItem, 3)
+	for i, content := range []string{"content 0", "tampered", "content 2"} {
+		items[i] = contract.WindowItem{ID: fmt.Sprintf("item-%d", i), Ordinal: i, Kind: "message", Role: ptrTo("user"), Content: content}
+	}
+	_, tampered, err := runtime.WindowDigest(items)
+	require.NoError(t, err)
+	require.Equal(t, contract.IntegrityResult{WindowsChecked: windows, MismatchCount: 1, Mismatches: []contract.IntegrityMismatch{{
+		WindowID: "w-07", ConversationID: "conv-v", StoredSHA256: stored.ContentSHA256, ComputedSHA256: tampered,
+		StoredItemCount: 3, ComputedItemCount: 3, StoredContentBytes: stored.ContentBytes, ComputedContentBytes: stored.ContentBytes - 9 + 8,
+	}}}, result)
+}
+
+// purge_expired_entries removes the entries whose expiry passed (with their vectors),
+// and keeps active, superseded and merged ones; reindex_text_search rebuilds full-text
+// documents lost from the database.
+func TestAdvancedPurgeAndReindex(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	soon := time.Now().Add(1500 * time.Millisecond).UnixMilli()
+	app.createEntry(t, map[string]any{"id": "e-soon", "kind": "fact", "content": "expires soon", "expiresAtMs": soon})
+	app.createEntry(t, map[string]any{"id": "e-gone", "kind": "fact", "content": "expired by hand"})
+	app.post(t, pathEntriesExpire, map[string]any{"entryId": "e-gone"}).requireOK(t, http.StatusOK, nil)
+	app.createEntry(t, map[string]any{"id": "e-live", "kind": "fact", "content": "stays active", "expiresAtMs": time.Now().Add(time.Hour).UnixMilli()})
+	app.createEntry(t, map[string]any{"id": "e-old", "kind": "fact", "content": "corrected before it expired", "expiresAtMs": soon})
+	app.post(t, pathEntriesFix, map[string]any{"entryId": "e-old", "content": "the correction",
+		"expiresAtMs": time.Now().Add(time.Hour).UnixMilli()}).requireOK(t, http.StatusCreated, nil)
+	app.appendOK(t, batchOf(rec("conv-r", "m-1", "user", "the reindexed capybara")))
+	app.waitProjected(t)
+	for time.Now().UnixMilli() <= soon {
+		time.Sleep(50 * time.Millisecond)
+	}
+	vectorsBefore := vectorRows(t, app)
+
+	purged := app.advanced(t, contract.AdvancedPurgeExpiredEntries)
+	require.JSONEq(t, `{"purgedEntries":2}`, string(purged.Result))
+	for _, id := range []string{"e-soon", "e-gone"} {
+		app.post(t, pathEntriesGet, map[string]any{"entryId": id}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	}
+	require.Equal(t, contract.EntryActive, app.getEntry(t, "e-live").Status)
+	require.Equal(t, contract.EntrySuperseded, app.getEntry(t, "e-old").Status, "history stays")
+	require.Equal(t, vectorsBefore-1, vectorRows(t, app), "e-soon's vector goes with it")
+	require.JSONEq(t, `{"purgedEntries":0}`, string(app.advanced(t, contract.AdvancedPurgeExpiredEntries).Result))
+
+	pool := openPool(t, app.dsn)
+	_, err := pool.Exec(context.Background(), `UPDATE messages SET search = ''::tsvector`)
+	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), `UPDATE context_entries SET search = ''::tsvector`)
+	require.NoError(t, err)
+	require.Empty(t, app.searchIDs(t, map[string]any{"query": "capybara"}))
+	require.Empty(t, app.recallIDs(t, map[string]any{"query": "stays active", "mode": "text"}))
+	reindexed := app.advanced(t, contract.AdvancedReindexTextSearch)
+	require.JSONEq(t, `{"messages":1,"entries":3}`, string(reindexed.Result), "e-live, e-old and its correction")
+	require.Equal(t, []string{"m-1"}, app.searchIDs(t, map[string]any{"query": "capybara"}))
+	require.Equal(t, []string{"e-live"}, app.recallIDs(t, map[string]any{"query": "stays active", "mode": "text"}))
+}
+
+// An artifact expires AGENT_CONTEXT_EXPORT_TTL after it was created: it reads as
+// expired, its chunks and an import from it are refused, and the purge job removes
+// it with its chunks.
+func TestExportArtifactExpiry(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.ExportTTL = 90 * time.Minute })
+	app.appendOK(t, batchOf(rec("conv-x", "m-1", "user", "short-lived")))
+	art, _ := app.export(t, map[string]any{})
+	require.Equal(t, art.CreatedAtMs+90*60*1000, art.ExpiresAtMs)
+	// The clock moves past the expiry: the artifact's expiry moves before it.
+	pool := openPool(t, app.dsn)
+	_, err := pool.Exec(context.Background(), `UPDATE export_artifacts SET expires_at_ms = $1`, time.Now().Add(-time.Second).UnixMilli())
+	require.NoError(t, err)
+	var got contract.ExportArtifact
+	app.post(t, pathArtifact, map[string]any{"artifactId": art.ID}).requireOK(t, http.StatusOK, &got)
+	require.Equal(t, contract.ArtifactExpired, got.State)
+	for _, r := range []*testResponse{
+		app.post(t, pathChunk, map[string]any{"artifactId": art.ID, "index": 0}),
+		app.post(t, pathImports, map[string]any{"artifactId": art.ID}),
+	} {
+		e := r.requireError(t, http.StatusConflict, contract.CodeConflict)
+		require.Equal(t, "artifact_expired", e.Details["reason"])
+	}
+
+	purging := startApp(t, func(c *Config) { c.ExportTTL, c.ExportPurgeInterval = time.Second, 200 * time.Millisecond })
+	purging.appendOK(t, batchOf(rec("conv-x", "m-1", "user", "short-lived")))
+	gone, _ := purging.export(t, map[string]any{})
+	require.Eventually(t, func() bool {
+		return purging.post(t, pathArtifact, map[string]any{"artifactId": gone.ID}).Status == http.StatusNotFound
+	}, time.Minute, 50*time.Millisecond)
+	var chunks int
+	require.NoError(t, openPool(t, purging.dsn).QueryRow(context.Background(), `SELECT count(*) FROM export_chunks`).Scan(&chunks))
+	require.Zero(t, chunks)
 }
