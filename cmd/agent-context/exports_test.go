@@ -695,3 +695,42 @@ func TestExportArtifactExpiry(t *testing.T) {
 	require.NoError(t, openPool(t, purging.dsn).QueryRow(context.Background(), `SELECT count(*) FROM export_chunks`).Scan(&chunks))
 	require.Zero(t, chunks)
 }
+
+// An A2A snapshot with write: true is stored as a ready export artifact (format
+// a2a-snapshot/v1, evidence key proof:a2a-snapshot-v1) holding the redacted document
+// the answer carries, with a succeeded export operation; it is not an import source.
+func TestA2ASnapshotWriteStoresArtifact(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	app.post(t, contract.RouteA2AAgentsRegister.Path, map[string]any{"agentType": "planner"}).requireOK(t, http.StatusOK, nil)
+	app.post(t, contract.RouteA2AMessagesPost.Path, map[string]any{"messageId": "m-1",
+		"content": "deploy with password=" + snapshotSecrets[2]}).requireOK(t, http.StatusOK, nil)
+
+	r := app.post(t, contract.RouteA2ASnapshot.Path, map[string]any{"write": true})
+	var snap contract.Snapshot
+	r.requireOK(t, http.StatusOK, &snap)
+	require.NotNil(t, snap.ArtifactID)
+	require.NotContains(t, string(r.Body), snapshotSecrets[2])
+	art, data := app.readArtifact(t, *snap.ArtifactID)
+	require.Equal(t, 1, art.ChunkCount)
+	id := *snap.ArtifactID
+	snap.ArtifactID = nil
+	want, err := json.Marshal(snap)
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(data), "the artifact holds the snapshot as answered, without its own ID")
+	require.Contains(t, string(data), "password=[REDACTED:password]")
+
+	op := app.operation(t, art.OperationID)
+	require.Equal(t, contract.OperationExport, op.Kind)
+	require.Equal(t, contract.OperationSucceeded, op.State)
+	require.JSONEq(t, `{"artifactId":"`+id+`"}`, string(op.Result))
+	require.JSONEq(t, `{"privacy":"redacted","write":true}`, string(op.Request))
+	var format, evidence string
+	require.NoError(t, openPool(t, app.dsn).QueryRow(context.Background(),
+		`SELECT format, evidence_key FROM export_artifacts WHERE artifact_id = $1`, id).Scan(&format, &evidence))
+	require.Equal(t, contract.FormatA2ASnapshot, format)
+	require.Equal(t, contract.SnapshotEvidenceKey, evidence)
+
+	e := app.post(t, pathImports, map[string]any{"artifactId": id}).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+	require.Equal(t, "artifactId", e.Details["field"])
+}
