@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -325,12 +326,12 @@ func TestImportConflicts(t *testing.T) {
 	app.importOK(t, data, b...)
 
 	changed := editLines(t, data, map[string]func(map[string]any){
-		"m-03": func(r map[string]any) { r["content"] = "changed" },
-		"m-x":  func(r map[string]any) { r["sequence"] = 41 },
-		"w-2":  func(r map[string]any) { r["metadata"] = map[string]any{"changed": true} },
-		"d-1":  func(r map[string]any) { r["strategy"] = "other" },
+		"m-03":  func(r map[string]any) { r["content"] = "changed" },
+		"m-x":   func(r map[string]any) { r["sequence"] = 41 },
+		"w-2":   func(r map[string]any) { r["metadata"] = map[string]any{"changed": true} },
+		"d-1":   func(r map[string]any) { r["strategy"] = "other" },
 		"inv-2": func(r map[string]any) { r["latencyMs"] = 1 },
-		"e-5": func(r map[string]any) { r["content"] = "changed preference" },
+		"e-5":   func(r map[string]any) { r["content"] = "changed preference" },
 	})
 	// A record new to the scope, before the conflicts are known.
 	lines := strings.SplitN(string(changed), "\n", 2)
@@ -503,7 +504,9 @@ func TestImportBadInput(t *testing.T) {
 
 // lineIs checks details.line.
 func lineIs(line int) func(t *testing.T, e contract.ErrorBody) {
-	return func(t *testing.T, e contract.ErrorBody) { require.EqualValues(t, line, e.Details["line"], "%v", e.Details) }
+	return func(t *testing.T, e contract.ErrorBody) {
+		require.EqualValues(t, line, e.Details["line"], "%v", e.Details)
+	}
 }
 
 // pathIs checks details.line and details.path.
@@ -685,7 +688,7 @@ func TestExportArtifactExpiry(t *testing.T) {
 		require.Equal(t, "artifact_expired", e.Details["reason"])
 	}
 
-	purging := startApp(t, func(c *Config) { c.ExportTTL, c.ExportPurgeInterval = time.Second, 200 * time.Millisecond })
+	purging := startApp(t, func(c *Config) { c.ExportTTL, c.ExportPurgeInterval = time.Second, 200*time.Millisecond })
 	purging.appendOK(t, batchOf(rec("conv-x", "m-1", "user", "short-lived")))
 	gone, _ := purging.export(t, map[string]any{})
 	require.Eventually(t, func() bool {
@@ -733,4 +736,45 @@ func TestA2ASnapshotWriteStoresArtifact(t *testing.T) {
 
 	e := app.post(t, pathImports, map[string]any{"artifactId": id}).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
 	require.Equal(t, "artifactId", e.Details["field"])
+}
+
+// `agent-context export --out FILE` and `agent-context import FILE` move a scope: the
+// file is the artifact, and an import in parts (cut at record boundaries) restores
+// the same reads; a file whose header lies imports nothing.
+func TestExportImportCommands(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	seedScope(t, app, tenantHeaders("tenant-a")...)
+	file := t.TempDir() + "/scope.ndjson"
+	env := func(string) string { return "" }
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"export", "--url", app.base, "--tenant", "tenant-a", "--project", "p",
+		"--out", file}, env, &out))
+	require.Contains(t, out.String(), "exported artifact")
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	sum := sha256.Sum256(data)
+	require.Contains(t, out.String(), hex.EncodeToString(sum[:]))
+
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"import", "--url", app.base, "--tenant", "tenant-b", "--project", "p",
+		"--part-bytes", "2048", file}, env, &out))
+	require.Contains(t, out.String(), "imported "+file)
+	require.Contains(t, out.String(), "31 messages, 3 windows, 2 derivations, 2 invocations, 7 entries; skipped 0 messages")
+	require.NotContains(t, out.String(), "in 1 part(s)", "the file went in parts")
+	app.waitProjected(t, tenantHeaders("tenant-b")...)
+	for _, read := range seededReads(t, app, tenantHeaders("tenant-a")...) {
+		ra, rb := app.post(t, read.path, read.body, tenantHeaders("tenant-a")...), app.post(t, read.path, read.body, tenantHeaders("tenant-b")...)
+		require.Equal(t, string(ra.Body), string(rb.Body), "%s %v", read.path, read.body)
+	}
+
+	lying := t.TempDir() + "/lying.ndjson"
+	require.NoError(t, os.WriteFile(lying, bytes.Replace(data, []byte(`"messages":31`), []byte(`"messages":32`), 1), 0o600))
+	err = run(context.Background(), []string{"import", "--url", app.base, "--tenant", "tenant-c", "--project", "p", lying}, env, &out)
+	require.ErrorContains(t, err, "do not match")
+	require.Empty(t, app.recent(t, map[string]any{"scope": map[string]any{"conversationId": "conv-a"}}, tenantHeaders("tenant-c")...))
+
+	var usage usageError
+	require.ErrorAs(t, run(context.Background(), []string{"export"}, env, &out), &usage)
+	require.ErrorAs(t, run(context.Background(), []string{"import", "a", "b"}, env, &out), &usage)
 }

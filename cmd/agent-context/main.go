@@ -46,6 +46,10 @@ commands:
                            write an Ed25519 envelope signing key; print its peers-file entry
   a2a sign FILE (--key KEYFILE | --hmac KEYID)
                            print the envelope in FILE signed (a2a -h: details)
+  export --out FILE [--conversation ID] [--include KINDS] [--url URL] [--token T]
+                           export the scope into an agent-context-ndjson/v1 FILE
+  import [--url URL] [--token T] FILE
+                           import such a FILE into the scope (export -h: details)
 `
 
 // run dispatches a command line. It is main without the process: tests call it.
@@ -89,6 +93,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return knowledgeCommand(ctx, args[1:], stdout)
 	case "a2a":
 		return a2aCommand(args[1:], getenv, stdout)
+	case "export":
+		return exportCommand(ctx, args[1:], getenv, stdout)
+	case "import":
+		return importCommand(ctx, args[1:], getenv, stdout)
 	case "version":
 		return versionCommand(stdout)
 	case "health":
