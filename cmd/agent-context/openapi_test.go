@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -206,10 +208,28 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 	case contract.RouteA2AJSONRPC.Path:
 		_, err = c.A2ARPC(ctx, "", &contract.RPCRequest{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: contract.MethodV03TasksGet,
 			Params: json.RawMessage(`{"id":"t-any"}`)})
+	case contract.RouteExports.Path:
+		_, err = c.Export(ctx, &contract.ExportRequest{})
+	case contract.RouteExportArtifactsGet.Path:
+		_, err = c.GetArtifact(ctx, &contract.GetArtifactRequest{ArtifactID: "art-any"})
+	case contract.RouteExportArtifactsChunk.Path:
+		_, err = c.GetChunk(ctx, &contract.GetChunkRequest{ArtifactID: "art-any", Index: ptrTo(0)})
+	case contract.RouteImports.Path:
+		_, err = c.Import(ctx, importOneMessage())
+	case contract.RouteAdvancedOperations.Path:
+		_, err = c.StartAdvancedOperation(ctx, &contract.AdvancedOperationRequest{Kind: contract.AdvancedVerifyIntegrity})
 	default:
 		return fmt.Errorf("routeCall does not know %s %s: add it", route.Method, route.Path)
 	}
 	return err
+}
+
+// importOneMessage is an inline import of one message.
+func importOneMessage() *contract.ImportRequest {
+	data := base64.StdEncoding.EncodeToString([]byte(`{"type":"header","formatVersion":1,"exportedAtMs":1,` +
+		`"counts":{"messages":1,"windows":0,"derivations":0,"invocations":0,"entries":0}}` + "\n" +
+		`{"type":"message","record":{"id":"m-any","scope":{"conversationId":"c-any"},"role":"user","content":"x"}}` + "\n"))
+	return &contract.ImportRequest{Format: ptrTo(contract.FormatNDJSON), Data: &data}
 }
 
 func windowRequest(id, conversation, content string) *contract.CreateWindowRequest {
@@ -838,6 +858,90 @@ func TestOpenAPIContract(t *testing.T) {
 		require.True(t, degraded.Degraded)
 		_, err = down.full.Recall(ctx, &contract.RecallRequest{Query: "anything", Mode: contract.RecallVector})
 		requireCode(t, err, http.StatusServiceUnavailable, contract.CodeEmbeddingUnavailable)
+	})
+
+	t.Run("exports", func(t *testing.T) {
+		_, err := rig.full.AppendMessages(ctx, &contract.AppendMessagesRequest{Messages: []contract.ConversationRecord{
+			{ID: "m-x", Scope: contract.ConversationScope{ConversationID: "conv-x"}, Role: contract.RoleUser, Content: "exported"}}})
+		require.NoError(t, err)
+		started, err := rig.full.Export(ctx, &contract.ExportRequest{ConversationID: ptrTo("conv-x"), Include: []string{contract.IncludeMessages}})
+		require.NoError(t, err)
+		var op *contract.OperationResponse
+		require.Eventually(t, func() bool {
+			op, err = rig.full.GetOperation(ctx, &contract.GetOperationRequest{OperationID: started.Operation.ID})
+			require.NoError(t, err)
+			return op.Operation.State == contract.OperationSucceeded
+		}, time.Minute, 20*time.Millisecond)
+		var result contract.ExportResult
+		require.NoError(t, json.Unmarshal(op.Operation.Result, &result))
+		art, err := rig.full.GetArtifact(ctx, &contract.GetArtifactRequest{ArtifactID: result.ArtifactID})
+		require.NoError(t, err)
+		require.Equal(t, contract.ArtifactReady, art.State)
+		chunk, err := rig.full.GetChunk(ctx, &contract.GetChunkRequest{ArtifactID: art.ID, Index: ptrTo(0)})
+		require.NoError(t, err)
+		_, err = rig.full.GetChunk(ctx, &contract.GetChunkRequest{ArtifactID: art.ID, Index: ptrTo(art.ChunkCount)})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		_, err = rig.full.GetArtifact(ctx, &contract.GetArtifactRequest{ArtifactID: "art-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		_, err = rig.full.GetChunk(invalid(), &contract.GetChunkRequest{ArtifactID: art.ID})
+		require.Equal(t, "index", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+
+		res, err := rig.full.Import(ctx, &contract.ImportRequest{ArtifactID: &art.ID})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, res.Skipped.Messages)
+		var raw []byte
+		for i := range art.ChunkCount {
+			c, err := rig.full.GetChunk(ctx, &contract.GetChunkRequest{ArtifactID: art.ID, Index: &i})
+			require.NoError(t, err)
+			data, err := base64.StdEncoding.DecodeString(c.Data)
+			require.NoError(t, err)
+			raw = append(raw, data...)
+		}
+		whole := base64.StdEncoding.EncodeToString(raw)
+		res, err = rig.full.Import(ctx, &contract.ImportRequest{Format: ptrTo(contract.FormatNDJSON), Data: &whole})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, res.Skipped.Messages)
+		changed := base64.StdEncoding.EncodeToString(bytes.Replace(raw, []byte(`"exported"`), []byte(`"changed"`), 1))
+		_, err = rig.full.Import(ctx, &contract.ImportRequest{Format: ptrTo(contract.FormatNDJSON), Data: &changed})
+		e := requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
+		require.Equal(t, []any{"message:conv-x/m-x"}, e.Details["ids"])
+		_, err = rig.full.Import(ctx, &contract.ImportRequest{ArtifactID: ptrTo("art-none")})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		_, err = rig.full.Import(invalid(), &contract.ImportRequest{Format: ptrTo("csv"), Data: &chunk.Data})
+		require.Equal(t, "format", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+		big := strings.Repeat("A", (contract.MaxImportDataBytes/3+1)*4)
+		_, err = rig.full.Import(ctx, &contract.ImportRequest{Format: ptrTo(contract.FormatNDJSON), Data: &big})
+		requireCode(t, err, http.StatusRequestEntityTooLarge, contract.CodePayloadTooLarge)
+
+		// An expired artifact's chunks are refused.
+		conn, err := pgx.Connect(ctx, rig.app.dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, `UPDATE export_artifacts SET expires_at_ms = 0 WHERE artifact_id = $1`, art.ID)
+		require.NoError(t, err)
+		expired, err := rig.full.GetArtifact(ctx, &contract.GetArtifactRequest{ArtifactID: art.ID})
+		require.NoError(t, err)
+		require.Equal(t, contract.ArtifactExpired, expired.State)
+		_, err = rig.full.GetChunk(ctx, &contract.GetChunkRequest{ArtifactID: art.ID, Index: ptrTo(0)})
+		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
+
+		for _, kind := range contract.AdvancedKinds {
+			started, err := rig.full.StartAdvancedOperation(ctx, &contract.AdvancedOperationRequest{Kind: kind, Params: json.RawMessage(`{}`)})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				op, err = rig.full.GetOperation(ctx, &contract.GetOperationRequest{OperationID: started.Operation.ID})
+				require.NoError(t, err)
+				return op.Operation.State == contract.OperationSucceeded
+			}, time.Minute, 20*time.Millisecond)
+		}
+		_, err = rig.full.StartAdvancedOperation(invalid(), &contract.AdvancedOperationRequest{Kind: "defrag"})
+		require.Equal(t, "kind", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+		_, err = rig.full.Export(invalid(), &contract.ExportRequest{Include: []string{"gadgets"}})
+		require.Equal(t, "include[0]", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
+
+		snap, err := rig.full.Snapshot(ctx, &contract.SnapshotRequest{Write: true})
+		require.NoError(t, err)
+		require.NotNil(t, snap.ArtifactID)
 	})
 
 	t.Run("every route's generic errors", func(t *testing.T) {
