@@ -89,7 +89,8 @@ type ExportStore interface {
 	// records the conversations whose records they hold. It first locks those
 	// conversations against deletion, then the artifact. Errors: CONFLICT with reason
 	// conversation_deleted (a conversation was deleted meanwhile) or artifact_deleted
-	// (the artifact is no longer building), SERVICE_UNAVAILABLE.
+	// (the artifact is no longer building), SERVICE_UNAVAILABLE. The locks last until
+	// the transaction ends: call it inside a unit of work.
 	WriteChunks(ctx context.Context, scope Scope, artifactID string, chunks []ArtifactChunk, conversations []string) error
 	// FinishArtifact makes a building artifact ready with the SHA-256 of its chunks.
 	// Errors: CONFLICT reason artifact_deleted, SERVICE_UNAVAILABLE.
