@@ -194,6 +194,22 @@ func (im *importer) messageIDs(err error) error {
 	return re
 }
 
+// outcome counts a record's write: written now, skipped as the same record, or a
+// conflict named ref.
+func (im *importer) outcome(err error, created, same bool, imported, skipped *int64, ref string) error {
+	switch {
+	case err != nil:
+		return prefixField("record", err)
+	case created:
+		*imported++
+	case same:
+		*skipped++
+	default:
+		im.conflict(ref)
+	}
+	return nil
+}
+
 func (im *importer) addWindow(ctx context.Context, rec *contract.Window) error {
 	var items []contract.WindowItemInput
 	if rec.Items != nil {
@@ -219,17 +235,8 @@ func (im *importer) addWindow(ctx context.Context, rec *contract.Window) error {
 	}
 	w.CreatedAtMs = rec.CreatedAtMs
 	stored, created, err := im.tx.Windows.CreateWindow(ctx, im.p.Scope, &w)
-	switch {
-	case err != nil:
-		return prefixField("record", err)
-	case created:
-		im.res.Imported.Windows++
-	case sameWindow(&w, &stored):
-		im.res.Skipped.Windows++
-	default:
-		im.conflict(contract.RecordWindow + ":" + w.ID)
-	}
-	return nil
+	return im.outcome(err, created, sameWindow(&w, &stored), &im.res.Imported.Windows, &im.res.Skipped.Windows,
+		contract.RecordWindow+":"+w.ID)
 }
 
 func (im *importer) addDerivation(ctx context.Context, rec *contract.Derivation) error {
@@ -245,17 +252,8 @@ func (im *importer) addDerivation(ctx context.Context, rec *contract.Derivation)
 	}
 	d.CreatedAtMs = rec.CreatedAtMs
 	stored, created, err := im.tx.Windows.CreateDerivation(ctx, im.p.Scope, &d)
-	switch {
-	case err != nil:
-		return prefixField("record", err)
-	case created:
-		im.res.Imported.Derivations++
-	case sameDerivation(&d, &stored):
-		im.res.Skipped.Derivations++
-	default:
-		im.conflict(contract.RecordDerivation + ":" + d.ID)
-	}
-	return nil
+	return im.outcome(err, created, sameDerivation(&d, &stored), &im.res.Imported.Derivations, &im.res.Skipped.Derivations,
+		contract.RecordDerivation+":"+d.ID)
 }
 
 func (im *importer) addInvocation(ctx context.Context, rec *contract.ModelInvocation) error {
@@ -279,17 +277,8 @@ func (im *importer) addInvocation(ctx context.Context, rec *contract.ModelInvoca
 	}
 	inv.CreatedAtMs = rec.CreatedAtMs
 	stored, created, err := im.tx.Windows.SaveInvocation(ctx, im.p.Scope, &inv)
-	switch {
-	case err != nil:
-		return prefixField("record", err)
-	case created:
-		im.res.Imported.Invocations++
-	case sameInvocation(req, &inv, &stored):
-		im.res.Skipped.Invocations++
-	default:
-		im.conflict(contract.RecordInvocation + ":" + inv.ID)
-	}
-	return nil
+	return im.outcome(err, created, sameInvocation(req, &inv, &stored), &im.res.Imported.Invocations, &im.res.Skipped.Invocations,
+		contract.RecordInvocation+":"+inv.ID)
 }
 
 func (im *importer) addEntry(ctx context.Context, rec *contract.ContextEntry) error {

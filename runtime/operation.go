@@ -299,29 +299,25 @@ func (o *Operations) stepFunc(op contract.Operation) (stepFunc, error) {
 			return o.store.RetentionStep(ctx, scope, id, plan, o.bounds, nowMs)
 		}, nil
 	case contract.OperationVectorRebuild:
-		if o.rebuilds == nil {
-			break
+		if o.rebuilds != nil {
+			return scopeStep(o.rebuilds.RebuildStep(op))
 		}
-		step, err := o.rebuilds.RebuildStep(op)
-		if err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context, scope Scope, _ string, nowMs int64) (bool, error) {
-			return step(ctx, scope, nowMs)
-		}, nil
 	case contract.OperationExport, contract.OperationAdvanced:
-		if o.exports == nil {
-			break
+		if o.exports != nil {
+			return scopeStep(o.exports.Step(op))
 		}
-		step, err := o.exports.Step(op)
-		if err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context, scope Scope, _ string, nowMs int64) (bool, error) {
-			return step(ctx, scope, nowMs)
-		}, nil
 	}
 	return nil, fmt.Errorf("no job runs operations of kind %q", op.Kind)
+}
+
+// scopeStep is the stepFunc of a runner's step, which knows its operation already.
+func scopeStep(step func(ctx context.Context, scope Scope, nowMs int64) (bool, error), err error) (stepFunc, error) {
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, scope Scope, _ string, nowMs int64) (bool, error) {
+		return step(ctx, scope, nowMs)
+	}, nil
 }
 
 // FailOperation marks an operation failed because of cause. The operation's error
