@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/embedding/hash"
@@ -372,9 +373,11 @@ func TestEmbedderChangeIsARebuild(t *testing.T) {
 		c.ProjectionSweepInterval = 200 * time.Millisecond
 	})
 	for _, h := range [][]string{nil, {"x-infra-tenant-id", "second"}} {
-		require.Eventually(t, func() bool {
+		// On a timeout the last status seen is reported, operations included.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			st := second.status(t, h...)
-			return st.VectorProjection.Model == local.ModelID && st.Operations.Pending+st.Operations.Running == 0
+			assert.Equal(c, local.ModelID, st.VectorProjection.Model, "status %+v", st)
+			assert.Zero(c, st.Operations.Pending+st.Operations.Running, "status %+v", st)
 		}, operationDeadline, 50*time.Millisecond)
 		st := second.waitProjected(t, h...)
 		require.Equal(t, contract.VectorProjectionStatus{Generation: 2, Model: local.ModelID, Dimensions: 512,
