@@ -53,6 +53,21 @@ type Pricing struct {
 	Fallback *Price
 }
 
+// PriceOf returns the price an invocation of model pays and how it was found: its
+// entry (exact or alias), else the fallback (fallback), else nothing (a zero price,
+// none). Models match exactly, case included.
+func (p Pricing) PriceOf(model string) (Price, string) {
+	if i, ok := slices.BinarySearchFunc(p.Entries, model, func(e PriceEntry, m string) int {
+		return strings.Compare(e.Model, m)
+	}); ok {
+		return p.Entries[i].Price, p.Entries[i].Match
+	}
+	if p.Fallback != nil {
+		return *p.Fallback, contract.PricingFallback
+	}
+	return Price{Input: "0", Output: "0", CachedInput: "0"}, contract.PricingNone
+}
+
 // Bounds of a price in the pricing file: a decimal with at most 7 digits before the
 // point and 12 after it.
 const (

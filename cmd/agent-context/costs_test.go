@@ -271,7 +271,8 @@ func writePricing(t *testing.T, content string) func(*Config) {
 
 // TestCostsOfAMillionInvocations: over 1,000,000 invocations loaded with COPY, the
 // report matches the test's own exact account (integers of 10^-18 USD), for the whole
-// time, a part of it and none of it, by every grouping, and leaves out a deleted
+// time (from the running sums, and from the invocations of a range that holds them
+// all), a part of it and none of it, by every grouping, and leaves out a deleted
 // conversation.
 func TestCostsOfAMillionInvocations(t *testing.T) {
 	t.Parallel()
@@ -297,6 +298,10 @@ func TestCostsOfAMillionInvocations(t *testing.T) {
 	for _, grouping := range contract.CostGroupings {
 		t.Run(grouping, func(t *testing.T) {
 			report := decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{"groupBy": grouping, "topN": 100}))
+			requireReport(t, whole, grouping, 100, report)
+			// The same rows through the invocations of a range rather than the running sums.
+			report = decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{
+				"groupBy": grouping, "topN": 100, "fromMs": 0, "toMs": int64(1<<53 - 1)}))
 			requireReport(t, whole, grouping, 100, report)
 			report = decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{
 				"groupBy": grouping, "fromMs": part.from, "toMs": part.to}))
@@ -365,10 +370,57 @@ func TestCostsPricing(t *testing.T) {
 	require.Contains(t, string(r.Body), `"costUsd":13.170003`)
 	require.Contains(t, string(r.Body), `"avgInputTokens":1800000.2`)
 
-	// A deleted conversation's invocations leave the report at once.
-	app.post(t, contract.RouteConversationsDelete.Path, map[string]any{"conversationId": "c"}).requireOK(t, http.StatusAccepted, nil)
-	gone := decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{"groupBy": "agent"}))
-	require.Equal(t, contract.CostsResponse{Totals: contract.CostTotals{CostUSD: "0"}, Groups: []contract.CostGroup{}}, gone)
+	// A deleted conversation's invocations leave the report at once, and stay out once
+	// the deletion job has removed them (and their sums).
+	var deletion contract.OperationResponse
+	app.post(t, contract.RouteConversationsDelete.Path, map[string]any{"conversationId": "c"}).requireOK(t, http.StatusAccepted, &deletion)
+	nothing := contract.CostsResponse{Totals: contract.CostTotals{CostUSD: "0"}, Groups: []contract.CostGroup{}}
+	requireNoCosts := func() {
+		t.Helper()
+		for _, grouping := range contract.CostGroupings {
+			for _, body := range []map[string]any{{"groupBy": grouping}, {"groupBy": grouping, "fromMs": 0, "toMs": 1000}} {
+				require.Equal(t, nothing, decodeCosts(t, app.post(t, contract.RouteCosts.Path, body)), "%v", body)
+			}
+		}
+	}
+	requireNoCosts()
+	require.Equal(t, contract.OperationSucceeded, app.waitOperation(t, deletion.Operation.ID).State)
+	requireNoCosts()
+}
+
+// TestCostsTies: groups of equal cost come in byte order of their keys, the group
+// without a tool last, from the running sums and from a range alike; so do groups
+// that cost nothing.
+func TestCostsTies(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, writePricing(t, `{"models": {"m": {"inputPerMTok": 1.5, "outputPerMTok": 3}}}`))
+	app.post(t, contract.RouteWindowsCreate.Path, map[string]any{"id": "w", "conversation": map[string]any{"conversationId": "c"},
+		"stage": "original", "purpose": "p", "tokenCount": 1, "items": []any{}}).requireOK(t, http.StatusCreated, nil)
+	for i, tool := range []any{"b", nil, "a", "Z", "free-b", "free-a"} {
+		model, input := "m", 1000
+		if s, ok := tool.(string); ok && strings.HasPrefix(s, "free") {
+			model = "unpriced"
+		}
+		app.post(t, contract.RouteModelInvocationsCreate.Path, map[string]any{"id": fmt.Sprint("i", i),
+			"conversation": map[string]any{"conversationId": "c"}, "requestWindowId": "w", "toolName": tool,
+			"provider": "p", "model": model, "state": "succeeded", "inputTokens": input, "outputTokens": 0,
+			"cachedTokens": 0, "startedAtMs": 100}).requireOK(t, http.StatusOK, nil)
+	}
+	for _, body := range []map[string]any{{"groupBy": "tool"}, {"groupBy": "tool", "fromMs": 100, "toMs": 101}} {
+		report := decodeCosts(t, app.post(t, contract.RouteCosts.Path, body))
+		var keys []any
+		for _, g := range report.Groups {
+			if g.Key == nil {
+				keys = append(keys, nil)
+			} else {
+				keys = append(keys, *g.Key)
+			}
+		}
+		require.Equal(t, []any{"Z", "a", "b", nil, "free-a", "free-b"}, keys, "%v", body)
+		require.Equal(t, contract.Decimal("0.0015"), report.Groups[3].CostUSD)
+		require.Equal(t, contract.Decimal("0"), report.Groups[4].CostUSD)
+		require.Equal(t, contract.Decimal("0.006"), report.Totals.CostUSD)
+	}
 }
 
 // TestCostsWithoutPricing: with no pricing file every model costs 0, match none.
@@ -380,9 +432,13 @@ func TestCostsWithoutPricing(t *testing.T) {
 	report := decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{"groupBy": "model"}))
 	require.EqualValues(t, 100, report.Totals.Calls)
 	require.Equal(t, contract.Decimal("0"), report.Totals.CostUSD)
-	for _, g := range report.Groups {
+	require.Len(t, report.Groups, len(costModels))
+	for i, g := range report.Groups {
 		require.Equal(t, contract.PricingNone, g.PricingMatch)
 		require.Equal(t, contract.Decimal("0"), g.CostUSD)
+		if i > 0 {
+			require.Less(t, *report.Groups[i-1].Key, *g.Key, "groups of equal cost in key order")
+		}
 	}
 }
 
@@ -414,28 +470,40 @@ func TestCostsBadInput(t *testing.T) {
 // BenchmarkCostsReport measures the cost report over 1,000,000 invocations of one
 // scope (loaded with COPY, indexes built after, vacuumed and analyzed), over HTTP on
 // loopback, for each grouping, priced by costPricing (prices of up to 12 decimals, the
-// slow end of numeric arithmetic). The baseline is the same aggregation without
-// pricing: count and token sums by the grouping's column through a pgx pool, with the
-// same work_mem.
+// slow end of numeric arithmetic): over the whole time (report-by-, from the running
+// sums) and over a range that holds every invocation (range-by-, from the
+// invocations). The baseline is the bare aggregation: count and token sums of the
+// invocations by the grouping's column through a pgx pool, with the same work_mem, no
+// pricing, no HTTP.
 //
-//	go test -run '^$' -bench BenchmarkCostsReport -benchtime 5x ./cmd/agent-context
+//	go test -run '^$' -bench BenchmarkCostsReport -benchtime 5x -timeout 30m ./cmd/agent-context
 func BenchmarkCostsReport(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "pricing.json")
 	require.NoError(b, os.WriteFile(path, []byte(costPricing), 0o600))
 	app := startMsgBenchApp(b, func(c *Config) { c.PricingFile = path })
 	copyInvocations(b, app.pool, 1_000_000, nil)
 	ctx := context.Background()
+	// The running sums the load's triggers wrote, vacuumed as the invocations are (so
+	// their index answers without visiting the table, as after autovacuum).
+	_, err := app.pool.Exec(ctx, "VACUUM ANALYZE cost_usage, cost_usage_conversations, cost_models")
+	require.NoError(b, err)
 	columns := map[string]string{contract.CostsByAgent: "agent_id", contract.CostsByTool: "tool_name",
 		contract.CostsByModel: "model", contract.CostsByConversation: "conversation_id"}
 	for _, grouping := range contract.CostGroupings {
 		body := []byte(fmt.Sprintf(`{"groupBy":%q}`, grouping))
-		b.Run("report-by-"+grouping, func(b *testing.B) {
-			var report contract.CostsResponse
-			for b.Loop() {
-				app.post(b, contract.RouteCosts.Path, body, &report)
-			}
-			require.EqualValues(b, 1_000_000, report.Totals.Calls)
-		})
+		ranged := []byte(fmt.Sprintf(`{"groupBy":%q,"fromMs":0,"toMs":%d}`, grouping, int64(1<<53-1)))
+		for _, run := range []struct {
+			name string
+			body []byte
+		}{{"report-by-", body}, {"range-by-", ranged}} {
+			b.Run(run.name+grouping, func(b *testing.B) {
+				var report contract.CostsResponse
+				for b.Loop() {
+					app.post(b, contract.RouteCosts.Path, run.body, &report)
+				}
+				require.EqualValues(b, 1_000_000, report.Totals.Calls)
+			})
+		}
 		b.Run("baseline-sums-by-"+grouping, func(b *testing.B) {
 			for b.Loop() {
 				tx, err := app.pool.Begin(ctx)
