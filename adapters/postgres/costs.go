@@ -51,8 +51,8 @@ var costGroupings = map[string]costGrouping{
 // The parameters of every report statement: $1 tenant, $2 project; by model number
 // (the scope's cost_models, 1-based, see costPrices) $3–$5 the input, output and
 // cached input prices per million tokens as exact decimals, $6 the match rank (index
-// of pricingRanks) and $7–$9 the same three prices as float8; $10 topN; for a part of
-// the time, $11 fromMs and $12 toMs.
+// of pricingRanks) and $7–$9 the same three prices as float8; $10 topN; $11 how many
+// groups the ranking looks at (costRankCTEs); for a range, $12 fromMs and $13 toMs.
 //
 // costCommonCTEs are the price table by model number and the scope's deleted
 // conversations; costExpr a sum's cost per million tokens (k the sum, m its model).
@@ -83,24 +83,27 @@ func costSumsFrom(key, from, where string) string {
 const costDeletedFrom = `deleted d JOIN model_invocations m ON m.tenant_id = $1 AND m.project_id = $2
 		AND m.conversation_id = d.conversation_id`
 
-// costRankingCTEs picks the candidates of the topN from approx (key, approx: the
-// group's cost in float8, without a numeric operation per group). An approx is within
-// a relative error e of the exact cost, e ≤ (calls + 3·terms + 2)·2^-53 for a group of
-// calls invocations in terms (group, model) sums (docs/costs.md); g, from the totals'
-// calls, bounds every group's e more than 9 times over. So exact ≥ approx/(1+g), and a
-// group among the topN has approx/(1−g) ≥ the topN-th largest approx/(1+g) (else topN
-// groups would cost more than it): the candidates are those, and since an approx is 0
-// exactly when the cost is, the first topN groups of cost 0 by key (the group without
-// a key last).
-const costRankingCTEs = `margin AS (
-	SELECT (5 * coalesce(t.calls, 0)::float8 + 8) * 1e-15 AS g FROM totals t
+// costRankCTEs pick the candidates of the topN from approx (key, approx: a group's
+// cost in float8, computed without a numeric operation per group) and totals (calls):
+// docs/costs.md, "Ranking without pricing every group". Every approx is within a
+// relative g of its cost, so a group among the topN has approx ≥ threshold, the
+// topN-th largest approx × (1−g)/(1+g). The ranking looks at the first $11 groups by
+// approx (ties by key, the group without a key last) only, streaming, and says whether
+// they were enough (complete): the $11-th is below the threshold, or there are fewer,
+// or the topN-th approx is 0 (then every group of positive cost is among the first,
+// and those of cost 0, whose approx is 0, come in key order).
+const costRankCTEs = `top AS (
+	SELECT key, approx FROM approx ORDER BY approx DESC, nullif(key, '') COLLATE "C" NULLS LAST LIMIT $11
 ), cut AS (
-	SELECT a.approx * greatest(1 - m.g, 0) / (1 + m.g) AS approx
-	FROM approx a CROSS JOIN margin m ORDER BY a.approx DESC OFFSET $10 - 1 LIMIT 1
+	SELECT c.threshold, c.nth IS NULL OR c.nth = 0 OR (SELECT count(*) FROM top) < $11
+		OR (SELECT min(approx) FROM top) < c.threshold AS complete
+	FROM (
+		SELECT n.nth, coalesce(n.nth, 0) * greatest(1 - m.g, 0) / (1 + m.g) AS threshold
+		FROM (SELECT (SELECT approx FROM top ORDER BY approx DESC OFFSET $10 - 1 LIMIT 1) AS nth) n
+		CROSS JOIN (SELECT (5 * coalesce(t.calls, 0)::float8 + 8) * float8 '1e-15' AS g FROM totals t) m
+	) c
 ), candidates AS (
-	SELECT key FROM approx WHERE approx > 0 AND approx >= coalesce((SELECT approx FROM cut), 0)
-	UNION ALL
-	(SELECT key FROM approx WHERE approx = 0 ORDER BY nullif(key, '') COLLATE "C" NULLS LAST LIMIT $10)
+	SELECT t.key FROM top t CROSS JOIN cut WHERE t.approx >= cut.threshold
 )`
 
 // costGroupColumns are the columns of a priced group (k a (group, model) sum, m its
@@ -108,16 +111,14 @@ const costRankingCTEs = `margin AS (
 const costGroupColumns = `sum(k.calls) AS calls, sum(k.input) AS input, sum(k.output) AS output,
 		sum(k.cached) AS cached, sum(` + costExpr + `) AS cost_per_mtok, min(m.rank) AS match_rank`
 
-// costRollupTotalsCTE is the totals of the whole time: the agent sums by model (every
-// invocation has one agent) less those of the deleted conversations.
-var costRollupTotalsCTE = `rollup_models AS (
-	SELECT u.model_no, sum(u.calls) AS calls, sum(u.input_tokens) AS input, sum(u.output_tokens) AS output,
-		sum(u.cached_tokens) AS cached
-	FROM cost_usage u WHERE u.tenant_id = $1 AND u.project_id = $2 AND u.grouping = 'agent'
-	GROUP BY 1
-), gone_models AS (
+// costTotalsCTE is the totals of a report from the sums by model of every invocation
+// it covers (byModel: model_no, calls, input, output, cached) less those of the
+// deleted conversations among them (the invocations m of costDeletedFrom that match
+// deletedWhere).
+func costTotalsCTE(byModel, deletedWhere string) string {
+	return `by_model AS (` + byModel + `), gone_models AS (
 	SELECT c.model_no, sum(g.calls) AS calls, sum(g.input) AS input, sum(g.output) AS output, sum(g.cached) AS cached
-	FROM (` + costSumsFrom("''", costDeletedFrom, "true") + `) g
+	FROM (` + costSumsFrom("''", costDeletedFrom, deletedWhere) + `) g
 	JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = g.model
 	GROUP BY 1
 ), totals AS (
@@ -125,34 +126,47 @@ var costRollupTotalsCTE = `rollup_models AS (
 		sum(` + costExpr + `) AS cost_per_mtok
 	FROM (SELECT r.model_no, r.calls - coalesce(g.calls, 0) AS calls, r.input - coalesce(g.input, 0) AS input,
 			r.output - coalesce(g.output, 0) AS output, r.cached - coalesce(g.cached, 0) AS cached
-		FROM rollup_models r LEFT JOIN gone_models g ON g.model_no = r.model_no) k
+		FROM by_model r LEFT JOIN gone_models g ON g.model_no = r.model_no) k
 	JOIN models m ON m.model_no = k.model_no
 )`
+}
 
-// costReportSelect answers the topN of groups with the totals (a report with no
-// invocation has no row).
+// costInRange is the condition on an invocation m of a report over a range.
+const costInRange = `m.started_at_ms >= $12 AND m.started_at_ms < $13`
+
+// costRollupTotalsCTE is the totals of the whole time: the agent sums by model (every
+// invocation has one agent) less those of the deleted conversations.
+var costRollupTotalsCTE = costTotalsCTE(`
+	SELECT u.model_no, sum(u.calls) AS calls, sum(u.input_tokens) AS input, sum(u.output_tokens) AS output,
+		sum(u.cached_tokens) AS cached
+	FROM cost_usage u WHERE u.tenant_id = $1 AND u.project_id = $2 AND u.grouping = 'agent'
+	GROUP BY 1`, "true")
+
+// costReportSelect answers the topN of the priced candidates (chosen) with the totals
+// and whether the ranking was complete (a report with no invocation has no row).
 const costReportSelect = `
 SELECT nullif(g.key, ''), g.calls::bigint, g.input::bigint, g.output::bigint, g.cached::bigint,
 	trim_scale(round(g.input / g.calls, 2))::text, trim_scale(round(g.output / g.calls, 2))::text,
 	trim_scale(g.cost_per_mtok * 0.000001)::text, g.match_rank,
-	t.calls::bigint, t.input::bigint, t.output::bigint, t.cached::bigint, trim_scale(t.cost_per_mtok * 0.000001)::text
-FROM (SELECT * FROM groups ORDER BY cost_per_mtok DESC, nullif(key, '') COLLATE "C" NULLS LAST LIMIT $10) g
-CROSS JOIN totals t
+	t.calls::bigint, t.input::bigint, t.output::bigint, t.cached::bigint, trim_scale(t.cost_per_mtok * 0.000001)::text,
+	c.complete
+FROM (SELECT * FROM chosen ORDER BY cost_per_mtok DESC, nullif(key, '') COLLATE "C" NULLS LAST LIMIT $10) g
+CROSS JOIN totals t CROSS JOIN cut c
 ORDER BY g.cost_per_mtok DESC, nullif(g.key, '') COLLATE "C" NULLS LAST`
 
 // costConversationsSQL is the report by conversation over the whole time: it ranks the
-// conversation sums by their float8 copies in index order, then prices the
-// candidates' sums exactly.
+// conversation sums by their float8 copies, read in the key's order from its index and
+// summed as they come, then prices the candidates' sums exactly.
 var costConversationsSQL = `WITH ` + costCommonCTEs + `, approx AS (
 	SELECT * FROM (
 		SELECT u.conversation_id AS key, sum(u.uncached_f * $7[u.model_no] + u.cached_f * $9[u.model_no]
-				+ u.output_f * $8[u.model_no]) AS approx
+			+ u.output_f * $8[u.model_no]) AS approx
 		FROM cost_usage_conversations u
 		WHERE u.tenant_id = $1 AND u.project_id = $2
 		GROUP BY 1
 	) a
 	WHERE NOT EXISTS (SELECT 1 FROM deleted d WHERE d.conversation_id = a.key)
-), ` + costRollupTotalsCTE + `, ` + costRankingCTEs + `, groups AS (
+), ` + costRollupTotalsCTE + `, ` + costRankCTEs + `, chosen AS (
 	SELECT c.key, g.* FROM candidates c CROSS JOIN LATERAL (
 		SELECT ` + costGroupColumns + `
 		FROM (SELECT u.model_no, u.calls, u.input_tokens AS input, u.output_tokens AS output, u.cached_tokens AS cached
@@ -164,7 +178,7 @@ var costConversationsSQL = `WITH ` + costCommonCTEs + `, approx AS (
 
 // costRollupSQL is the report by agent, tool or model over the whole time (%[1]s the
 // grouping's cost_usage rows, %[2]s their key, %[3]s the deleted conversations' sums
-// by the grouping's key): few sums, each priced exactly.
+// by the grouping's key): few groups, each priced exactly (and ranked by that price).
 var costRollupSQL = `WITH ` + costCommonCTEs + `, usage AS (
 	SELECT %[2]s AS key, u.model_no, sum(u.calls) AS calls, sum(u.input_tokens) AS input,
 		sum(u.output_tokens) AS output, sum(u.cached_tokens) AS cached
@@ -183,30 +197,39 @@ var costRollupSQL = `WITH ` + costCommonCTEs + `, usage AS (
 		WHERE u.calls > coalesce(g.calls, 0)) k
 	JOIN models m ON m.model_no = k.model_no
 	GROUP BY k.key
-), ` + costRollupTotalsCTE + costReportSelect
+), approx AS (
+	SELECT key, cost_per_mtok::float8 AS approx FROM groups
+), ` + costRollupTotalsCTE + `, ` + costRankCTEs + `, chosen AS (
+	SELECT g.* FROM groups g JOIN candidates c ON c.key = g.key
+)` + costReportSelect
 
-// costRangeSQL is the report over a part of the time (%[1]s the key of an invocation):
-// the range's invocations summed by (group, model) in integers and, for the ranking,
-// in float8, less the deleted conversations'; then ranked and priced as above.
+// costRangeSQL is the report over a range (%[1]s the key of an invocation, %[2]s the
+// deleted conversations' sums in the range): the range's invocations summed by
+// (group, model) in integers and, for the ranking, in float8, less those of the
+// deleted conversations (numeric operations only where there are some); then ranked
+// and priced as above.
 var costRangeSQL = `WITH ` + costCommonCTEs + `, usage AS (
 	SELECT %[1]s AS key, m.model, count(*) AS calls, sum(m.input_tokens) AS input, sum(m.output_tokens) AS output,
 		sum(m.cached_tokens) AS cached, sum((m.input_tokens - m.cached_tokens)::float8) AS uncached_f,
 		sum(m.cached_tokens::float8) AS cached_f, sum(m.output_tokens::float8) AS output_f
 	FROM model_invocations m
-	WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.started_at_ms >= $11 AND m.started_at_ms < $12
+	WHERE m.tenant_id = $1 AND m.project_id = $2 AND ` + costInRange + `
 	GROUP BY 1, 2
 ), gone AS (%[2]s), kept AS MATERIALIZED (
-	SELECT u.key, c.model_no, u.calls - coalesce(g.calls, 0) AS calls, u.input - coalesce(g.input, 0) AS input,
-		u.output - coalesce(g.output, 0) AS output, u.cached - coalesce(g.cached, 0) AS cached,
-		CASE WHEN g.calls IS NULL THEN u.uncached_f ELSE (u.input - g.input - u.cached + g.cached)::float8 END AS uncached_f,
-		CASE WHEN g.calls IS NULL THEN u.cached_f ELSE (u.cached - g.cached)::float8 END AS cached_f,
-		CASE WHEN g.calls IS NULL THEN u.output_f ELSE (u.output - g.output)::float8 END AS output_f
-	FROM usage u LEFT JOIN gone g ON g.key = u.key AND g.model = u.model
+	SELECT u.key, c.model_no, u.calls,
+		u.input, u.output, u.cached, u.uncached_f, u.cached_f, u.output_f
+	FROM usage u JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = u.model
+	WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.key = u.key AND g.model = u.model)
+	UNION ALL
+	SELECT u.key, c.model_no, u.calls - g.calls,
+		u.input - g.input, u.output - g.output, u.cached - g.cached, (u.input - g.input - u.cached + g.cached)::float8,
+		(u.cached - g.cached)::float8, (u.output - g.output)::float8
+	FROM usage u JOIN gone g ON g.key = u.key AND g.model = u.model
 	JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = u.model
-	WHERE u.calls > coalesce(g.calls, 0)
+	WHERE u.calls > g.calls
 ), approx AS (
 	SELECT k.key, sum(k.uncached_f * $7[k.model_no] + k.cached_f * $9[k.model_no]
-			+ k.output_f * $8[k.model_no]) AS approx
+		+ k.output_f * $8[k.model_no]) AS approx
 	FROM kept k GROUP BY 1
 ), totals AS (
 	SELECT sum(k.calls) AS calls, sum(k.input) AS input, sum(k.output) AS output, sum(k.cached) AS cached,
@@ -214,10 +237,43 @@ var costRangeSQL = `WITH ` + costCommonCTEs + `, usage AS (
 	FROM (SELECT model_no, sum(calls) AS calls, sum(input) AS input, sum(output) AS output, sum(cached) AS cached
 		FROM kept GROUP BY 1) k
 	JOIN models m ON m.model_no = k.model_no
-), ` + costRankingCTEs + `, groups AS (
+), ` + costRankCTEs + `, chosen AS (
 	SELECT k.key, ` + costGroupColumns + `
 	FROM candidates c JOIN kept k ON k.key = c.key JOIN models m ON m.model_no = k.model_no
 	GROUP BY k.key
+)` + costReportSelect
+
+// costRangeConversationsSQL is the report by conversation over a range. Summing the
+// range's invocations by (conversation, model) would hold some 400,000 sums per
+// million invocations, more than work_mem; instead each invocation is priced in
+// float8 as it is read (its model's number from cost_models, a hash probe) and summed
+// by conversation only, the deleted conversations skipped; the totals are a second,
+// exact pass by model; the candidates' sums are read again through their index, and
+// priced exactly.
+var costRangeConversationsSQL = `WITH ` + costCommonCTEs + `, approx AS (
+	SELECT * FROM (
+		SELECT m.conversation_id AS key, sum((m.input_tokens - m.cached_tokens)::float8 * $7[c.model_no]
+			+ m.cached_tokens::float8 * $9[c.model_no] + m.output_tokens::float8 * $8[c.model_no]) AS approx
+		FROM model_invocations m JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = m.model
+		WHERE m.tenant_id = $1 AND m.project_id = $2 AND ` + costInRange + `
+		GROUP BY 1
+	) a
+	WHERE NOT EXISTS (SELECT 1 FROM deleted d WHERE d.conversation_id = a.key)
+), ` + costTotalsCTE(`
+	SELECT c.model_no, count(*) AS calls, sum(m.input_tokens) AS input, sum(m.output_tokens) AS output,
+		sum(m.cached_tokens) AS cached
+	FROM model_invocations m JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = m.model
+	WHERE m.tenant_id = $1 AND m.project_id = $2 AND `+costInRange+`
+	GROUP BY 1`, costInRange) + `, ` + costRankCTEs + `, chosen AS (
+	SELECT c.key, g.* FROM candidates c CROSS JOIN LATERAL (
+		SELECT ` + costGroupColumns + `
+		FROM (SELECT d.model_no, count(*) AS calls, sum(m.input_tokens) AS input, sum(m.output_tokens) AS output,
+				sum(m.cached_tokens) AS cached
+			FROM model_invocations m JOIN cost_models d ON d.tenant_id = $1 AND d.project_id = $2 AND d.model = m.model
+			WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.conversation_id = c.key AND ` + costInRange + `
+			GROUP BY 1) k
+		JOIN models m ON m.model_no = k.model_no
+	) g
 )` + costReportSelect
 
 // The match ranks of a report, weakest first: a group reports its weakest.
@@ -283,14 +339,25 @@ func costStatement(q runtime.CostQuery) (statement string, extra []any, hashAgg 
 		return "", nil, "", fmt.Errorf("cost report: unknown grouping %q", q.GroupBy)
 	}
 	if q.FromMs > 0 || q.ToMs != math.MaxInt64 {
-		gone := costSumsFrom(g.raw, costDeletedFrom, "m.started_at_ms >= $11 AND m.started_at_ms < $12")
-		return fmt.Sprintf(costRangeSQL, g.raw, gone), []any{q.FromMs, q.ToMs}, "on", nil
+		extra := []any{q.FromMs, q.ToMs}
+		if g.rollup == "" {
+			return costRangeConversationsSQL, extra, "on", nil
+		}
+		return fmt.Sprintf(costRangeSQL, g.raw, costSumsFrom(g.raw, costDeletedFrom, costInRange)), extra, "on", nil
 	}
 	if g.rollup == "" {
 		return costConversationsSQL, nil, "off", nil
 	}
 	return fmt.Sprintf(costRollupSQL, g.rollup, g.key, costSumsFrom(g.raw, costDeletedFrom, "true")), nil, "on", nil
 }
+
+// costRankSlack is how many groups past the topN the ranking looks at first; a report
+// whose ranking that many did not settle (many groups within a hair of the cut) runs
+// again looking at costRankGrowth times more.
+const (
+	costRankSlack  = 64
+	costRankGrowth = 16
+)
 
 // CostReport implements runtime.CostStore: the scope's model numbers and the report
 // read one snapshot (a model first used in between would otherwise have no price), in
@@ -301,10 +368,10 @@ func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q runti
 	if err != nil {
 		return contract.CostsResponse{}, err
 	}
-	report := contract.CostsResponse{Totals: contract.CostTotals{CostUSD: "0"}, Groups: []contract.CostGroup{}}
+	var report contract.CostsResponse
 	err = inSnapshot(ctx, s.db, func(tx pgx.Tx) error {
 		// A generic plan of the prepared statement ran several times slower after its
-		// fifth use.
+		// fifth use, and compiling it (jit) cost more than it saved.
 		if _, err := tx.Exec(ctx, `SELECT set_config('work_mem', $1, true), set_config('enable_hashagg', $2, true),
 			set_config('plan_cache_mode', 'force_custom_plan', true), set_config('jit', 'off', true)`,
 			costWorkMem, hashAgg); err != nil {
@@ -314,31 +381,44 @@ func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q runti
 		if err != nil {
 			return err
 		}
-		args := append([]any{scope.TenantID, scope.ProjectID, p.input, p.output, p.cached, p.ranks,
-			p.inputF, p.outputF, p.cachedF, q.TopN}, extra...)
-		rows, err := tx.Query(ctx, statement, args...)
-		if err != nil {
-			return translate(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var g contract.CostGroup
-			var rank int
-			t := &report.Totals
-			if err := rows.Scan(&g.Key, &g.Calls, &g.InputTokens, &g.OutputTokens, &g.CachedTokens,
-				&g.AvgInputTokens, &g.AvgOutputTokens, &g.CostUSD, &rank,
-				&t.Calls, &t.InputTokens, &t.OutputTokens, &t.CachedTokens, &t.CostUSD); err != nil {
-				return translate(err)
+		for look := int64(q.TopN + costRankSlack); ; look *= costRankGrowth {
+			args := append([]any{scope.TenantID, scope.ProjectID, p.input, p.output, p.cached, p.ranks,
+				p.inputF, p.outputF, p.cachedF, q.TopN, look}, extra...)
+			var complete bool
+			report, complete, err = readCostReport(ctx, tx, statement, args)
+			if err != nil || complete {
+				return err
 			}
-			g.PricingMatch = pricingRanks[rank]
-			report.Groups = append(report.Groups, g)
 		}
-		return translate(rows.Err())
 	})
 	if err != nil {
 		return contract.CostsResponse{}, err
 	}
 	return report, nil
+}
+
+// readCostReport runs a report statement and says whether its ranking was complete.
+func readCostReport(ctx context.Context, tx pgx.Tx, statement string, args []any) (contract.CostsResponse, bool, error) {
+	report := contract.CostsResponse{Totals: contract.CostTotals{CostUSD: "0"}, Groups: []contract.CostGroup{}}
+	rows, err := tx.Query(ctx, statement, args...)
+	if err != nil {
+		return report, false, translate(err)
+	}
+	defer rows.Close()
+	complete := true
+	for rows.Next() {
+		var g contract.CostGroup
+		var rank int
+		t := &report.Totals
+		if err := rows.Scan(&g.Key, &g.Calls, &g.InputTokens, &g.OutputTokens, &g.CachedTokens,
+			&g.AvgInputTokens, &g.AvgOutputTokens, &g.CostUSD, &rank,
+			&t.Calls, &t.InputTokens, &t.OutputTokens, &t.CachedTokens, &t.CostUSD, &complete); err != nil {
+			return report, false, translate(err)
+		}
+		g.PricingMatch = pricingRanks[rank]
+		report.Groups = append(report.Groups, g)
+	}
+	return report, complete, translate(rows.Err())
 }
 
 // inSnapshot runs fn as inTx does, in a read-only REPEATABLE READ transaction when db

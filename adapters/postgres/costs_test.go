@@ -214,3 +214,45 @@ func TestMigrationSumsStoredInvocations(t *testing.T) {
 	copyCostInvocations(t, pool, runtime.Scope{TenantID: "t", ProjectID: "p"}, "c-", 5)
 	requireCostSums(t, pool)
 }
+
+// BenchmarkInvocationSave measures what the running sums add to a save: the use case
+// saving new invocations one after another (50 agents, 10 tools and none, 5 models,
+// 100 conversations) on a database whose triggers keep the sums and, as the baseline
+// in the same run, on one where they are disabled.
+//
+//	go test -run '^$' -bench BenchmarkInvocationSave -benchtime 3000x ./adapters/postgres
+func BenchmarkInvocationSave(b *testing.B) {
+	for _, sums := range []bool{true, false} {
+		name := "with-sums"
+		if !sums {
+			name = "baseline-without-sums"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			pool := pgtest.NewDB(b)
+			if !sums {
+				_, err := pool.Exec(ctx, `ALTER TABLE model_invocations DISABLE TRIGGER cost_usage_insert`)
+				require.NoError(b, err)
+			}
+			windows := runtime.NewWindows(newDB(b, pool), runtime.SystemClock{})
+			p := windowPrincipal("tenant-a", "project-a", "agent")
+			for c := range 100 {
+				conversation := fmt.Sprint("c", c)
+				_, _, err := windows.CreateWindow(ctx, p, windowRequest("w"+conversation, conversation, contract.StageOriginal, 0, nil))
+				require.NoError(b, err)
+			}
+			i := 0
+			for b.Loop() {
+				conversation := fmt.Sprint("c", i%100)
+				req := invocationRequest(fmt.Sprint("i", i), conversation, "w"+conversation)
+				req.AgentID, req.Model = windowPtr(fmt.Sprint("agent-", i%50)), fmt.Sprint("model-", i%5)
+				if i%11 > 0 {
+					req.ToolName = windowPtr(fmt.Sprint("tool-", i%11))
+				}
+				_, err := windows.SaveInvocation(ctx, p, req)
+				require.NoError(b, err)
+				i++
+			}
+		})
+	}
+}

@@ -389,37 +389,83 @@ func TestCostsPricing(t *testing.T) {
 }
 
 // TestCostsTies: groups of equal cost come in byte order of their keys, the group
-// without a tool last, from the running sums and from a range alike; so do groups
-// that cost nothing.
+// without a tool last, from the running sums and from a range alike, also when more
+// of them tie at the cut than the ranking looks at first; so do groups that cost
+// nothing.
 func TestCostsTies(t *testing.T) {
 	t.Parallel()
 	app := startApp(t, writePricing(t, `{"models": {"m": {"inputPerMTok": 1.5, "outputPerMTok": 3}}}`))
 	app.post(t, contract.RouteWindowsCreate.Path, map[string]any{"id": "w", "conversation": map[string]any{"conversationId": "c"},
 		"stage": "original", "purpose": "p", "tokenCount": 1, "items": []any{}}).requireOK(t, http.StatusCreated, nil)
-	for i, tool := range []any{"b", nil, "a", "Z", "free-b", "free-a"} {
-		model, input := "m", 1000
+	tied := []any{"Z", "a", "b"}
+	for i := range 80 {
+		tied = append(tied, fmt.Sprintf("tie-%02d", i))
+	}
+	tied = append(tied, nil)
+	for i, tool := range append([]any{"free-b", "free-a"}, tied...) {
+		model := "m"
 		if s, ok := tool.(string); ok && strings.HasPrefix(s, "free") {
 			model = "unpriced"
 		}
 		app.post(t, contract.RouteModelInvocationsCreate.Path, map[string]any{"id": fmt.Sprint("i", i),
 			"conversation": map[string]any{"conversationId": "c"}, "requestWindowId": "w", "toolName": tool,
+			"provider": "p", "model": model, "state": "succeeded", "inputTokens": 1000, "outputTokens": 0,
+			"cachedTokens": 0, "startedAtMs": 100}).requireOK(t, http.StatusOK, nil)
+	}
+	all := append(slices.Clone(tied), "free-a", "free-b")
+	for _, topN := range []int{6, 100} {
+		for _, body := range []map[string]any{{"groupBy": "tool", "topN": topN},
+			{"groupBy": "tool", "topN": topN, "fromMs": 100, "toMs": 101}} {
+			report := decodeCosts(t, app.post(t, contract.RouteCosts.Path, body))
+			var keys []any
+			for _, g := range report.Groups {
+				if g.Key == nil {
+					keys = append(keys, nil)
+				} else {
+					keys = append(keys, *g.Key)
+				}
+				want := contract.Decimal("0.0015")
+				if g.Key != nil && strings.HasPrefix(*g.Key, "free") {
+					want = "0"
+				}
+				require.Equal(t, want, g.CostUSD, "%v", body)
+			}
+			require.Equal(t, all[:min(topN, len(all))], keys, "%v", body)
+			require.Equal(t, contract.Decimal("0.126"), report.Totals.CostUSD)
+		}
+	}
+}
+
+// TestCostsRankingLooksPastNearTies: 71 tools cost exactly the same, 3,000 tokens at
+// 1.234567905838 a million; 70 spend them in one invocation, tool "a" in two (1,000
+// of m and 2,000 of its alias). In float8 "a" comes out a hair cheaper (1000p + 2000p
+// rounds below 3000p), so it is not among the first 65 groups the ranking looks at;
+// the ranking must see that those did not settle the cut, look further, and price "a"
+// exactly: a tie, which its key wins.
+func TestCostsRankingLooksPastNearTies(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, writePricing(t, `{"models": {"m": {"inputPerMTok": 1.234567905838, "outputPerMTok": 1}},
+		"aliases": {"m-alias": "m"}}`))
+	app.post(t, contract.RouteWindowsCreate.Path, map[string]any{"id": "w", "conversation": map[string]any{"conversationId": "c"},
+		"stage": "original", "purpose": "p", "tokenCount": 1, "items": []any{}}).requireOK(t, http.StatusCreated, nil)
+	save := func(id, tool, model string, input int) {
+		app.post(t, contract.RouteModelInvocationsCreate.Path, map[string]any{"id": id,
+			"conversation": map[string]any{"conversationId": "c"}, "requestWindowId": "w", "toolName": tool,
 			"provider": "p", "model": model, "state": "succeeded", "inputTokens": input, "outputTokens": 0,
 			"cachedTokens": 0, "startedAtMs": 100}).requireOK(t, http.StatusOK, nil)
 	}
-	for _, body := range []map[string]any{{"groupBy": "tool"}, {"groupBy": "tool", "fromMs": 100, "toMs": 101}} {
+	for i := range 70 {
+		save(fmt.Sprint("b", i), fmt.Sprintf("b%02d", i), "m", 3000)
+	}
+	save("a1", "a", "m", 1000)
+	save("a2", "a", "m-alias", 2000)
+	for _, body := range []map[string]any{{"groupBy": "tool", "topN": 1},
+		{"groupBy": "tool", "topN": 1, "fromMs": 100, "toMs": 101}} {
 		report := decodeCosts(t, app.post(t, contract.RouteCosts.Path, body))
-		var keys []any
-		for _, g := range report.Groups {
-			if g.Key == nil {
-				keys = append(keys, nil)
-			} else {
-				keys = append(keys, *g.Key)
-			}
-		}
-		require.Equal(t, []any{"Z", "a", "b", nil, "free-a", "free-b"}, keys, "%v", body)
-		require.Equal(t, contract.Decimal("0.0015"), report.Groups[3].CostUSD)
-		require.Equal(t, contract.Decimal("0"), report.Groups[4].CostUSD)
-		require.Equal(t, contract.Decimal("0.006"), report.Totals.CostUSD)
+		require.Len(t, report.Groups, 1)
+		require.Equal(t, "a", *report.Groups[0].Key, "%v", body)
+		require.Equal(t, contract.Decimal("0.003703703717514"), report.Groups[0].CostUSD)
+		require.Equal(t, contract.PricingAlias, report.Groups[0].PricingMatch)
 	}
 }
 
