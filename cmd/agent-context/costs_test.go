@@ -503,6 +503,7 @@ func TestCostsBadInput(t *testing.T) {
 		"negative start":      {map[string]any{"groupBy": "agent", "fromMs": -1}, "fromMs", float64(1<<53 - 1)},
 		"end past 2^53-1":     {map[string]any{"groupBy": "agent", "toMs": int64(1 << 53)}, "toMs", float64(1<<53 - 1)},
 		"topN 0":              {map[string]any{"groupBy": "agent", "topN": 0}, "topN", float64(100)},
+		"topN negative":       {map[string]any{"groupBy": "agent", "topN": -1}, "topN", float64(100)},
 		"topN 101":            {map[string]any{"groupBy": "agent", "topN": 101}, "topN", float64(100)},
 		"topN not an integer": {map[string]any{"groupBy": "agent", "topN": 1.5}, "topN", nil},
 		"unknown field":       {map[string]any{"groupBy": "agent", "tenantId": "other"}, "tenantId", nil},

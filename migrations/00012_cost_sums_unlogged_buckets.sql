@@ -3,7 +3,7 @@
 -- invocations (docs/costs.md, "Running sums"). They are kept by statement triggers on
 -- model_invocations, in the transaction of the statement that inserts or deletes the
 -- invocations, so every write path (a save, the deletion job's batches, COPY) keeps
--- them exact.
+-- them exact. At the end, the rate limiter's buckets stop writing WAL.
 
 -- cost_models numbers the models of a scope 1, 2, 3, … in the order they first
 -- appear, so that a report can price a sum of the conversation sums below by its
@@ -251,7 +251,15 @@ GROUP BY 1, 2, 3, 4, 5, 6;
 -- 00006's conversations_tombstones is the same index as 00009's conversations_deleted.
 DROP INDEX conversations_deleted;
 
+-- The rate limiter's buckets write no WAL: each check locked and updated three rows,
+-- some 440 bytes of WAL (and a full page after each checkpoint) for values that are
+-- worth nothing after a crash. An unlogged table is emptied by crash recovery and is
+-- empty on a promoted standby: every bucket is full then, as when idle for a minute
+-- (docs/rate-limits.md).
+ALTER TABLE rate_limit_buckets SET UNLOGGED;
+
 -- +goose Down
+ALTER TABLE rate_limit_buckets SET LOGGED;
 CREATE INDEX conversations_deleted
     ON conversations (tenant_id, project_id, conversation_id) WHERE deleted_at_ms IS NOT NULL;
 DROP TRIGGER cost_usage_update ON model_invocations;
