@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -419,23 +418,4 @@ func readCostReport(ctx context.Context, tx pgx.Tx, statement string, args []any
 		report.Groups = append(report.Groups, g)
 	}
 	return report, complete, translate(rows.Err())
-}
-
-// inSnapshot runs fn as inTx does, in a read-only REPEATABLE READ transaction when db
-// is a pool, so that every statement of fn reads one snapshot. Inside a transaction
-// it runs in a savepoint, under the snapshot rules of that transaction.
-func inSnapshot(ctx context.Context, db DBTX, fn func(tx pgx.Tx) error) error {
-	pool, ok := db.(*pgxpool.Pool)
-	if !ok {
-		return inTx(ctx, db, fn)
-	}
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return translate(err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return translate(tx.Commit(ctx))
 }

@@ -2,19 +2,16 @@ package postgres_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
-	"github.com/agent-context/agent-context/migrations"
 	"github.com/agent-context/agent-context/runtime"
 )
 
@@ -164,9 +161,7 @@ func TestCostModelsFirstUsedAtOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, workers*each)
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range each {
 				req := invocationRequest(fmt.Sprint("i", w, "-", i), "c", "w")
 				req.Model = fmt.Sprint("model-", w, "-", i)
@@ -176,7 +171,7 @@ func TestCostModelsFirstUsedAtOnce(t *testing.T) {
 				_, err := b.windows.SaveInvocation(ctx, b.p, req)
 				errs <- err
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -193,15 +188,7 @@ func TestCostModelsFirstUsedAtOnce(t *testing.T) {
 func TestMigrationSumsStoredInvocations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := pgtest.NewDSN(t)
-	sqlDB, err := sql.Open("pgx", dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sqlDB.Close() })
-	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
-	require.NoError(t, err)
-	_, err = provider.DownTo(ctx, 11)
-	require.NoError(t, err)
-
+	dsn, provider := migratedDownTo(t, 11)
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

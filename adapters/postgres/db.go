@@ -36,7 +36,25 @@ type DBTX interface {
 // rolled back otherwise. The rollback uses a context that outlives a canceled request,
 // so a client hanging up never leaves a transaction open on the connection.
 func inTx(ctx context.Context, db DBTX, fn func(tx pgx.Tx) error) error {
-	tx, err := db.Begin(ctx)
+	return runTx(ctx, db.Begin, fn)
+}
+
+// inSnapshot runs fn as inTx does, in a read-only REPEATABLE READ transaction when db
+// is a pool, so that every statement of fn reads one snapshot. Inside a transaction
+// it runs in a savepoint, under the snapshot rules of that transaction.
+func inSnapshot(ctx context.Context, db DBTX, fn func(tx pgx.Tx) error) error {
+	pool, ok := db.(*pgxpool.Pool)
+	if !ok {
+		return inTx(ctx, db, fn)
+	}
+	return runTx(ctx, func(ctx context.Context) (pgx.Tx, error) {
+		return pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	}, fn)
+}
+
+// runTx is the body of inTx and inSnapshot: fn in the transaction begin starts.
+func runTx(ctx context.Context, begin func(context.Context) (pgx.Tx, error), fn func(tx pgx.Tx) error) error {
+	tx, err := begin(ctx)
 	if err != nil {
 		return translate(err)
 	}

@@ -13,19 +13,27 @@ import (
 	"github.com/agent-context/agent-context/migrations"
 )
 
-// Migration 00006 gives the heads of a database that already holds messages their
-// exact counts.
-func TestMigrationCountsStoredMessages(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// migratedDownTo is a fresh database rolled back to migration version, and the
+// provider that migrates it further.
+func migratedDownTo(t *testing.T, version int64) (string, *goose.Provider) {
+	t.Helper()
 	dsn := pgtest.NewDSN(t)
 	sqlDB, err := sql.Open("pgx", dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sqlDB.Close() })
 	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
 	require.NoError(t, err)
-	_, err = provider.DownTo(ctx, 5)
+	_, err = provider.DownTo(context.Background(), version)
 	require.NoError(t, err)
+	return dsn, provider
+}
+
+// Migration 00006 gives the heads of a database that already holds messages their
+// exact counts.
+func TestMigrationCountsStoredMessages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, provider := migratedDownTo(t, 5)
 
 	pool, err := postgres.NewPool(ctx, dsn, postgres.PoolOptions{MaxConns: 2})
 	require.NoError(t, err)
