@@ -193,12 +193,7 @@ func NewExports(cfg ExportsConfig) *Exports {
 	if x.stepBytes <= 0 {
 		x.stepBytes = DefaultExportStepBytes
 	}
-	if x.bounds.Rows <= 0 {
-		x.bounds.Rows = DefaultOperationBatch
-	}
-	if x.bounds.Bytes <= 0 {
-		x.bounds.Bytes = DefaultOperationBatchBytes
-	}
+	x.bounds = x.bounds.withDefaults()
 	return x
 }
 

@@ -87,6 +87,17 @@ type StepBounds struct {
 	Timeout time.Duration
 }
 
+// withDefaults fills the row and byte bounds b leaves at 0 with the defaults.
+func (b StepBounds) withDefaults() StepBounds {
+	if b.Rows <= 0 {
+		b.Rows = DefaultOperationBatch
+	}
+	if b.Bytes <= 0 {
+		b.Bytes = DefaultOperationBatchBytes
+	}
+	return b
+}
+
 // SchemaInfo reports the database's applied and newest known schema versions.
 type SchemaInfo interface {
 	Versions(ctx context.Context) (current, latest int64, err error)
@@ -166,12 +177,7 @@ func NewOperations(cfg OperationsConfig) *Operations {
 	if o.log == nil {
 		o.log = slog.Default()
 	}
-	if o.bounds.Rows <= 0 {
-		o.bounds.Rows = DefaultOperationBatch
-	}
-	if o.bounds.Bytes <= 0 {
-		o.bounds.Bytes = DefaultOperationBatchBytes
-	}
+	o.bounds = o.bounds.withDefaults()
 	return o
 }
 

@@ -208,12 +208,7 @@ func NewProjection(cfg ProjectionConfig) *Projection {
 	if p.lease <= 0 {
 		p.lease = DefaultProjectionLease
 	}
-	if p.bounds.Rows <= 0 {
-		p.bounds.Rows = DefaultOperationBatch
-	}
-	if p.bounds.Bytes <= 0 {
-		p.bounds.Bytes = DefaultOperationBatchBytes
-	}
+	p.bounds = p.bounds.withDefaults()
 	return p
 }
 
