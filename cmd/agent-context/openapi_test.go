@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -995,7 +996,10 @@ func TestOpenAPIContract(t *testing.T) {
 	})
 
 	t.Run("a failing database", func(t *testing.T) {
-		broken := newContractRig(t, func(c *Config) { c.StatementTimeout = 300 * time.Millisecond; c.JobWorkers = 0 })
+		// A connection for every route called at once below.
+		broken := newContractRig(t, func(c *Config) {
+			c.StatementTimeout, c.JobWorkers, c.MaxConns = 300*time.Millisecond, 0, int32(len(contract.Routes()))
+		})
 		broken.check = rig.check
 		broken.hc.Transport = rig.check
 		conn, err := pgx.Connect(ctx, broken.app.dsn)
@@ -1007,17 +1011,27 @@ func TestOpenAPIContract(t *testing.T) {
 		tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
 
-		// Every table locked: each statement waits out its timeout, 503.
+		// Every table locked: each statement waits out its timeout, 503. The routes are
+		// called at once, so that the subtest waits one timeout rather than one a route.
 		tx, err := conn.Begin(ctx)
 		require.NoError(t, err)
 		_, err = tx.Exec(ctx, "LOCK TABLE "+strings.Join(quoted(tables), ", ")+" IN ACCESS EXCLUSIVE MODE")
 		require.NoError(t, err)
+		var locked []contract.Route
 		for _, route := range contract.Routes() {
-			if !usesDatabase(route) || !documents(rig.check, route, http.StatusServiceUnavailable) {
-				continue
+			if usesDatabase(route) && documents(rig.check, route, http.StatusServiceUnavailable) {
+				locked = append(locked, route)
 			}
-			e := requireCode(t, routeCall(ctx, broken.full, route), http.StatusServiceUnavailable, contract.CodeServiceUnavailable)
-			require.True(t, e.Retryable)
+		}
+		errs := make([]error, len(locked))
+		var calls sync.WaitGroup
+		for i, route := range locked {
+			calls.Go(func() { errs[i] = routeCall(ctx, broken.full, route) })
+		}
+		calls.Wait()
+		for i, route := range locked {
+			e := requireCode(t, errs[i], http.StatusServiceUnavailable, contract.CodeServiceUnavailable)
+			require.True(t, e.Retryable, route.Path)
 		}
 		rpcInternal := func() {
 			t.Helper()
