@@ -30,9 +30,10 @@ import (
 // envBenchServe makes TestExportBenchService run the service (the benchmark's child).
 const envBenchServe = "AGENT_CONTEXT_BENCH_SERVE"
 
-// TestExportBenchService is the service process of BenchmarkExportMemory: the test
-// binary run again with AGENT_CONTEXT_BENCH_SERVE=1 serves until SIGTERM, so that its
-// peak memory is the service's alone. It skips in every other run.
+// TestExportBenchService is the service process of BenchmarkExportMemory and
+// BenchmarkMessagesRecentThroughput: the test binary run again with
+// AGENT_CONTEXT_BENCH_SERVE=1 serves until SIGTERM, so that its peak memory is the
+// service's alone and its clients are outside it. It skips in every other run.
 func TestExportBenchService(t *testing.T) {
 	if os.Getenv(envBenchServe) == "" {
 		t.Skip("the service process of BenchmarkExportMemory")
@@ -156,12 +157,13 @@ type serviceProcess struct {
 var servingAddr = regexp.MustCompile(`"msg":"agent-context serving".*"addr":"([^"]+)"`)
 
 // startServiceProcess runs the service (this test binary, as TestExportBenchService)
-// on dsn, on a free loopback port, and stops it with SIGTERM at the end.
-func startServiceProcess(b *testing.B, dsn string) *serviceProcess {
+// on dsn, on a free loopback port, with the production configuration but for env
+// (NAME=value settings added), and stops it with SIGTERM at the end.
+func startServiceProcess(b *testing.B, dsn string, env ...string) *serviceProcess {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestExportBenchService$")
-	cmd.Env = append(os.Environ(), envBenchServe+"=1", "AGENT_CONTEXT_DATABASE_URL="+dsn, "AGENT_CONTEXT_BIND=127.0.0.1:0",
-		"AGENT_CONTEXT_EMBEDDER=hash", "AGENT_CONTEXT_RATE_LIMIT_AGENT_PER_MIN=0", "AGENT_CONTEXT_DRAIN_DELAY=0s")
+	cmd.Env = append(append(os.Environ(), envBenchServe+"=1", "AGENT_CONTEXT_DATABASE_URL="+dsn, "AGENT_CONTEXT_BIND=127.0.0.1:0",
+		"AGENT_CONTEXT_EMBEDDER=hash", "AGENT_CONTEXT_RATE_LIMIT_AGENT_PER_MIN=0", "AGENT_CONTEXT_DRAIN_DELAY=0s"), env...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(b, err)
 	require.NoError(b, cmd.Start())

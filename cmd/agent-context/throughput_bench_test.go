@@ -20,15 +20,18 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// throughputClients is how many clients read at once, in both halves of the benchmark.
+// throughputClients is how many clients read at once, in both readers of the benchmark.
 const throughputClients = 8
 
 // BenchmarkMessagesRecentThroughput measures what the HTTP layer costs: 8 clients read
-// messages/recent (limit 50) of random conversations among 1,000,000 messages, once
-// over HTTP on loopback and once by calling the store (the same statement through a
-// pgx pool of the server's size, decoded into the same Go types). It reports both
-// reads/s, their ratio and the HTTP latency quantiles. Each b.N round is one
-// second-long run of each half, so -benchtime 5x runs five.
+// messages/recent (limit 50) of random conversations among 1,000,000 messages over
+// HTTP on loopback — from the same process as the service (Main, quiet: no log lines),
+// and from outside it (the service in a process of its own, configured as in
+// production, logging every request) — and by calling the store (the same statement
+// through a pgx pool of the server's size, decoded into the same Go types). It
+// reports the reads/s of each, the HTTP ones' ratios to the direct calls, and every
+// latency's p50 and p99. Each b.N round is one second-long run of each, so
+// -benchtime 5x runs five.
 //
 //	go test -run '^$' -bench BenchmarkMessagesRecentThroughput -benchtime 5x -timeout 30m ./cmd/agent-context
 func BenchmarkMessagesRecentThroughput(b *testing.B) {
@@ -51,19 +54,24 @@ func BenchmarkMessagesRecentThroughput(b *testing.B) {
 	// The HTTP client is a load generator: it reads each answer whole and checks its
 	// status and size, and leaves decoding to the one check below, so that the
 	// figure is the service's cost, not the client's JSON parser's.
-	httpRead := func(rng *rand.Rand) error {
-		body := fmt.Appendf(nil, `{"scope":{"conversationId":"conv-%d"},"limit":50}`, rng.IntN(conversations))
-		resp, err := client.Post(app.base+pathRecent, "application/json", bytes.NewReader(body))
-		if err != nil {
+	httpReadFrom := func(base string) func(*rand.Rand) error {
+		return func(rng *rand.Rand) error {
+			body := fmt.Appendf(nil, `{"scope":{"conversationId":"conv-%d"},"limit":50}`, rng.IntN(conversations))
+			resp, err := client.Post(base+pathRecent, "application/json", bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			n, err := io.Copy(io.Discard, resp.Body)
+			if err == nil && (resp.StatusCode != http.StatusOK || n < 50*100) {
+				err = fmt.Errorf("status %d, %d bytes", resp.StatusCode, n)
+			}
 			return err
 		}
-		defer resp.Body.Close()
-		n, err := io.Copy(io.Discard, resp.Body)
-		if err == nil && (resp.StatusCode != http.StatusOK || n < 50*100) {
-			err = fmt.Errorf("status %d, %d bytes", resp.StatusCode, n)
-		}
-		return err
 	}
+	httpRead := httpReadFrom(app.base)
+	outside := startServiceProcess(b, app.dsn, fmt.Sprintf("AGENT_CONTEXT_DB_MAX_CONNS=%d", app.maxConns))
+	outsideRead := httpReadFrom(outside.base)
 	var checked contract.MessagesResponse
 	app.post(b, pathRecent, []byte(`{"scope":{"conversationId":"conv-1"},"limit":50}`), &checked)
 	require.Len(b, checked.Messages, 50)
@@ -78,27 +86,34 @@ func BenchmarkMessagesRecentThroughput(b *testing.B) {
 		return err
 	}
 	// Warm both: connections, plans, the cache of the rows.
+	readers := []struct {
+		name      string
+		read      func(*rand.Rand) error
+		reads     int64
+		latencies []time.Duration
+	}{{name: "http", read: httpRead}, {name: "outside", read: outsideRead}, {name: "direct", read: directRead}} // direct last: the baseline
 	for range 200 {
-		require.NoError(b, httpRead(rand.New(rand.NewPCG(9, 9))))
-		require.NoError(b, directRead(rand.New(rand.NewPCG(9, 9))))
+		for _, h := range readers {
+			require.NoError(b, h.read(rand.New(rand.NewPCG(9, 9))))
+		}
 	}
 
-	var httpReads, directReads int64
-	var httpTime, directTime time.Duration
-	var httpLatencies, directLatencies []time.Duration
+	rounds := 0
 	for b.Loop() {
-		n, lat := runClients(b, throughputClients, time.Second, httpRead)
-		httpReads, httpTime, httpLatencies = httpReads+n, httpTime+time.Second, append(httpLatencies, lat...)
-		n, lat = runClients(b, throughputClients, time.Second, directRead)
-		directReads, directTime, directLatencies = directReads+n, directTime+time.Second, append(directLatencies, lat...)
+		for i := range readers {
+			n, lat := runClients(b, throughputClients, time.Second, readers[i].read)
+			readers[i].reads, readers[i].latencies = readers[i].reads+n, append(readers[i].latencies, lat...)
+		}
+		rounds++
 	}
-	httpRate := float64(httpReads) / httpTime.Seconds()
-	directRate := float64(directReads) / directTime.Seconds()
-	b.ReportMetric(httpRate, "http-reads/s")
-	b.ReportMetric(directRate, "direct-reads/s")
-	b.ReportMetric(httpRate/directRate, "http/direct")
-	reportQuantiles(b, "http", httpLatencies)
-	reportQuantiles(b, "direct", directLatencies)
+	baseline := readers[len(readers)-1]
+	for _, r := range readers {
+		b.ReportMetric(float64(r.reads)/float64(rounds), r.name+"-reads/s")
+		if r.name != baseline.name {
+			b.ReportMetric(float64(r.reads)/float64(baseline.reads), r.name+"/direct")
+		}
+		reportQuantiles(b, r.name, r.latencies)
+	}
 }
 
 // reportQuantiles reports the p50 and p99 of latencies in milliseconds as
