@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -133,13 +134,17 @@ func costTotalsCTE(byModel, deletedWhere string) string {
 // costInRange is the condition on an invocation m of a report over a range.
 const costInRange = `m.started_at_ms >= $12 AND m.started_at_ms < $13`
 
-// costRollupTotalsCTE is the totals of the whole time: the agent sums by model (every
-// invocation has one agent) less those of the deleted conversations.
-var costRollupTotalsCTE = costTotalsCTE(`
+// costAgentSumsByModel is the running sums of the whole time by model: the agent sums
+// (every invocation has one agent) added up.
+const costAgentSumsByModel = `
 	SELECT u.model_no, sum(u.calls) AS calls, sum(u.input_tokens) AS input, sum(u.output_tokens) AS output,
 		sum(u.cached_tokens) AS cached
 	FROM cost_usage u WHERE u.tenant_id = $1 AND u.project_id = $2 AND u.grouping = 'agent'
-	GROUP BY 1`, "true")
+	GROUP BY 1`
+
+// costRollupTotalsCTE is the totals of the whole time: the running sums by model less
+// those of the deleted conversations.
+var costRollupTotalsCTE = costTotalsCTE(costAgentSumsByModel, "true")
 
 // costReportSelect answers the topN of the priced candidates (chosen) with the totals
 // and whether the ranking was complete (a report with no invocation has no row).
@@ -263,7 +268,11 @@ var costRangeConversationsSQL = `WITH ` + costCommonCTEs + `, approx AS (
 		sum(m.cached_tokens) AS cached
 	FROM model_invocations m JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = m.model
 	WHERE m.tenant_id = $1 AND m.project_id = $2 AND `+costInRange+`
-	GROUP BY 1`, costInRange) + `, ` + costRankCTEs + `, chosen AS (
+	GROUP BY 1`, costInRange) + `, ` + costRankCTEs + `, ` + costRangeChosenCTE + costReportSelect
+
+// costRangeChosenCTE prices the candidates of a report by conversation over a range:
+// each candidate's invocations in the range, read again through its index.
+const costRangeChosenCTE = `chosen AS (
 	SELECT c.key, g.* FROM candidates c CROSS JOIN LATERAL (
 		SELECT ` + costGroupColumns + `
 		FROM (SELECT d.model_no, count(*) AS calls, sum(m.input_tokens) AS input, sum(m.output_tokens) AS output,
@@ -273,7 +282,47 @@ var costRangeConversationsSQL = `WITH ` + costCommonCTEs + `, approx AS (
 			GROUP BY 1) k
 		JOIN models m ON m.model_no = k.model_no
 	) g
-)` + costReportSelect
+)`
+
+// costComplementConversationsSQL is the report by conversation over a range that holds
+// most of the scope's invocations: the conversation sums of the whole time less those
+// of the invocations outside the range (outside: before it and after it, two ranges of
+// model_invocations_by_time, the deleted conversations' left out), ranked in float8
+// from the sums' float8 copies in their index. A difference of two float8 token counts
+// is exact here, because CostReport takes this path only when the scope's token sums
+// are below 2^53, where every sum is an exact float8. The totals are the running sums
+// by model less the outside's; the candidates are priced from their invocations in the
+// range, as above.
+var costComplementConversationsSQL = `WITH ` + costCommonCTEs + `, outside AS MATERIALIZED (
+	SELECT m.conversation_id AS key, c.model_no, count(*) AS calls, sum(m.input_tokens) AS input,
+		sum(m.output_tokens) AS output, sum(m.cached_tokens) AS cached,
+		sum((m.input_tokens - m.cached_tokens)::float8) AS uncached_f, sum(m.cached_tokens::float8) AS cached_f,
+		sum(m.output_tokens::float8) AS output_f
+	FROM (SELECT conversation_id, model, input_tokens, output_tokens, cached_tokens FROM model_invocations
+			WHERE tenant_id = $1 AND project_id = $2 AND started_at_ms < $12
+		UNION ALL
+		SELECT conversation_id, model, input_tokens, output_tokens, cached_tokens FROM model_invocations
+			WHERE tenant_id = $1 AND project_id = $2 AND started_at_ms >= $13) m
+	JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = m.model
+	WHERE NOT EXISTS (SELECT 1 FROM deleted d WHERE d.conversation_id = m.conversation_id)
+	GROUP BY 1, 2
+), approx AS (
+	SELECT * FROM (
+		SELECT u.conversation_id AS key, sum((u.uncached_f - coalesce(o.uncached_f, 0)) * $7[u.model_no]
+			+ (u.cached_f - coalesce(o.cached_f, 0)) * $9[u.model_no]
+			+ (u.output_f - coalesce(o.output_f, 0)) * $8[u.model_no]) AS approx,
+			sum(u.calls - coalesce(o.calls, 0)) AS calls
+		FROM cost_usage_conversations u LEFT JOIN outside o ON o.key = u.conversation_id AND o.model_no = u.model_no
+		WHERE u.tenant_id = $1 AND u.project_id = $2
+		GROUP BY 1
+	) a
+	WHERE a.calls > 0 AND NOT EXISTS (SELECT 1 FROM deleted d WHERE d.conversation_id = a.key)
+), ` + costTotalsCTE(`
+	SELECT r.model_no, r.calls - coalesce(o.calls, 0) AS calls, r.input - coalesce(o.input, 0) AS input,
+		r.output - coalesce(o.output, 0) AS output, r.cached - coalesce(o.cached, 0) AS cached
+	FROM (`+costAgentSumsByModel+`) r
+	LEFT JOIN (SELECT model_no, sum(calls) AS calls, sum(input) AS input, sum(output) AS output, sum(cached) AS cached
+		FROM outside GROUP BY 1) o ON o.model_no = r.model_no`, "true") + `, ` + costRankCTEs + `, ` + costRangeChosenCTE + costReportSelect
 
 // The match ranks of a report, weakest first: a group reports its weakest.
 var pricingRanks = []string{contract.PricingNone, contract.PricingFallback, contract.PricingAlias, contract.PricingExact}
@@ -380,6 +429,18 @@ func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q runti
 		if err != nil {
 			return err
 		}
+		if statement == costRangeConversationsSQL {
+			complement, err := complementPays(ctx, tx, scope, q)
+			if err != nil {
+				return err
+			}
+			if complement {
+				if _, err := tx.Exec(ctx, `SELECT set_config('enable_hashagg', 'off', true)`); err != nil {
+					return translate(err)
+				}
+				statement = costComplementConversationsSQL
+			}
+		}
 		for look := int64(q.TopN + costRankSlack); ; look *= costRankGrowth {
 			args := append([]any{scope.TenantID, scope.ProjectID, p.input, p.output, p.cached, p.ranks,
 				p.inputF, p.outputF, p.cachedF, q.TopN, look}, extra...)
@@ -394,6 +455,46 @@ func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q runti
 		return contract.CostsResponse{}, err
 	}
 	return report, nil
+}
+
+// complementPays says whether a report by conversation over q's range should read the
+// running sums less the invocations outside the range (costComplementConversationsSQL)
+// rather than the invocations in it: when the planner estimates that the range holds
+// more than half of the scope's invocations (from the statistics of started_at_ms, a
+// planning of two statements, no read of the invocations), and when every token sum of
+// the scope is below 2^53, so that the difference of two float8 sums is exact.
+func complementPays(ctx context.Context, tx pgx.Tx, scope runtime.Scope, q runtime.CostQuery) (bool, error) {
+	var exact bool
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(input_tokens) < 2 ^ 53::numeric AND sum(output_tokens) < 2 ^ 53::numeric, true)
+		FROM cost_usage WHERE tenant_id = $1 AND project_id = $2 AND grouping = 'agent'`,
+		scope.TenantID, scope.ProjectID).Scan(&exact); err != nil || !exact {
+		return false, translate(err)
+	}
+	const invocations = `EXPLAIN (FORMAT JSON) SELECT 1 FROM model_invocations m WHERE m.tenant_id = $1 AND m.project_id = $2`
+	inside, err := estimatedRows(ctx, tx, invocations+` AND m.started_at_ms >= $3 AND m.started_at_ms < $4`,
+		scope.TenantID, scope.ProjectID, q.FromMs, q.ToMs)
+	if err != nil {
+		return false, err
+	}
+	all, err := estimatedRows(ctx, tx, invocations, scope.TenantID, scope.ProjectID)
+	return 2*inside > all, err
+}
+
+// estimatedRows is the planner's estimate of the rows of explain, an EXPLAIN (FORMAT JSON).
+func estimatedRows(ctx context.Context, tx pgx.Tx, explain string, args ...any) (float64, error) {
+	var text string
+	if err := tx.QueryRow(ctx, explain, args...).Scan(&text); err != nil {
+		return 0, translate(err)
+	}
+	var plans []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		}
+	}
+	if err := json.Unmarshal([]byte(text), &plans); err != nil || len(plans) != 1 {
+		return 0, fmt.Errorf("cost report: plan %q: %v", text, err)
+	}
+	return plans[0].Plan.Rows, nil
 }
 
 // readCostReport runs a report statement and says whether its ranking was complete.

@@ -287,13 +287,26 @@ func TestCostsOfAMillionInvocations(t *testing.T) {
 	deleted := map[string]bool{"conv-7": true}
 	const mid = costStartMs + 400_000_000
 	whole := newCostAccount(0, 1<<62, deleted)
-	part := newCostAccount(mid, mid+123_456_789, deleted)
+	// A part of the time is read from its invocations; ranges that hold most of the
+	// invocations from the running sums less those outside them (before, after or
+	// both); about half may go either way.
+	parts := []*costAccount{newCostAccount(mid, mid+123_456_789, deleted),
+		newCostAccount(costStartMs, costStartMs+500_000_000, deleted),
+		newCostAccount(costStartMs+250_000_000, 1<<53-1, deleted),
+		newCostAccount(0, costStartMs+800_000_000, deleted),
+		newCostAccount(costStartMs+100_000_000, costStartMs+900_000_000, deleted)}
 	copyInvocations(t, pool, 1_000_000, func(r invRow) {
 		whole.add(r)
-		part.add(r)
+		for _, a := range parts {
+			a.add(r)
+		}
 	})
-	require.Positive(t, part.total.calls)
-	require.Less(t, part.total.calls, whole.total.calls)
+	for _, a := range parts {
+		require.Positive(t, a.total.calls)
+		require.Less(t, a.total.calls, whole.total.calls)
+	}
+	require.InDelta(t, whole.total.calls/2, parts[1].total.calls, float64(whole.total.calls)/100)
+	require.Less(t, whole.total.calls/2, parts[2].total.calls)
 
 	for _, grouping := range contract.CostGroupings {
 		t.Run(grouping, func(t *testing.T) {
@@ -303,9 +316,11 @@ func TestCostsOfAMillionInvocations(t *testing.T) {
 			report = decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{
 				"groupBy": grouping, "topN": 100, "fromMs": 0, "toMs": int64(1<<53 - 1)}))
 			requireReport(t, whole, grouping, 100, report)
-			report = decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{
-				"groupBy": grouping, "fromMs": part.from, "toMs": part.to}))
-			requireReport(t, part, grouping, contract.DefaultCostsTopN, report)
+			for _, part := range parts {
+				report = decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{
+					"groupBy": grouping, "fromMs": part.from, "toMs": part.to}))
+				requireReport(t, part, grouping, contract.DefaultCostsTopN, report)
+			}
 		})
 	}
 	empty := decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{"groupBy": "agent", "fromMs": mid, "toMs": mid}))
@@ -518,8 +533,10 @@ func TestCostsBadInput(t *testing.T) {
 // scope (loaded with COPY, indexes built after, vacuumed and analyzed), over HTTP on
 // loopback, for each grouping, priced by costPricing (prices of up to 12 decimals, the
 // slow end of numeric arithmetic): over the whole time (report-by-, from the running
-// sums) and over a range that holds every invocation (range-by-, from the
-// invocations). The baseline is the bare aggregation: count and token sums of the
+// sums), over a range that holds every invocation (range-by-, the running sums less
+// the none outside it) and over the first half of the time (half-range-by-, about
+// half of the invocations, the slowest range of the report by conversation: from the
+// invocations, or the sums less the other half). The baseline is the bare aggregation: count and token sums of the
 // invocations by the grouping's column through a pgx pool, with the same work_mem, no
 // pricing, no HTTP.
 //
@@ -539,16 +556,19 @@ func BenchmarkCostsReport(b *testing.B) {
 	for _, grouping := range contract.CostGroupings {
 		body := []byte(fmt.Sprintf(`{"groupBy":%q}`, grouping))
 		ranged := []byte(fmt.Sprintf(`{"groupBy":%q,"fromMs":0,"toMs":%d}`, grouping, int64(1<<53-1)))
+		half := []byte(fmt.Sprintf(`{"groupBy":%q,"fromMs":%d,"toMs":%d}`, grouping, costStartMs, costStartMs+500_000_000))
 		for _, run := range []struct {
-			name string
-			body []byte
-		}{{"report-by-", body}, {"range-by-", ranged}} {
+			name       string
+			body       []byte
+			calls, tol int64
+		}{{"report-by-", body, 1_000_000, 0}, {"range-by-", ranged, 1_000_000, 0},
+			{"half-range-by-", half, 500_000, 5_000}} {
 			b.Run(run.name+grouping, func(b *testing.B) {
 				var report contract.CostsResponse
 				for b.Loop() {
 					app.post(b, contract.RouteCosts.Path, run.body, &report)
 				}
-				require.EqualValues(b, 1_000_000, report.Totals.Calls)
+				require.InDelta(b, run.calls, report.Totals.Calls, float64(run.tol))
 			})
 		}
 		b.Run("baseline-sums-by-"+grouping, func(b *testing.B) {
@@ -562,6 +582,57 @@ func BenchmarkCostsReport(b *testing.B) {
 				require.NoError(b, err)
 				require.NoError(b, tx.Rollback(ctx))
 			}
+		})
+	}
+}
+
+// TestCostsRangeReadFromTheSums: a range by conversation that holds most of the
+// invocations is the running sums less the invocations outside it. A conversation
+// whose every invocation is outside is no group (even where every group costs 0), one
+// that is partly outside counts only the rest; with a token count past 2^53 outside
+// the range, where the float8 sums lose the rest (2^60 + 100 is 2^60 in float8), the
+// report reads the range's invocations instead and is still exact.
+func TestCostsRangeReadFromTheSums(t *testing.T) {
+	t.Parallel()
+	for _, outside := range []int64{1_000, 1 << 60} {
+		t.Run(fmt.Sprint(outside), func(t *testing.T) {
+			t.Parallel()
+			app := startApp(t, writePricing(t, `{"models": {"m": {"inputPerMTok": 1, "outputPerMTok": 1}}}`))
+			pool := openPool(t, app.dsn)
+			// In the range [50, 200): "a" 100 tokens (and outside), "b" 50, twenty free
+			// conversations; outside it only: "a" and "c"; "d", deleted, on both sides.
+			ctx := context.Background()
+			_, err := pool.Exec(ctx, `INSERT INTO conversations (tenant_id, project_id, conversation_id, created_at_ms,
+				deleted_at_ms) VALUES ('local', 'local', 'd', 1, 2)`)
+			require.NoError(t, err)
+			_, err = pool.Exec(ctx, `
+				INSERT INTO model_invocations (tenant_id, project_id, invocation_id, conversation_id, request_window_id,
+					agent_id, provider, model, state, input_tokens, output_tokens, cached_tokens, started_at_ms,
+					completed_at_ms, latency_ms, created_at_ms)
+				SELECT 'local', 'local', v.id, v.conversation, 'w', 'agent', 'p', v.model, 'succeeded', v.input, 0, 0,
+					v.started, v.started, 0, 0
+				FROM (VALUES ('a-out', 'a', 'm', $1::bigint, 10::bigint), ('a-in', 'a', 'm', 100, 100), ('b', 'b', 'm', 50, 100),
+					('c', 'c', 'm', 7, 300), ('d-in', 'd', 'm', 500, 100), ('d-out', 'd', 'm', 500, 300)
+					UNION ALL SELECT 'f' || i, 'f' || i, 'free', 10, 100 FROM generate_series(10, 29) i)
+					v(id, conversation, model, input, started)`, outside)
+			require.NoError(t, err)
+			_, err = pool.Exec(ctx, "ANALYZE model_invocations")
+			require.NoError(t, err)
+			report := decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{
+				"groupBy": "conversation", "topN": 100, "fromMs": 50, "toMs": 200}))
+			require.Equal(t, contract.CostTotals{Calls: 22, InputTokens: 350, CostUSD: "0.00015"}, report.Totals)
+			var keys []string
+			for _, g := range report.Groups {
+				keys = append(keys, *g.Key)
+			}
+			free := names("f", 30)[10:]
+			require.Equal(t, append([]string{"a", "b"}, free...), keys)
+			// The top one only: a ranking that lost "a"'s 100 tokens would price "b" alone.
+			report = decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{
+				"groupBy": "conversation", "topN": 1, "fromMs": 50, "toMs": 200}))
+			a := "a"
+			require.Equal(t, []contract.CostGroup{{Key: &a, Calls: 1, InputTokens: 100, AvgInputTokens: "100",
+				AvgOutputTokens: "0", CostUSD: "0.0001", PricingMatch: contract.PricingExact}}, report.Groups)
 		})
 	}
 }
