@@ -20,7 +20,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// throughputClients is how many clients read at once, in both readers of the benchmark.
+// throughputClients is how many clients read at once, in each reader of the benchmark.
 const throughputClients = 8
 
 // BenchmarkMessagesRecentThroughput measures what the HTTP layer costs: 8 clients read
@@ -85,16 +85,16 @@ func BenchmarkMessagesRecentThroughput(b *testing.B) {
 		}
 		return err
 	}
-	// Warm both: connections, plans, the cache of the rows.
 	readers := []struct {
 		name      string
 		read      func(*rand.Rand) error
 		reads     int64
 		latencies []time.Duration
 	}{{name: "http", read: httpRead}, {name: "outside", read: outsideRead}, {name: "direct", read: directRead}} // direct last: the baseline
+	// Warm each: connections, plans, the cache of the rows.
 	for range 200 {
-		for _, h := range readers {
-			require.NoError(b, h.read(rand.New(rand.NewPCG(9, 9))))
+		for _, r := range readers {
+			require.NoError(b, r.read(rand.New(rand.NewPCG(9, 9))))
 		}
 	}
 
