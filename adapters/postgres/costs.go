@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -52,7 +53,9 @@ var costGroupings = map[string]costGrouping{
 // (the scope's cost_models, 1-based, see costPrices) $3–$5 the input, output and
 // cached input prices per million tokens as exact decimals, $6 the match rank (index
 // of pricingRanks) and $7–$9 the same three prices as float8; $10 topN; $11 how many
-// groups the ranking looks at (costRankCTEs); for a range, $12 fromMs and $13 toMs.
+// groups the ranking looks at (costRankCTEs); for a range, $12 fromMs and $13 toMs and,
+// by conversation, $14 and $15 the whole hours in it (costRangeHours) and $16 the
+// names of the models (costPrices).
 //
 // costCommonCTEs are the price table by model number and the scope's deleted
 // conversations; costExpr a sum's cost per million tokens (k the sum, m its model).
@@ -247,28 +250,86 @@ var costRangeSQL = `WITH ` + costCommonCTEs + `, usage AS (
 	GROUP BY k.key
 )` + costReportSelect
 
-// costRangeConversationsSQL is the report by conversation over a range. Summing the
-// range's invocations by (conversation, model) would hold some 400,000 sums per
-// million invocations, more than work_mem; instead each invocation is priced in
-// float8 as it is read (its model's number from cost_models, a hash probe) and summed
-// by conversation only, the deleted conversations skipped; the totals are a second,
-// exact pass by model; the candidates' sums are read again through their index, and
-// priced exactly.
-var costRangeConversationsSQL = `WITH ` + costCommonCTEs + `, approx AS (
+// costRangeConversationsSQL is the report by conversation over a range of a scope of
+// models models. Summing the range's invocations by (conversation, model) would hold
+// some 400,000 sums per million invocations, more than work_mem; instead each
+// invocation is priced in float8 as it is read and summed by conversation only, the
+// deleted conversations skipped: by hash in time order, or, for a large range, as they
+// come in conversation order from the conversation index (costRangePlan). Its model's
+// prices are found by a CASE over the scope's model names ($16, in the order of their
+// numbers), which costs a fraction of a join per invocation, or with more than
+// costCaseModels models by its number from cost_models. The totals are the hour sums of
+// the range's whole hours and the invocations of its partial hours (costRangeByModel);
+// the candidates' sums are read again through their index, and priced exactly.
+func costRangeConversationsSQL(models int) string {
+	price := func(no string) string {
+		return `(m.input_tokens - m.cached_tokens)::float8 * $7[` + no + `] + m.cached_tokens::float8 * $9[` + no +
+			`] + m.output_tokens::float8 * $8[` + no + `]`
+	}
+	cost, from := price("c.model_no"),
+		`model_invocations m JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = m.model`
+	if pricedByName(models) {
+		var b strings.Builder
+		b.WriteString("CASE m.model")
+		for no := 1; no <= models; no++ {
+			fmt.Fprintf(&b, "\n\t\t\tWHEN ($16::text[])[%d] THEN %s", no, price(strconv.Itoa(no)))
+		}
+		b.WriteString(" END")
+		cost, from = b.String(), "model_invocations m"
+	}
+	return `WITH ` + costCommonCTEs + `, approx AS (
 	SELECT * FROM (
-		SELECT m.conversation_id AS key, sum((m.input_tokens - m.cached_tokens)::float8 * $7[c.model_no]
-			+ m.cached_tokens::float8 * $9[c.model_no] + m.output_tokens::float8 * $8[c.model_no]) AS approx
-		FROM model_invocations m JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = m.model
+		SELECT m.conversation_id AS key, sum(` + cost + `) AS approx
+		FROM ` + from + `
 		WHERE m.tenant_id = $1 AND m.project_id = $2 AND ` + costInRange + `
 		GROUP BY 1
 	) a
 	WHERE NOT EXISTS (SELECT 1 FROM deleted d WHERE d.conversation_id = a.key)
-), ` + costTotalsCTE(`
-	SELECT c.model_no, count(*) AS calls, sum(m.input_tokens) AS input, sum(m.output_tokens) AS output,
-		sum(m.cached_tokens) AS cached
-	FROM model_invocations m JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = m.model
-	WHERE m.tenant_id = $1 AND m.project_id = $2 AND `+costInRange+`
-	GROUP BY 1`, costInRange) + `, ` + costRankCTEs + `, ` + costRangeChosenCTE + costReportSelect
+), ` + costTotalsCTE(costRangeByModel, costInRange) + `, ` + costRankCTEs + `, ` + costRangeChosenCTE + costReportSelect
+}
+
+// costCaseModels is the most models a range by conversation finds by a CASE over
+// their names: each invocation compares its model's name with half of them on average.
+const costCaseModels = 16
+
+// pricedByName says whether a range by conversation over a scope of models models
+// finds their prices by name (a scope without invocations has none to name).
+func pricedByName(models int) bool {
+	return models > 0 && models <= costCaseModels
+}
+
+// costRangeByModel is the sums by model of the invocations of a range: the hour sums
+// (cost_usage, grouping 'hour', migration 00016) of its whole hours, $14 the start of
+// the first and $15 the end of the last (none when $14 ≥ $15), and the invocations of
+// its partial hours, [$12, least($14, $13)) and [greatest($15, least($14, $13)), $13):
+// the whole range when it lies within one hour.
+const costRangeByModel = `
+	SELECT s.model_no, sum(s.calls) AS calls, sum(s.input) AS input, sum(s.output) AS output, sum(s.cached) AS cached
+	FROM (
+		SELECT u.model_no, u.calls, u.input_tokens AS input, u.output_tokens AS output, u.cached_tokens AS cached
+		FROM cost_usage u
+		WHERE u.tenant_id = $1 AND u.project_id = $2 AND u.grouping = 'hour'
+			AND u.key >= cost_usage_hour($14) AND u.key < cost_usage_hour($15)
+		UNION ALL
+		SELECT c.model_no, 1, m.input_tokens, m.output_tokens, m.cached_tokens
+		FROM (SELECT model, input_tokens, output_tokens, cached_tokens FROM model_invocations
+				WHERE tenant_id = $1 AND project_id = $2 AND started_at_ms >= $12 AND started_at_ms < least($14, $13)
+			UNION ALL
+			SELECT model, input_tokens, output_tokens, cached_tokens FROM model_invocations
+				WHERE tenant_id = $1 AND project_id = $2 AND started_at_ms >= greatest($15, least($14, $13))
+					AND started_at_ms < $13) m
+		JOIN cost_models c ON c.tenant_id = $1 AND c.project_id = $2 AND c.model = m.model
+	) s
+	GROUP BY 1`
+
+// costHourMs is the width of the hour sums' hours.
+const costHourMs = 3_600_000
+
+// costRangeHours are the start of the first whole hour of [from, to) and the end of
+// the last ($14 and $15 of costRangeByModel).
+func costRangeHours(from, to int64) (first, end int64) {
+	return from + (costHourMs-from%costHourMs)%costHourMs, to - to%costHourMs
+}
 
 // costRangeChosenCTE prices the candidates of a report by conversation over a range:
 // each candidate's invocations in the range, read again through its index.
@@ -331,9 +392,10 @@ var pricingRanks = []string{contract.PricingNone, contract.PricingFallback, cont
 // disk, per process: enough for a few hundred thousand (group, model) sums.
 const costWorkMem = "32MB"
 
-// costPrices are the prices of a scope's models in the order of their numbers, the
-// arrays $3–$9 of the report statements.
+// costPrices are a scope's models and their prices in the order of their numbers, the
+// arrays $3–$9 of the report statements (and $16 of costRangeConversationsSQL).
 type costPrices struct {
+	models                []string
 	input, output, cached []string
 	ranks                 []int32
 	inputF, outputF       []float64
@@ -361,6 +423,7 @@ func priceModels(ctx context.Context, tx pgx.Tx, scope runtime.Scope, pricing ru
 			return costPrices{}, fmt.Errorf("cost report: model %q is number %d, not %d", m.Model, m.No, i+1)
 		}
 		price, match := pricing.PriceOf(m.Model)
+		p.models = append(p.models, m.Model)
 		p.input, p.output, p.cached = append(p.input, string(price.Input)), append(p.output, string(price.Output)),
 			append(p.cached, string(price.CachedInput))
 		p.ranks = append(p.ranks, int32(slices.Index(pricingRanks, match)))
@@ -378,25 +441,52 @@ func priceModels(ctx context.Context, tx pgx.Tx, scope runtime.Scope, pricing ru
 	return p, nil
 }
 
-// costStatement is the statement for q, its extra arguments, and its enable_hashagg.
-// The conversation sums are summed in the order their index yields them, with no hash
-// table of 100,000 groups: about a third faster, which the planner does not foresee.
-func costStatement(q runtime.CostQuery) (statement string, extra []any, hashAgg string, err error) {
+// costSetting is a planner setting a report statement runs with, local to its
+// transaction.
+type costSetting struct{ name, value string }
+
+// The planner settings of the report statements. costStreamed: the sums are summed in
+// the order their index yields them, with no hash table of 100,000 groups, about a
+// third faster than the hash aggregate the planner prefers. costOrdered: a range's
+// invocations are summed by conversation in the order of the conversation index, with
+// neither a hash table nor a sort, and shared with parallel workers (each reading its
+// part of the index, so that each conversation's partial sum is mostly one worker's;
+// the planner does not foresee that the Gather Merge then passes few rows).
+var (
+	costHashed   = []costSetting{{"enable_hashagg", "on"}}
+	costStreamed = []costSetting{{"enable_hashagg", "off"}}
+	costOrdered  = []costSetting{{"enable_hashagg", "off"}, {"enable_sort", "off"}, {"parallel_tuple_cost", "0.01"}}
+)
+
+// costStatement is the statement for q, its extra arguments and its settings; a range
+// by conversation has none yet: costRangePlan picks it in the report's transaction.
+func costStatement(q runtime.CostQuery) (statement string, extra []any, settings []costSetting, err error) {
 	g, ok := costGroupings[q.GroupBy]
 	if !ok {
-		return "", nil, "", fmt.Errorf("cost report: unknown grouping %q", q.GroupBy)
+		return "", nil, nil, fmt.Errorf("cost report: unknown grouping %q", q.GroupBy)
 	}
 	if q.FromMs > 0 || q.ToMs != math.MaxInt64 {
-		extra := []any{q.FromMs, q.ToMs}
 		if g.rollup == "" {
-			return costRangeConversationsSQL, extra, "on", nil
+			return "", nil, nil, nil
 		}
-		return fmt.Sprintf(costRangeSQL, g.raw, costSumsFrom(g.raw, costDeletedFrom, costInRange)), extra, "on", nil
+		return fmt.Sprintf(costRangeSQL, g.raw, costSumsFrom(g.raw, costDeletedFrom, costInRange)),
+			[]any{q.FromMs, q.ToMs}, costHashed, nil
 	}
 	if g.rollup == "" {
-		return costConversationsSQL, nil, "off", nil
+		return costConversationsSQL, nil, costStreamed, nil
 	}
-	return fmt.Sprintf(costRollupSQL, g.rollup, g.key, costSumsFrom(g.raw, costDeletedFrom, "true")), nil, "on", nil
+	return fmt.Sprintf(costRollupSQL, g.rollup, g.key, costSumsFrom(g.raw, costDeletedFrom, "true")), nil, costHashed, nil
+}
+
+// setLocal applies settings for the rest of tx.
+func setLocal(ctx context.Context, tx pgx.Tx, settings []costSetting) error {
+	names, values := make([]string, len(settings)), make([]string, len(settings))
+	for i, s := range settings {
+		names[i], values[i] = s.name, s.value
+	}
+	_, err := tx.Exec(ctx, `SELECT set_config(s.name, s.value, true) FROM unnest($1::text[], $2::text[]) AS s(name, value)`,
+		names, values)
+	return translate(err)
 }
 
 // costRankSlack is how many groups past the topN the ranking looks at first; a report
@@ -412,7 +502,7 @@ const (
 // a transaction that gives the aggregation costWorkMem and plans the statement for its
 // arguments.
 func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q runtime.CostQuery) (contract.CostsResponse, error) {
-	statement, extra, hashAgg, err := costStatement(q)
+	statement, extra, settings, err := costStatement(q)
 	if err != nil {
 		return contract.CostsResponse{}, err
 	}
@@ -420,26 +510,21 @@ func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q runti
 	err = inSnapshot(ctx, s.db, func(tx pgx.Tx) error {
 		// A generic plan of the prepared statement ran several times slower after its
 		// fifth use, and compiling it (jit) cost more than it saved.
-		if _, err := tx.Exec(ctx, `SELECT set_config('work_mem', $1, true), set_config('enable_hashagg', $2, true),
-			set_config('plan_cache_mode', 'force_custom_plan', true), set_config('jit', 'off', true)`,
-			costWorkMem, hashAgg); err != nil {
-			return translate(err)
+		if err := setLocal(ctx, tx, []costSetting{{"work_mem", costWorkMem},
+			{"plan_cache_mode", "force_custom_plan"}, {"jit", "off"}}); err != nil {
+			return err
 		}
 		p, err := priceModels(ctx, tx, scope, q.Pricing)
 		if err != nil {
 			return err
 		}
-		if statement == costRangeConversationsSQL {
-			complement, err := complementPays(ctx, tx, scope, q)
-			if err != nil {
+		if statement == "" {
+			if statement, extra, settings, err = costRangePlan(ctx, tx, scope, q, p); err != nil {
 				return err
 			}
-			if complement {
-				if _, err := tx.Exec(ctx, `SELECT set_config('enable_hashagg', 'off', true)`); err != nil {
-					return translate(err)
-				}
-				statement = costComplementConversationsSQL
-			}
+		}
+		if err := setLocal(ctx, tx, settings); err != nil {
+			return err
 		}
 		for look := int64(q.TopN + costRankSlack); ; look *= costRankGrowth {
 			args := append([]any{scope.TenantID, scope.ProjectID, p.input, p.output, p.cached, p.ranks,
@@ -457,29 +542,53 @@ func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q runti
 	return report, nil
 }
 
-// complementPays says whether a report by conversation over q's range should read the
-// running sums less the invocations outside the range (costComplementConversationsSQL)
-// rather than the invocations in it: when the planner estimates that the range holds
-// more than three quarters of the scope's invocations (an outside invocation costs
-// about twice an inside one, summed by (conversation, model); docs/costs.md), from the
-// statistics of started_at_ms (a
-// planning of two statements, no read of the invocations), and when every token sum of
-// the scope is below 2^53, so that the difference of two float8 sums is exact.
-func complementPays(ctx context.Context, tx pgx.Tx, scope runtime.Scope, q runtime.CostQuery) (bool, error) {
-	var exact bool
-	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(input_tokens) < 2 ^ 53::numeric AND sum(output_tokens) < 2 ^ 53::numeric, true)
-		FROM cost_usage WHERE tenant_id = $1 AND project_id = $2 AND grouping = 'agent'`,
-		scope.TenantID, scope.ProjectID).Scan(&exact); err != nil || !exact {
-		return false, translate(err)
-	}
+// The shares of a scope's invocations from which a range by conversation is read in
+// conversation order, and from the running sums less the invocations outside it
+// (docs/costs.md, "Ranges by conversation", where they were measured).
+const (
+	costOrderedShare    = 0.2
+	costComplementShare = 0.99
+)
+
+// costRangePlan is how a report by conversation over q's range reads it (statement,
+// extra arguments, settings), chosen by the share of the scope's invocations the
+// planner estimates the range holds, from the statistics of started_at_ms (a planning
+// of two statements, no read of the invocations): the invocations in it by hash in
+// time order, or in conversation order, or the running sums less the invocations
+// outside it. The last only while every token sum of the scope is below 2^53, so that
+// the difference of two float8 sums is exact.
+func costRangePlan(ctx context.Context, tx pgx.Tx, scope runtime.Scope, q runtime.CostQuery, p costPrices) (string, []any, []costSetting, error) {
 	const invocations = `EXPLAIN (FORMAT JSON) SELECT 1 FROM model_invocations m WHERE m.tenant_id = $1 AND m.project_id = $2`
 	inside, err := estimatedRows(ctx, tx, invocations+` AND m.started_at_ms >= $3 AND m.started_at_ms < $4`,
 		scope.TenantID, scope.ProjectID, q.FromMs, q.ToMs)
 	if err != nil {
-		return false, err
+		return "", nil, nil, err
 	}
 	all, err := estimatedRows(ctx, tx, invocations, scope.TenantID, scope.ProjectID)
-	return 4*inside > 3*all, err
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if inside > costComplementShare*all {
+		var exact bool
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(input_tokens) < 2 ^ 53::numeric AND sum(output_tokens) < 2 ^ 53::numeric, true)
+			FROM cost_usage WHERE tenant_id = $1 AND project_id = $2 AND grouping = 'agent'`,
+			scope.TenantID, scope.ProjectID).Scan(&exact); err != nil {
+			return "", nil, nil, translate(err)
+		}
+		if exact {
+			return costComplementConversationsSQL, []any{q.FromMs, q.ToMs}, costStreamed, nil
+		}
+	}
+	first, end := costRangeHours(q.FromMs, q.ToMs)
+	extra := []any{q.FromMs, q.ToMs, first, end}
+	if pricedByName(len(p.models)) {
+		extra = append(extra, p.models)
+	}
+	settings := costHashed
+	if inside >= costOrderedShare*all {
+		settings = costOrdered
+	}
+	return costRangeConversationsSQL(len(p.models)), extra, settings, nil
 }
 
 // estimatedRows is the planner's estimate of the rows of explain, an EXPLAIN (FORMAT JSON).

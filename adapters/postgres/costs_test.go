@@ -16,7 +16,7 @@ import (
 )
 
 // requireCostSums asserts that the running sums of the cost report are exactly the
-// sums of the invocations stored (by agent, tool and conversation, per model, the
+// sums of the invocations stored (by agent, tool, hour and conversation, per model, the
 // shards of a row added up), that no row is left at zero, and that every scope's
 // models are numbered 1, 2, …, each model of its invocations once.
 func requireCostSums(t *testing.T, pool *pgxpool.Pool) {
@@ -31,7 +31,8 @@ func requireCostSums(t *testing.T, pool *pgxpool.Pool) {
 			SELECT i.tenant_id, i.project_id, g.grouping, g.key, i.model, count(*), sum(i.input_tokens),
 				sum(i.output_tokens), sum(i.cached_tokens)
 			FROM model_invocations i
-			CROSS JOIN LATERAL (VALUES ('agent', i.agent_id), ('tool', coalesce(i.tool_name, ''))) g(grouping, key)
+			CROSS JOIN LATERAL (VALUES ('agent', i.agent_id), ('tool', coalesce(i.tool_name, '')),
+				('hour', lpad((i.started_at_ms / 3600000 * 3600000)::text, 19, '0'))) g(grouping, key)
 			GROUP BY 1, 2, 3, 4, 5`},
 		"conversation sums": {`
 			SELECT u.tenant_id, u.project_id, u.conversation_id, c.model, u.calls, u.input_tokens, u.output_tokens,
@@ -184,7 +185,8 @@ func TestCostModelsFirstUsedAtOnce(t *testing.T) {
 	require.Equal(t, workers*each/2+each/2, models)
 }
 
-// Migration 00012 sums the invocations a database already holds.
+// Migration 00012 sums the invocations a database already holds by agent, tool and
+// conversation, and 00016 by hour.
 func TestMigrationSumsStoredInvocations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -195,7 +197,7 @@ func TestMigrationSumsStoredInvocations(t *testing.T) {
 	copyCostInvocations(t, pool, runtime.Scope{TenantID: "t", ProjectID: "p"}, "a-", 30)
 	copyCostInvocations(t, pool, runtime.Scope{TenantID: "u", ProjectID: "p"}, "b-", 7)
 
-	_, err = provider.UpTo(ctx, 12)
+	_, err = provider.Up(ctx)
 	require.NoError(t, err)
 	requireCostSums(t, pool)
 	copyCostInvocations(t, pool, runtime.Scope{TenantID: "t", ProjectID: "p"}, "c-", 5)

@@ -80,20 +80,20 @@ func names(prefix string, n int) []string {
 
 var costConversations, costAgents = names("conv-", 100_000), names("agent-", 50)
 
-func genInvocation(rng *rand.Rand, i int) invRow {
+func genInvocation(rng *rand.Rand, i int, models []string) invRow {
 	input := rng.Int64N(200_000)
 	return invRow{
 		id: "inv-" + strconv.Itoa(i), conversation: costConversations[rng.IntN(len(costConversations))],
-		agent: costAgents[rng.IntN(len(costAgents))], model: costModels[rng.IntN(len(costModels))],
+		agent: costAgents[rng.IntN(len(costAgents))], model: models[rng.IntN(len(models))],
 		tool: costTools[rng.IntN(len(costTools))], input: input, cached: rng.Int64N(input + 1),
 		output: rng.Int64N(20_000), started: costStartMs + rng.Int64N(1_000_000_000),
 	}
 }
 
-// copyInvocations loads n generated invocations of scope local/local with COPY,
-// calling visit with each, and builds the table's secondary indexes after the load
-// (loadWithoutIndexes).
-func copyInvocations(tb testing.TB, pool *pgxpool.Pool, n int, visit func(invRow)) {
+// copyInvocations loads n generated invocations of scope local/local, each of one of
+// models, with COPY, calling visit with each, and builds the table's secondary indexes
+// after the load (loadWithoutIndexes).
+func copyInvocations(tb testing.TB, pool *pgxpool.Pool, n int, models []string, visit func(invRow)) {
 	tb.Helper()
 	rng := rand.New(rand.NewPCG(7, 11))
 	i := 0
@@ -101,7 +101,7 @@ func copyInvocations(tb testing.TB, pool *pgxpool.Pool, n int, visit func(invRow
 		if i == n {
 			return nil, nil
 		}
-		row := genInvocation(rng, i)
+		row := genInvocation(rng, i, models)
 		i++
 		if visit != nil {
 			visit(row)
@@ -287,15 +287,20 @@ func TestCostsOfAMillionInvocations(t *testing.T) {
 	deleted := map[string]bool{"conv-7": true}
 	const mid = costStartMs + 400_000_000
 	whole := newCostAccount(0, 1<<62, deleted)
-	// A part of the time is read from its invocations; ranges that hold most of the
-	// invocations from the running sums less those outside them (before, after or
-	// both); about half may go either way.
+	// A part of the time is read from its invocations, by conversation in time order
+	// (a small part: within one hour, on whole hours, 12%) or in conversation order
+	// (half to 80%, before, after or both); one that holds nearly all of them from the
+	// running sums less those outside. mid is 400,000 ms past the start of its hour.
+	const hour = 3_600_000
 	parts := []*costAccount{newCostAccount(mid, mid+123_456_789, deleted),
+		newCostAccount(mid+1_000, mid+2_000_000, deleted),
+		newCostAccount(mid-400_000+hour, mid-400_000+51*hour, deleted),
 		newCostAccount(costStartMs, costStartMs+500_000_000, deleted),
 		newCostAccount(costStartMs+250_000_000, 1<<53-1, deleted),
 		newCostAccount(0, costStartMs+800_000_000, deleted),
-		newCostAccount(costStartMs+100_000_000, costStartMs+900_000_000, deleted)}
-	copyInvocations(t, pool, 1_000_000, func(r invRow) {
+		newCostAccount(costStartMs+100_000_000, costStartMs+900_000_000, deleted),
+		newCostAccount(costStartMs+5_000_000, 1<<53-1, deleted)}
+	copyInvocations(t, pool, 1_000_000, costModels, func(r invRow) {
 		whole.add(r)
 		for _, a := range parts {
 			a.add(r)
@@ -305,8 +310,9 @@ func TestCostsOfAMillionInvocations(t *testing.T) {
 		require.Positive(t, a.total.calls)
 		require.Less(t, a.total.calls, whole.total.calls)
 	}
-	require.InDelta(t, whole.total.calls/2, parts[1].total.calls, float64(whole.total.calls)/100)
-	require.Less(t, whole.total.calls/2, parts[2].total.calls)
+	require.InDelta(t, whole.total.calls/2, parts[3].total.calls, float64(whole.total.calls)/100)
+	require.Less(t, whole.total.calls/2, parts[4].total.calls)
+	require.Less(t, whole.total.calls*99/100, parts[7].total.calls)
 
 	for _, grouping := range contract.CostGroupings {
 		t.Run(grouping, func(t *testing.T) {
@@ -325,6 +331,31 @@ func TestCostsOfAMillionInvocations(t *testing.T) {
 	}
 	empty := decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{"groupBy": "agent", "fromMs": mid, "toMs": mid}))
 	require.Equal(t, contract.CostsResponse{Totals: contract.CostTotals{CostUSD: "0"}, Groups: []contract.CostGroup{}}, empty)
+}
+
+// TestCostsRangeOfManyModels: a range by conversation of a scope of more models than
+// a CASE over their names serves (costCaseModels in adapters/postgres) finds their
+// prices by number instead, as exactly, in time order and in conversation order; one
+// of a scope of no model yet is empty.
+func TestCostsRangeOfManyModels(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, writePricing(t, costPricing))
+	body := map[string]any{"groupBy": contract.CostsByConversation, "fromMs": costStartMs, "toMs": costStartMs + 1}
+	require.Equal(t, contract.CostsResponse{Totals: contract.CostTotals{CostUSD: "0"}, Groups: []contract.CostGroup{}},
+		decodeCosts(t, app.post(t, contract.RouteCosts.Path, body)), "a scope of no model yet")
+	models := append(names("model-", 17), costModels...)
+	parts := []*costAccount{newCostAccount(costStartMs, costStartMs+100_000_000, nil),
+		newCostAccount(costStartMs+200_000_000, costStartMs+800_000_000, nil)}
+	copyInvocations(t, openPool(t, app.dsn), 20_000, models, func(r invRow) {
+		for _, a := range parts {
+			a.add(r)
+		}
+	})
+	for _, part := range parts {
+		report := decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{
+			"groupBy": contract.CostsByConversation, "topN": 100, "fromMs": part.from, "toMs": part.to}))
+		requireReport(t, part, contract.CostsByConversation, 100, report)
+	}
 }
 
 // TestCostsPricing: through the API, each invocation finds its price exactly, by
@@ -489,7 +520,7 @@ func TestCostsWithoutPricing(t *testing.T) {
 	t.Parallel()
 	app := startApp(t)
 	pool := openPool(t, app.dsn)
-	copyInvocations(t, pool, 100, nil)
+	copyInvocations(t, pool, 100, costModels, nil)
 	report := decodeCosts(t, app.post(t, contract.RouteCosts.Path, map[string]any{"groupBy": "model"}))
 	require.EqualValues(t, 100, report.Totals.Calls)
 	require.Equal(t, contract.Decimal("0"), report.Totals.CostUSD)
@@ -534,18 +565,18 @@ func TestCostsBadInput(t *testing.T) {
 // loopback, for each grouping, priced by costPricing (prices of up to 12 decimals, the
 // slow end of numeric arithmetic): over the whole time (report-by-, from the running
 // sums), over a range that holds every invocation (range-by-, the running sums less
-// the none outside it) and over the first half of the time (half-range-by-, about
-// half of the invocations, the slowest range of the report by conversation: from the
-// invocations, or the sums less the other half). The baseline is the bare aggregation: count and token sums of the
-// invocations by the grouping's column through a pgx pool, with the same work_mem, no
-// pricing, no HTTP.
+// the none outside it) and over the first half of the time (range-50pct-by-, about half
+// of the invocations), and by conversation over more shares of the time, each read the
+// way its share picks (docs/costs.md, "Ranges by conversation"). The baseline is the
+// bare aggregation: count and token sums of the invocations by the grouping's column
+// through a pgx pool, with the same work_mem, no pricing, no HTTP.
 //
 //	go test -run '^$' -bench BenchmarkCostsReport -benchtime 5x -timeout 30m ./cmd/agent-context
 func BenchmarkCostsReport(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "pricing.json")
 	require.NoError(b, os.WriteFile(path, []byte(costPricing), 0o600))
 	app := startMsgBenchApp(b, func(c *Config) { c.PricingFile = path })
-	copyInvocations(b, app.pool, 1_000_000, nil)
+	copyInvocations(b, app.pool, 1_000_000, costModels, nil)
 	ctx := context.Background()
 	// The running sums the load's triggers wrote, vacuumed as the invocations are (so
 	// their index answers without visiting the table, as after autovacuum).
@@ -556,13 +587,22 @@ func BenchmarkCostsReport(b *testing.B) {
 	for _, grouping := range contract.CostGroupings {
 		body := []byte(fmt.Sprintf(`{"groupBy":%q}`, grouping))
 		ranged := []byte(fmt.Sprintf(`{"groupBy":%q,"fromMs":0,"toMs":%d}`, grouping, int64(1<<53-1)))
-		half := []byte(fmt.Sprintf(`{"groupBy":%q,"fromMs":%d,"toMs":%d}`, grouping, costStartMs, costStartMs+500_000_000))
-		for _, run := range []struct {
+		type run struct {
 			name       string
 			body       []byte
 			calls, tol int64
-		}{{"report-by-", body, 1_000_000, 0}, {"range-by-", ranged, 1_000_000, 0},
-			{"half-range-by-", half, 500_000, 5_000}} {
+		}
+		// share is a run over the first percent of the time, about as many percent of
+		// the invocations.
+		share := func(percent int64) run {
+			return run{fmt.Sprintf("range-%dpct-by-", percent), []byte(fmt.Sprintf(`{"groupBy":%q,"fromMs":%d,"toMs":%d}`,
+				grouping, costStartMs, costStartMs+percent*10_000_000)), percent * 10_000, 5_000}
+		}
+		runs := []run{{"report-by-", body, 1_000_000, 0}, {"range-by-", ranged, 1_000_000, 0}, share(50)}
+		if grouping == contract.CostsByConversation {
+			runs = append(runs, share(10), share(30), share(75), share(90), share(97), share(99))
+		}
+		for _, run := range runs {
 			b.Run(run.name+grouping, func(b *testing.B) {
 				var report contract.CostsResponse
 				for b.Loop() {
