@@ -11,9 +11,19 @@ import (
 	"github.com/agent-context/agent-context/contract"
 )
 
+// A2AStores are the stores of agent-to-agent coordination.
+type A2AStores struct {
+	Agents        AgentStore
+	AgentMessages AgentMessageStore
+	Tasks         TaskStore
+	Events        EventStore
+	// Envelopes are the idempotency records of POST /handoff.
+	Envelopes EnvelopeStore
+}
+
 // A2AConfig configures the agent-to-agent use cases.
 type A2AConfig struct {
-	DB UnitOfWork
+	DB UnitOfWork[A2AStores]
 	// Cursors signs list and poll cursors.
 	Cursors *CursorCodec
 	// Notifier wakes long polls when events commit; nil turns waitMs into no wait.
@@ -62,8 +72,8 @@ const (
 // sweeper that purges what outlived its retention. Every change commits together with
 // the event that announces it.
 type A2A struct {
-	db             UnitOfWork
-	stores         Stores
+	db             UnitOfWork[A2AStores]
+	stores         A2AStores
 	cursors        *CursorCodec
 	notifier       EventNotifier
 	clock          Clock

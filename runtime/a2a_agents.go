@@ -68,7 +68,7 @@ func (a *A2A) RegisterAgent(ctx context.Context, p Principal, req *contract.Regi
 	now := a.nowMs()
 	agent.RegisteredAtMs, agent.LastSeenAtMs = now, now
 	var stored contract.Agent
-	err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = a.db.WithinTx(ctx, func(ctx context.Context, tx A2AStores) error {
 		var previous *contract.Agent
 		var err error
 		if stored, previous, err = tx.Agents.RegisterAgent(ctx, p.Scope, &agent); err != nil {

@@ -123,7 +123,7 @@ func (a *A2A) Handoff(ctx context.Context, p Principal, h *Handoff) (*contract.M
 	}
 	rec.AcceptedAtMs = now
 	var ack *contract.MessageAck
-	err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = a.db.WithinTx(ctx, func(ctx context.Context, tx A2AStores) error {
 		stored, created, err := tx.Envelopes.CreateEnvelope(ctx, p.Scope, &rec)
 		if err != nil {
 			return err

@@ -95,7 +95,7 @@ func setupA2AFuzz() (*runtime.A2A, *stubA2A) {
 	s := &stubA2A{}
 	poll := &stubPoll{owner: s}
 	s.events = &poll.stubEvents
-	db := stubDB{runtime.Stores{Agents: s, AgentMessages: s, Tasks: s, Events: poll}}
+	db := stubDB[runtime.A2AStores]{runtime.A2AStores{Agents: s, AgentMessages: s, Tasks: s, Events: poll}}
 	return runtime.NewA2A(runtime.A2AConfig{DB: db, Cursors: runtime.NewCursorCodec([]byte(strings.Repeat("k", 32)))}), s
 }
 

@@ -58,7 +58,7 @@ func (a *A2A) PostMessage(ctx context.Context, p Principal, req *contract.PostMe
 	}
 	now := a.nowMs()
 	var ack contract.MessageAck
-	err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = a.db.WithinTx(ctx, func(ctx context.Context, tx A2AStores) error {
 		ack, err = a.postMessage(ctx, tx, p.Scope, &m, now)
 		return err
 	})
@@ -70,7 +70,7 @@ func (a *A2A) PostMessage(ctx context.Context, p Principal, req *contract.PostMe
 
 // postMessage stores the validated message m (whose ExpiresAtMs still holds its time to
 // live) through the unit of work's stores tx, with its message_posted event.
-func (a *A2A) postMessage(ctx context.Context, tx Stores, scope Scope, m *contract.AgentMessage, now int64) (contract.MessageAck, error) {
+func (a *A2A) postMessage(ctx context.Context, tx A2AStores, scope Scope, m *contract.AgentMessage, now int64) (contract.MessageAck, error) {
 	m.CreatedAtMs, m.ExpiresAtMs = now, now+m.ExpiresAtMs
 	stored, created, err := tx.AgentMessages.PostMessage(ctx, scope, m, a.maxMessages, now)
 	if err != nil {

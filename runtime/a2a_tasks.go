@@ -141,7 +141,7 @@ func (a *A2A) CreateTask(ctx context.Context, p Principal, req *contract.CreateT
 	stampTask(&t, a.nowMs())
 	var stored contract.Task
 	var storedDigest string
-	err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = a.db.WithinTx(ctx, func(ctx context.Context, tx A2AStores) error {
 		stored, storedDigest, err = createTask(ctx, tx, p.Scope, p.Subject, &NewTask{Task: t, CreateDigest: digest, PartsBytes: size})
 		return err
 	})
@@ -170,7 +170,7 @@ func stampTask(t *contract.Task, now int64) {
 // event by actor. When the ID is taken it returns errTaskExists with the stored task
 // and its digest: the caller must roll the unit of work back, since the event was
 // appended first.
-func createTask(ctx context.Context, tx Stores, scope Scope, actor string, nt *NewTask) (contract.Task, string, error) {
+func createTask(ctx context.Context, tx A2AStores, scope Scope, actor string, nt *NewTask) (contract.Task, string, error) {
 	// The event first: its append takes the scope's lock, so no other create of this
 	// ID runs between the lookup inside CreateTask and the insert, and its sequence is
 	// the task's list position.
@@ -416,7 +416,7 @@ func taskNotFound() error { return NotFound("taskId", "task") }
 // transaction, and returns the task as it is afterwards.
 func (a *A2A) changeTask(ctx context.Context, p Principal, taskID string, plan func(lt *LockedTask, nowMs int64) (*TaskChange, NewEvent, error)) (*contract.Task, error) {
 	var out contract.Task
-	err := a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err := a.db.WithinTx(ctx, func(ctx context.Context, tx A2AStores) error {
 		lt, err := tx.Tasks.LockTask(ctx, p.Scope, taskID)
 		if err != nil {
 			return err

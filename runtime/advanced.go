@@ -21,15 +21,15 @@ func (x *Exports) Advanced(ctx context.Context, scope Scope, req *contract.Advan
 	if err := validateNoParams(req.Params); err != nil {
 		return nil, err
 	}
-	op, err := newOperation(contract.OperationAdvanced, contract.AdvancedOperationRequest{Kind: req.Kind, Params: json.RawMessage(`{}`)}, x.clock.Now())
+	op, err := pendingOperation(contract.OperationAdvanced, contract.AdvancedOperationRequest{Kind: req.Kind, Params: json.RawMessage(`{}`)}, x.clock.Now())
 	if err != nil {
 		return nil, err
 	}
-	err = x.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = x.db.WithinTx(ctx, func(ctx context.Context, tx TransferStores) error {
 		if err := tx.Operations.CreateOperations(ctx, []NewOperation{{Scope: scope, Operation: op}}); err != nil {
 			return err
 		}
-		return tx.Jobs.Enqueue(ctx, operationJob(scope, op.ID))
+		return tx.Jobs.Enqueue(ctx, NewOperationJob(scope, op.ID))
 	})
 	if err != nil {
 		return nil, err
@@ -61,16 +61,16 @@ func (x *Exports) advancedStep(op contract.Operation) (func(ctx context.Context,
 	if err := json.Unmarshal(op.Request, &req); err != nil {
 		return nil, fmt.Errorf("decode the request of operation %s: %w", op.ID, err)
 	}
-	var step func(ctx context.Context, tx Stores, scope Scope, cur *advancedCursor) (result any, done int64, err error)
+	var step func(ctx context.Context, tx TransferStores, scope Scope, cur *advancedCursor) (result any, done int64, err error)
 	switch req.Kind {
 	case contract.AdvancedPurgeExpiredEntries:
-		step = func(ctx context.Context, tx Stores, scope Scope, cur *advancedCursor) (any, int64, error) {
+		step = func(ctx context.Context, tx TransferStores, scope Scope, cur *advancedCursor) (any, int64, error) {
 			return x.purgeEntriesStep(ctx, tx, scope, op.CreatedAtMs, cur)
 		}
 	case contract.AdvancedReindexTextSearch:
 		step = x.reindexStep
 	case contract.AdvancedVerifyIntegrity:
-		step = func(ctx context.Context, tx Stores, scope Scope, cur *advancedCursor) (any, int64, error) {
+		step = func(ctx context.Context, tx TransferStores, scope Scope, cur *advancedCursor) (any, int64, error) {
 			return x.verifyStep(ctx, tx, scope, op.CreatedAtMs, cur)
 		}
 	default:
@@ -78,7 +78,7 @@ func (x *Exports) advancedStep(op contract.Operation) (func(ctx context.Context,
 	}
 	return func(ctx context.Context, scope Scope, nowMs int64) (bool, error) {
 		finished := false
-		err := x.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+		err := x.db.WithinTx(ctx, func(ctx context.Context, tx TransferStores) error {
 			cur := advancedCursor{Key: startKey}
 			running, err := tx.Steps.LockStep(ctx, scope, op.ID, x.bounds.Timeout, &cur)
 			if err != nil || !running {
@@ -115,8 +115,8 @@ type advancedCursor struct {
 
 // purgeEntriesStep deletes the next entries whose expiry passed before the operation
 // was created, with their vectors and queue rows.
-func (x *Exports) purgeEntriesStep(ctx context.Context, tx Stores, scope Scope, cutoffMs int64, cur *advancedCursor) (any, int64, error) {
-	purged, last, more, err := tx.Exports.PurgeExpiredEntries(ctx, scope, cutoffMs, cur.Key, x.bounds.Rows)
+func (x *Exports) purgeEntriesStep(ctx context.Context, tx TransferStores, scope Scope, cutoffMs int64, cur *advancedCursor) (any, int64, error) {
+	purged, last, more, err := tx.Maintenance.PurgeExpiredEntries(ctx, scope, cutoffMs, cur.Key, x.bounds.Rows)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -139,13 +139,13 @@ const (
 )
 
 // reindexStep rebuilds the full-text documents of the next messages, then entries.
-func (x *Exports) reindexStep(ctx context.Context, tx Stores, scope Scope, cur *advancedCursor) (any, int64, error) {
+func (x *Exports) reindexStep(ctx context.Context, tx TransferStores, scope Scope, cur *advancedCursor) (any, int64, error) {
 	if cur.Phase == "" {
 		cur.Phase = reindexMessages
 	}
-	reindex := tx.Exports.ReindexMessages
+	reindex := tx.Maintenance.ReindexMessages
 	if cur.Phase == reindexEntries {
-		reindex = tx.Exports.ReindexEntries
+		reindex = tx.Maintenance.ReindexEntries
 	}
 	last, n, more, err := reindex(ctx, scope, cur.Key, x.bounds)
 	if err != nil {
@@ -169,9 +169,9 @@ func (x *Exports) reindexStep(ctx context.Context, tx Stores, scope Scope, cur *
 
 // verifyStep recomputes the digests of the next windows from their stored items and
 // notes each window whose stored contentSha256, itemCount or contentBytes differs.
-func (x *Exports) verifyStep(ctx context.Context, tx Stores, scope Scope, createdBefore int64, cur *advancedCursor) (any, int64, error) {
+func (x *Exports) verifyStep(ctx context.Context, tx TransferStores, scope Scope, createdBefore int64, cur *advancedCursor) (any, int64, error) {
 	v := &windowVerifier{cur: cur}
-	more, err := tx.Exports.ExportWindows(ctx, scope, ExportQuery{CreatedBefore: createdBefore, After: cur.Key,
+	more, err := tx.Walks.ExportWindows(ctx, scope, ExportQuery{CreatedBefore: createdBefore, After: cur.Key,
 		Rows: x.bounds.Rows, Bytes: x.bounds.Bytes}, v)
 	if err != nil {
 		return nil, 0, err

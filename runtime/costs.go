@@ -162,8 +162,8 @@ type Costs struct {
 }
 
 // NewCosts returns the report over db, priced by pricing.
-func NewCosts(db UnitOfWork, pricing Pricing) *Costs {
-	return &Costs{store: db.Stores().Costs, pricing: pricing}
+func NewCosts(store CostStore, pricing Pricing) *Costs {
+	return &Costs{store: store, pricing: pricing}
 }
 
 // Report validates a cost report request and computes the report.

@@ -15,13 +15,13 @@ func (o *Operations) DeleteConversation(ctx context.Context, scope Scope, req *c
 	if err := ValidateID("conversationId", req.ConversationID); err != nil {
 		return nil, false, err
 	}
-	op, err := o.newOperation(contract.OperationConversationDelete, contract.DeleteConversationRequest{ConversationID: req.ConversationID})
+	op, err := o.pendingOperation(contract.OperationConversationDelete, contract.DeleteConversationRequest{ConversationID: req.ConversationID})
 	if err != nil {
 		return nil, false, err
 	}
 	var stored contract.Operation
 	started := false
-	err = o.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = o.db.WithinTx(ctx, func(ctx context.Context, tx OperationStores) error {
 		// The tombstone locks the head first, so concurrent deletions of one
 		// conversation take their turns and see each other's operation.
 		if err := tx.Conversations.Tombstone(ctx, scope, req.ConversationID, op.CreatedAtMs); err != nil {
@@ -34,7 +34,7 @@ func (o *Operations) DeleteConversation(ctx context.Context, scope Scope, req *c
 				return err
 			}
 			started = true
-			return tx.Jobs.Enqueue(ctx, operationJob(scope, existing.ID))
+			return tx.Jobs.Enqueue(ctx, NewOperationJob(scope, existing.ID))
 		case err == nil:
 			stored = existing
 			return nil
@@ -45,7 +45,7 @@ func (o *Operations) DeleteConversation(ctx context.Context, scope Scope, req *c
 			return err
 		}
 		stored, started = op, true
-		return tx.Jobs.Enqueue(ctx, operationJob(scope, op.ID))
+		return tx.Jobs.Enqueue(ctx, NewOperationJob(scope, op.ID))
 	})
 	if err != nil {
 		return nil, false, err
@@ -53,6 +53,12 @@ func (o *Operations) DeleteConversation(ctx context.Context, scope Scope, req *c
 	return &contract.OperationResponse{Operation: stored}, started, nil
 }
 
-func operationJob(scope Scope, id string) OperationJob {
-	return OperationJob{TenantID: scope.TenantID, ProjectID: scope.ProjectID, OperationID: id}
+// ConversationStore keeps conversation heads: the row that exists once a conversation
+// was named, allocates its sequences and carries its tombstone.
+type ConversationStore interface {
+	// Tombstone marks the conversation deleted (creating its head when it never
+	// existed; an earlier tombstone keeps its time) and holds its head locked until
+	// the transaction ends, so that no append, window or invocation of it commits
+	// after the tombstone. Errors: SERVICE_UNAVAILABLE.
+	Tombstone(ctx context.Context, scope Scope, conversationID string, nowMs int64) error
 }

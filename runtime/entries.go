@@ -13,6 +13,15 @@ import (
 	"github.com/agent-context/agent-context/contract"
 )
 
+// MemoryStores are the stores of entries and their vector projection.
+type MemoryStores struct {
+	Entries    EntryStore
+	Projection ProjectionStore
+	Operations OperationStore
+	Jobs       JobQueue
+	Events     EventStore
+}
+
 // EntryStore is the storage of context entries. Every method is confined to scope and
 // treats an entry of a deleted conversation as one that does not exist.
 type EntryStore interface {
@@ -48,7 +57,7 @@ type EmbedInput struct {
 // the new entries for the vector projection and removes the vectors of entries that
 // stopped being active.
 type Entries struct {
-	db    UnitOfWork
+	db    UnitOfWork[MemoryStores]
 	store EntryStore
 	clock Clock
 	model EmbeddingModel
@@ -56,7 +65,7 @@ type Entries struct {
 
 // NewEntries returns the entry use cases over db. model is the configured embedder's:
 // a scope's first entry starts its projection with it.
-func NewEntries(db UnitOfWork, clock Clock, model EmbeddingModel) *Entries {
+func NewEntries(db UnitOfWork[MemoryStores], clock Clock, model EmbeddingModel) *Entries {
 	if clock == nil {
 		clock = SystemClock{}
 	}
@@ -74,7 +83,7 @@ func (s *Entries) Create(ctx context.Context, p Principal, req *contract.CreateE
 	}
 	var stored contract.ContextEntry
 	created := false
-	err = s.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = s.db.WithinTx(ctx, func(ctx context.Context, tx MemoryStores) error {
 		var err error
 		if stored, created, err = createEntry(ctx, tx, p.Scope, &entry); err != nil || !created {
 			return err
@@ -127,7 +136,7 @@ func (s *Entries) Correct(ctx context.Context, p Principal, req *contract.Correc
 		return nil, err
 	}
 	var res contract.CorrectEntryResponse
-	err = s.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = s.db.WithinTx(ctx, func(ctx context.Context, tx MemoryStores) error {
 		old, err := lockOne(ctx, tx, p.Scope, req.EntryID, now)
 		if err != nil {
 			return err
@@ -189,7 +198,7 @@ func (s *Entries) Merge(ctx context.Context, p Principal, req *contract.MergeEnt
 	}
 	var res contract.MergeEntriesResponse
 	created := false
-	err = s.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = s.db.WithinTx(ctx, func(ctx context.Context, tx MemoryStores) error {
 		sources, err := lockAll(ctx, tx, p.Scope, ids, now)
 		if err != nil {
 			return err
@@ -258,7 +267,7 @@ func (s *Entries) Expire(ctx context.Context, p Principal, req *contract.ExpireE
 		return contract.ContextEntry{}, err
 	}
 	var res contract.ContextEntry
-	err = s.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = s.db.WithinTx(ctx, func(ctx context.Context, tx MemoryStores) error {
 		e, err := lockOne(ctx, tx, p.Scope, req.EntryID, now)
 		if err != nil {
 			return err
@@ -301,7 +310,7 @@ type entryChange struct {
 // entries written now are queued for the vector projection (with the job that embeds
 // them), entries that stopped being active lose their vectors, and every change gets
 // its entry_written event, appended last, as the event log asks.
-func (s *Entries) commitEntries(ctx context.Context, tx Stores, p Principal, changes []entryChange) error {
+func (s *Entries) commitEntries(ctx context.Context, tx MemoryStores, p Principal, changes []entryChange) error {
 	var written []contract.ContextEntry
 	var retired []string
 	events := make([]NewEvent, len(changes))
@@ -344,7 +353,7 @@ func presentEntry(e contract.ContextEntry, nowMs int64) contract.ContextEntry {
 }
 
 // lockOne locks one entry and returns it as a client reads it. Errors: NOT_FOUND.
-func lockOne(ctx context.Context, tx Stores, scope Scope, id string, nowMs int64) (contract.ContextEntry, error) {
+func lockOne(ctx context.Context, tx MemoryStores, scope Scope, id string, nowMs int64) (contract.ContextEntry, error) {
 	found, err := tx.Entries.LockEntries(ctx, scope, []string{id})
 	if err != nil {
 		return contract.ContextEntry{}, err
@@ -357,7 +366,7 @@ func lockOne(ctx context.Context, tx Stores, scope Scope, id string, nowMs int64
 
 // lockAll locks the entries of ids and returns them in the order of ids. The first
 // unknown ID is NOT_FOUND naming its position.
-func lockAll(ctx context.Context, tx Stores, scope Scope, ids []string, nowMs int64) ([]contract.ContextEntry, error) {
+func lockAll(ctx context.Context, tx MemoryStores, scope Scope, ids []string, nowMs int64) ([]contract.ContextEntry, error) {
 	found, err := tx.Entries.LockEntries(ctx, scope, ids)
 	if err != nil {
 		return nil, err
@@ -391,7 +400,7 @@ func notActive(verb string, entries []contract.ContextEntry) error {
 // createEntry stores an entry the use case built, with the digest of its client
 // fields. An entry that exists with the same ID and content is returned with created
 // false; with other content it is IDEMPOTENCY_CONFLICT.
-func createEntry(ctx context.Context, tx Stores, scope Scope, e *contract.ContextEntry) (contract.ContextEntry, bool, error) {
+func createEntry(ctx context.Context, tx MemoryStores, scope Scope, e *contract.ContextEntry) (contract.ContextEntry, bool, error) {
 	digest, err := entryDigest(e)
 	if err != nil {
 		return contract.ContextEntry{}, false, err
@@ -644,4 +653,31 @@ func validateMergeIDs(ids []string) ([]string, error) {
 		seen[id] = true
 	}
 	return ids, nil
+}
+
+// EntryWrittenEvent is the event the entries use cases append for every entry they
+// create or change (action: created, merged, corrected, expired, ...): broadcast,
+// consistency eventual, correlated by the entry's conversation when it has one, else
+// by the entry. It must be appended through tx.Events.AppendEvents inside the same
+// UnitOfWork.WithinTx as the entry's write, as the last statement before the commit
+// (the append takes the scope's event lock and holds it until the commit), so the
+// event exists exactly when the entry does. conversationID "" means none; with one,
+// deleting the conversation removes the event.
+func EntryWrittenEvent(actor, entryID, conversationID, action string, nowMs int64) NewEvent {
+	correlation := conversationID
+	if correlation == "" {
+		correlation = entryID
+	}
+	var conversation *string
+	if conversationID != "" {
+		conversation = &conversationID
+	}
+	e := newEvent(contract.EventEntryWritten, actor, correlation, contract.ConsistencyEventual, nil,
+		struct {
+			EntryID        string  `json:"entryId"`
+			ConversationID *string `json:"conversationId"`
+			Action         string  `json:"action"`
+		}{entryID, conversation, action}, nowMs)
+	e.ConversationID = conversationID
+	return e
 }

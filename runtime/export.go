@@ -16,6 +16,20 @@ import (
 	"github.com/agent-context/agent-context/contract"
 )
 
+// TransferStores are the stores of export, import and the advanced operations.
+type TransferStores struct {
+	Artifacts   ArtifactStore
+	Walks       RecordWalker
+	Maintenance MaintenanceStore
+	Steps       StepStore
+	Operations  OperationStore
+	Jobs        JobQueue
+	Messages    MessageStore
+	Windows     WindowStore
+	Entries     EntryStore
+	Projection  ProjectionStore
+}
+
 // Export, import and the advanced operations (05-entries.md, docs/export.md). An export
 // is an operation whose job streams the scope's records, step by step, into the
 // agent-context-ndjson/v1 format and stores the stream as chunks of at most 1 MiB: no
@@ -71,9 +85,9 @@ type WindowSink interface {
 	EndWindow() error
 }
 
-// ExportStore is the storage of export artifacts and the record walks of exports and
-// advanced operations. Every method is confined to scope (the purge walks them all).
-type ExportStore interface {
+// ArtifactStore keeps export artifacts and their chunks. Every method is confined to
+// scope (the purge walks them all).
+type ArtifactStore interface {
 	// CreateArtifact stores a building artifact. Errors: SERVICE_UNAVAILABLE.
 	CreateArtifact(ctx context.Context, scope Scope, a Artifact, evidenceKey *string) error
 	// Artifact returns an artifact; one being deleted is NOT_FOUND like a missing one.
@@ -99,7 +113,10 @@ type ExportStore interface {
 	// scope that expired at nowMs or whose export failed, and the artifact once its
 	// chunks are gone; it reports done when none is left.
 	PurgeArtifactsStep(ctx context.Context, nowMs int64, bounds StepBounds) (done bool, err error)
+}
 
+// RecordWalker walks a scope's records for exports and the integrity check.
+type RecordWalker interface {
 	// ExportMessages, ExportWindows, ExportDerivations, ExportInvocations and
 	// ExportEntries walk the records of q in the stream's order (messages by
 	// conversation and sequence, windows, derivations and entries by ID, invocations
@@ -112,7 +129,10 @@ type ExportStore interface {
 	ExportDerivations(ctx context.Context, scope Scope, q ExportQuery, fn func(d *contract.Derivation, target, source string) error) (more bool, err error)
 	ExportInvocations(ctx context.Context, scope Scope, q ExportQuery, fn func(*contract.ModelInvocation) error) (more bool, err error)
 	ExportEntries(ctx context.Context, scope Scope, q ExportQuery, fn func(*contract.ContextEntry) error) (more bool, err error)
+}
 
+// MaintenanceStore runs the steps of the advanced operations that change rows.
+type MaintenanceStore interface {
 	// PurgeExpiredEntries deletes the entries after after whose expiry passed at
 	// cutoffMs (active or expired, not superseded or merged), at most limit examined
 	// in (expiresAtMs, id) order, and returns their IDs, the last key examined and
@@ -143,7 +163,7 @@ type StepStore interface {
 
 // ExportsConfig configures the export, import and advanced operation use cases.
 type ExportsConfig struct {
-	DB     UnitOfWork
+	DB     UnitOfWork[TransferStores]
 	Clock  Clock
 	Logger *slog.Logger
 	// TTL is how long an artifact lives once created (default 24 h).
@@ -167,8 +187,8 @@ const (
 // Exports holds the use cases of export, import, export artifacts and the advanced
 // operations, and runs the work of their jobs.
 type Exports struct {
-	db        UnitOfWork
-	store     ExportStore
+	db        UnitOfWork[TransferStores]
+	store     ArtifactStore
 	clock     Clock
 	log       *slog.Logger
 	ttl       time.Duration
@@ -179,7 +199,7 @@ type Exports struct {
 
 // NewExports returns the use cases.
 func NewExports(cfg ExportsConfig) *Exports {
-	x := &Exports{db: cfg.DB, store: cfg.DB.Stores().Exports, clock: cfg.Clock, log: cfg.Logger, ttl: cfg.TTL,
+	x := &Exports{db: cfg.DB, store: cfg.DB.Stores().Artifacts, clock: cfg.Clock, log: cfg.Logger, ttl: cfg.TTL,
 		stepBytes: cfg.StepBytes, bounds: cfg.Bounds, model: cfg.Model}
 	if x.clock == nil {
 		x.clock = SystemClock{}
@@ -204,7 +224,7 @@ func (x *Exports) Export(ctx context.Context, scope Scope, req *contract.ExportR
 	if err != nil {
 		return nil, err
 	}
-	op, err := newOperation(contract.OperationExport, norm, x.clock.Now())
+	op, err := pendingOperation(contract.OperationExport, norm, x.clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -212,14 +232,14 @@ func (x *Exports) Export(ctx context.Context, scope Scope, req *contract.ExportR
 		ID: NewID(), OperationID: op.ID, State: contract.ArtifactBuilding, CreatedAtMs: op.CreatedAtMs,
 		ExpiresAtMs: op.CreatedAtMs + x.ttl.Milliseconds(),
 	}}
-	err = x.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = x.db.WithinTx(ctx, func(ctx context.Context, tx TransferStores) error {
 		if err := tx.Operations.CreateOperations(ctx, []NewOperation{{Scope: scope, Operation: op}}); err != nil {
 			return err
 		}
-		if err := tx.Exports.CreateArtifact(ctx, scope, art, nil); err != nil {
+		if err := tx.Artifacts.CreateArtifact(ctx, scope, art, nil); err != nil {
 			return err
 		}
-		return tx.Jobs.Enqueue(ctx, operationJob(scope, op.ID))
+		return tx.Jobs.Enqueue(ctx, NewOperationJob(scope, op.ID))
 	})
 	if err != nil {
 		return nil, err
@@ -284,7 +304,7 @@ func (x *Exports) present(a Artifact) Artifact {
 
 // readable returns the artifact id of scope if it can be read now: CONFLICT while it
 // is building (reason artifact_not_ready) and once it expired (artifact_expired).
-func (x *Exports) readable(ctx context.Context, store ExportStore, scope Scope, field, id string) (Artifact, error) {
+func (x *Exports) readable(ctx context.Context, store ArtifactStore, scope Scope, field, id string) (Artifact, error) {
 	a, err := store.Artifact(ctx, scope, id)
 	if err != nil {
 		if ErrorCode(err) == contract.CodeNotFound {
@@ -341,7 +361,7 @@ func (x *Exports) Chunk(ctx context.Context, scope Scope, req *contract.GetChunk
 // export operation whose request is request, in one transaction, and returns the
 // artifact's ID.
 func (x *Exports) StoreSnapshot(ctx context.Context, scope Scope, data []byte, request any) (string, error) {
-	op, err := newOperation(contract.OperationExport, request, x.clock.Now())
+	op, err := pendingOperation(contract.OperationExport, request, x.clock.Now())
 	if err != nil {
 		return "", err
 	}
@@ -355,18 +375,18 @@ func (x *Exports) StoreSnapshot(ctx context.Context, scope Scope, data []byte, r
 	}
 	chunks := w.finish()
 	evidence := contract.SnapshotEvidenceKey
-	err = x.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = x.db.WithinTx(ctx, func(ctx context.Context, tx TransferStores) error {
 		if err := tx.Operations.CreateOperations(ctx, []NewOperation{{Scope: scope, Operation: op}}); err != nil {
 			return err
 		}
-		if err := tx.Exports.CreateArtifact(ctx, scope, art, &evidence); err != nil {
+		if err := tx.Artifacts.CreateArtifact(ctx, scope, art, &evidence); err != nil {
 			return err
 		}
-		if err := tx.Exports.WriteChunks(ctx, scope, art.ID, chunks, nil); err != nil {
+		if err := tx.Artifacts.WriteChunks(ctx, scope, art.ID, chunks, nil); err != nil {
 			return err
 		}
 		sum := sha256.Sum256(data)
-		if err := tx.Exports.FinishArtifact(ctx, scope, art.ID, hex.EncodeToString(sum[:])); err != nil {
+		if err := tx.Artifacts.FinishArtifact(ctx, scope, art.ID, hex.EncodeToString(sum[:])); err != nil {
 			return err
 		}
 		return tx.Steps.SucceedStep(ctx, scope, op.ID, contract.ExportResult{ArtifactID: art.ID}, int64(len(chunks)), op.CreatedAtMs)
@@ -448,14 +468,14 @@ var errRetryStep = errors.New("retry the step")
 // chunks, or the header, or a part of the hash pass.
 func (x *Exports) exportStep(ctx context.Context, scope Scope, op contract.Operation, req *contract.ExportRequest, nowMs int64) (bool, error) {
 	done := false
-	err := x.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err := x.db.WithinTx(ctx, func(ctx context.Context, tx TransferStores) error {
 		var cur exportCursor
 		running, err := tx.Steps.LockStep(ctx, scope, op.ID, x.bounds.Timeout, &cur)
 		if err != nil || !running {
 			done = err == nil
 			return err
 		}
-		art, err := tx.Exports.OperationArtifact(ctx, scope, op.ID)
+		art, err := tx.Artifacts.OperationArtifact(ctx, scope, op.ID)
 		if ErrorCode(err) == contract.CodeNotFound || err == nil && art.State != contract.ArtifactBuilding {
 			done = true
 			return x.failDeleted(ctx, tx, scope, op.ID, nowMs)
@@ -485,7 +505,7 @@ func (x *Exports) exportStep(ctx context.Context, scope Scope, op contract.Opera
 			chunks = append(chunks, header.finish()...)
 			cur.Phase = exportHash
 		}
-		if err := tx.Exports.WriteChunks(ctx, scope, art.ID, chunks, w.conversationIDs()); err != nil {
+		if err := tx.Artifacts.WriteChunks(ctx, scope, art.ID, chunks, w.conversationIDs()); err != nil {
 			if reason(err) == "artifact_deleted" {
 				done = true
 				return x.failDeleted(ctx, tx, scope, op.ID, nowMs)
@@ -509,7 +529,7 @@ func (x *Exports) exportStep(ctx context.Context, scope Scope, op contract.Opera
 
 // failDeleted fails an export whose artifact was removed because a conversation whose
 // records it held was deleted.
-func (x *Exports) failDeleted(ctx context.Context, tx Stores, scope Scope, id string, nowMs int64) error {
+func (x *Exports) failDeleted(ctx context.Context, tx TransferStores, scope Scope, id string, nowMs int64) error {
 	x.log.WarnContext(ctx, "export failed: a conversation it held was deleted", slog.String("operation_id", id))
 	return tx.Operations.FailOperation(ctx, scope, id, contract.OperationError{Code: contract.CodeConflict,
 		Message: "a conversation in the export was deleted while it ran; export again"}, nowMs)
@@ -528,7 +548,7 @@ func reason(err error) string {
 // exportRecords writes the next records of the export into w, section by section,
 // until the step's budget is spent, advancing cur; it returns how many it wrote and
 // whether the last section is finished.
-func (x *Exports) exportRecords(ctx context.Context, tx Stores, scope Scope, createdAt int64, req *contract.ExportRequest, cur *exportCursor, w *chunkWriter) (int64, bool, error) {
+func (x *Exports) exportRecords(ctx context.Context, tx TransferStores, scope Scope, createdAt int64, req *contract.ExportRequest, cur *exportCursor, w *chunkWriter) (int64, bool, error) {
 	var records int64
 	conversation := ""
 	if req.ConversationID != nil {
@@ -554,8 +574,8 @@ func (x *Exports) exportRecords(ctx context.Context, tx Stores, scope Scope, cre
 }
 
 // exportSection writes the records of cur's section that q selects.
-func (x *Exports) exportSection(ctx context.Context, tx Stores, scope Scope, cur *exportCursor, q ExportQuery, w *chunkWriter, records *int64) (bool, error) {
-	s := tx.Exports
+func (x *Exports) exportSection(ctx context.Context, tx TransferStores, scope Scope, cur *exportCursor, q ExportQuery, w *chunkWriter, records *int64) (bool, error) {
+	s := tx.Walks
 	switch cur.Section {
 	case contract.IncludeMessages:
 		return s.ExportMessages(ctx, scope, q, func(m *contract.ConversationRecord) error {
@@ -604,7 +624,7 @@ func (x *Exports) exportSection(ctx context.Context, tx Stores, scope Scope, cur
 
 // hashStep reads the next chunks of the artifact in order into the whole-artifact
 // hash; after the last one the artifact is ready and the operation succeeded.
-func (x *Exports) hashStep(ctx context.Context, tx Stores, scope Scope, opID, artifactID string, cur *exportCursor, nowMs int64, done *bool) error {
+func (x *Exports) hashStep(ctx context.Context, tx TransferStores, scope Scope, opID, artifactID string, cur *exportCursor, nowMs int64, done *bool) error {
 	h := sha256.New()
 	if cur.HashState != nil {
 		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(cur.HashState); err != nil {
@@ -612,7 +632,7 @@ func (x *Exports) hashStep(ctx context.Context, tx Stores, scope Scope, opID, ar
 		}
 	}
 	limit := max(1, int(x.bounds.Bytes/contract.MaxExportChunkBytes))
-	err := tx.Exports.Chunks(ctx, scope, artifactID, cur.Hashed, limit, func(c ArtifactChunk) error {
+	err := tx.Artifacts.Chunks(ctx, scope, artifactID, cur.Hashed, limit, func(c ArtifactChunk) error {
 		if c.Index != cur.Hashed {
 			return fmt.Errorf("export %s: chunk %d is missing", opID, cur.Hashed)
 		}
@@ -634,7 +654,7 @@ func (x *Exports) hashStep(ctx context.Context, tx Stores, scope Scope, opID, ar
 		cur.HashState = state
 		return tx.Steps.SaveStep(ctx, scope, opID, cur, 0, nowMs)
 	}
-	if err := tx.Exports.FinishArtifact(ctx, scope, artifactID, hex.EncodeToString(h.Sum(nil))); err != nil {
+	if err := tx.Artifacts.FinishArtifact(ctx, scope, artifactID, hex.EncodeToString(h.Sum(nil))); err != nil {
 		if reason(err) == "artifact_deleted" {
 			*done = true
 			return x.failDeleted(ctx, tx, scope, opID, nowMs)

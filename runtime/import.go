@@ -34,17 +34,17 @@ func (x *Exports) Import(ctx context.Context, p Principal, req *contract.ImportR
 		return nil, err
 	}
 	var res *contract.ImportResponse
-	err = x.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = x.db.WithinTx(ctx, func(ctx context.Context, tx TransferStores) error {
 		stream := src
 		if stream == nil {
-			a, err := x.readable(ctx, tx.Exports, p.Scope, field, *req.ArtifactID)
+			a, err := x.readable(ctx, tx.Artifacts, p.Scope, field, *req.ArtifactID)
 			if err != nil {
 				return err
 			}
 			if a.Format != contract.FormatNDJSON {
 				return Invalid(field, "the artifact is an %s document, not an %s export", a.Format, contract.FormatNDJSON)
 			}
-			stream = newArtifactReader(ctx, tx.Exports, p.Scope, a)
+			stream = newArtifactReader(ctx, tx.Artifacts, p.Scope, a)
 		}
 		im := &importer{tx: tx, p: p, model: x.model, nowMs: x.clock.Now().UnixMilli()}
 		res, err = im.run(ctx, newNDJSONReader(stream, field))
@@ -107,7 +107,7 @@ func (b base64Reader) Read(p []byte) (int, error) {
 // SHA-256 and, at the end, the whole artifact's.
 type artifactReader struct {
 	ctx   context.Context
-	store ExportStore
+	store ArtifactStore
 	scope Scope
 	art   Artifact
 	next  int
@@ -115,7 +115,7 @@ type artifactReader struct {
 	whole hash.Hash
 }
 
-func newArtifactReader(ctx context.Context, store ExportStore, scope Scope, a Artifact) *artifactReader {
+func newArtifactReader(ctx context.Context, store ArtifactStore, scope Scope, a Artifact) *artifactReader {
 	return &artifactReader{ctx: ctx, store: store, scope: scope, art: a, whole: sha256.New()}
 }
 

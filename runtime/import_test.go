@@ -23,7 +23,7 @@ type importStores struct {
 	runtime.WindowStore
 	runtime.EntryStore
 	runtime.ProjectionStore
-	runtime.ExportStore
+	runtime.ArtifactStore
 	last     map[string]int64
 	messages int
 	windows  map[string]contract.Window
@@ -39,8 +39,8 @@ func newImportStores() *importStores {
 		invoked: map[string]contract.ModelInvocation{}, entries: map[string]string{}}
 }
 
-func (s *importStores) db() stubDB {
-	return stubDB{runtime.Stores{Messages: s, Windows: s, Entries: s, Projection: s, Exports: s, Jobs: &stubJobs{},
+func (s *importStores) db() stubDB[runtime.TransferStores] {
+	return stubDB[runtime.TransferStores]{runtime.TransferStores{Messages: s, Windows: s, Entries: s, Projection: s, Artifacts: s, Jobs: &stubJobs{},
 		Operations: newStubOperations(), Steps: stubSteps{}}}
 }
 

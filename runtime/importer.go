@@ -23,7 +23,7 @@ const (
 
 // importer writes the records of one import through the stores of its transaction.
 type importer struct {
-	tx    Stores
+	tx    TransferStores
 	p     Principal
 	model EmbeddingModel
 	nowMs int64

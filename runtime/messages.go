@@ -1,22 +1,14 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/agent-context/agent-context/contract"
 )
-
-// MaxSequence bounds client-given sequences and createdAtMs values: the largest integer
-// every JSON client (JavaScript included) represents exactly, and far from overflow when
-// the server assigns the next sequence.
-const MaxSequence = 1<<53 - 1
 
 // MessageDigest is what an append needs to know about a stored message whose ID a
 // batch repeats: enough to tell an identical retry from a different record without
@@ -107,11 +99,11 @@ type Messages struct {
 }
 
 // NewMessages returns the use cases over db; cursors signs page cursors.
-func NewMessages(db UnitOfWork, cursors *CursorCodec, clock Clock) *Messages {
+func NewMessages(store MessageStore, cursors *CursorCodec, clock Clock) *Messages {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &Messages{store: db.Stores().Messages, cursors: cursors, clock: clock}
+	return &Messages{store: store, cursors: cursors, clock: clock}
 }
 
 // Append validates and appends a batch of records.
@@ -344,19 +336,6 @@ func sameAsPlanned(m, p contract.ConversationRecord) bool {
 		(m.CreatedAtMs == 0 || m.CreatedAtMs == p.CreatedAtMs)
 }
 
-// sameJSON compares two JSON values (nil meaning none) after RFC 8785 canonicalization,
-// so member order, whitespace, escapes and number spelling (1.0 and 1) do not matter.
-func sameJSON(a, b []byte) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	ca, cb := jsontext.Value(slices.Clone(a)), jsontext.Value(slices.Clone(b))
-	if ca.Canonicalize() != nil || cb.Canonicalize() != nil {
-		return bytes.Equal(a, b)
-	}
-	return bytes.Equal(ca, cb)
-}
-
 // validateMessage checks one record of an append and returns it with its metadata
 // compacted; prefix is its field path (messages[3]).
 func validateMessage(prefix string, r contract.ConversationRecord) (contract.ConversationRecord, error) {
@@ -388,24 +367,6 @@ func validateMessage(prefix string, r contract.ConversationRecord) (contract.Con
 	}
 	r.Metadata = metadata
 	return r, nil
-}
-
-// NormalizeMetadata checks a metadata value and returns it compacted, or nil for absent
-// and null; compacted, it must be at most 64 KiB (413). The stored text is exactly the
-// compacted value, so a client reads back the JSON it sent.
-func NormalizeMetadata(field string, raw []byte) ([]byte, error) {
-	v := jsontext.Value(bytes.TrimSpace(raw))
-	if len(v) == 0 || string(v) == "null" {
-		return nil, nil
-	}
-	v = v.Clone()
-	if err := v.Compact(); err != nil {
-		return nil, Invalid(field, "%s is not valid JSON", field)
-	}
-	if len(v) > contract.MaxMetadataBytes {
-		return nil, TooLarge(field, contract.MaxMetadataBytes)
-	}
-	return []byte(v), nil
 }
 
 // validateRoleFilter checks a roles filter and returns it sorted without duplicates; an

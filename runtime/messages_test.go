@@ -62,7 +62,7 @@ func setupConversations(t *testing.T) *convBundle {
 	codec := runtime.NewCursorCodec([]byte(strings.Repeat("k", 32)))
 	return &convBundle{
 		store: store,
-		conv:  runtime.NewMessages(stubDB{runtime.Stores{Messages: store}}, codec, fixedClock(time.UnixMilli(1_700_000_000_000))),
+		conv:  runtime.NewMessages(store, codec, fixedClock(time.UnixMilli(1_700_000_000_000))),
 		scope: runtime.Scope{TenantID: "t", ProjectID: "p"},
 	}
 }

@@ -11,6 +11,13 @@ import (
 	"github.com/agent-context/agent-context/contract"
 )
 
+// OperationStores are the stores of operations, deletion and retention.
+type OperationStores struct {
+	Operations    OperationStore
+	Conversations ConversationStore
+	Jobs          JobQueue
+}
+
 // OperationStore is the storage the operation use cases and their background jobs
 // need. Every method is confined to one scope (ScheduleRetention walks them all); an
 // operation of another scope is NOT_FOUND exactly like a missing one. A job step is one
@@ -105,7 +112,7 @@ type SchemaInfo interface {
 
 // OperationsConfig configures the operation use cases.
 type OperationsConfig struct {
-	DB     UnitOfWork
+	DB     UnitOfWork[OperationStores]
 	Schema SchemaInfo
 	Clock  Clock
 	// Logger records why operations failed (their error carries only a safe message).
@@ -147,7 +154,7 @@ type StepRunner interface {
 // Operations holds the use cases of conversation deletion, retention, operation lookup
 // and maintenance status (03-conversations.md), and runs the work of their jobs.
 type Operations struct {
-	db            UnitOfWork
+	db            UnitOfWork[OperationStores]
 	store         OperationStore
 	schema        SchemaInfo
 	clock         Clock
@@ -181,13 +188,13 @@ func NewOperations(cfg OperationsConfig) *Operations {
 	return o
 }
 
-// newOperation returns a pending operation created now with request echoed.
-func (o *Operations) newOperation(kind string, request any) (contract.Operation, error) {
-	return newOperation(kind, request, o.clock.Now())
+// pendingOperation returns a pending operation created now with request echoed.
+func (o *Operations) pendingOperation(kind string, request any) (contract.Operation, error) {
+	return pendingOperation(kind, request, o.clock.Now())
 }
 
-// newOperation returns a pending operation created at t with request echoed.
-func newOperation(kind string, request any, t time.Time) (contract.Operation, error) {
+// pendingOperation returns a pending operation created at t with request echoed.
+func pendingOperation(kind string, request any, t time.Time) (contract.Operation, error) {
 	echo, err := json.Marshal(request)
 	if err != nil {
 		return contract.Operation{}, fmt.Errorf("encode the operation request: %w", err)

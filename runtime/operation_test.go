@@ -131,8 +131,8 @@ func (j *stubJobs) Enqueue(_ context.Context, jobs ...runtime.Job) error {
 }
 
 // opsDB is a unit of work over store.
-func opsDB(store *stubOperations) stubDB {
-	return stubDB{runtime.Stores{Operations: store, Conversations: stubConversations{}, Jobs: &stubJobs{}}}
+func opsDB(store *stubOperations) stubDB[runtime.OperationStores] {
+	return stubDB[runtime.OperationStores]{runtime.OperationStores{Operations: store, Conversations: stubConversations{}, Jobs: &stubJobs{}}}
 }
 
 type stubSchema struct{ current, latest int64 }

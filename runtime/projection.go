@@ -159,7 +159,7 @@ func (ProjectionJob) Kind() string { return "agent_context_entry_projection" }
 
 // ProjectionConfig configures the projection use cases.
 type ProjectionConfig struct {
-	DB        UnitOfWork
+	DB        UnitOfWork[MemoryStores]
 	Embedders Embedders
 	Clock     Clock
 	Logger    *slog.Logger
@@ -175,7 +175,7 @@ type ProjectionConfig struct {
 // Projection holds the use cases of the vector projection: its background work (the
 // backlog, the sweep, rebuilds), the rebuild route and its status.
 type Projection struct {
-	db        UnitOfWork
+	db        UnitOfWork[MemoryStores]
 	store     ProjectionStore
 	entries   EntryStore
 	embedders Embedders
@@ -353,7 +353,7 @@ func (p *Projection) Sweep(ctx context.Context, deadline time.Time) (bool, error
 		var after *Scope
 		for {
 			var last *Scope
-			err := p.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+			err := p.db.WithinTx(ctx, func(ctx context.Context, tx MemoryStores) error {
 				examined, jobs, err := walk(ctx, tx, after)
 				last = examined
 				if err != nil {
@@ -378,10 +378,10 @@ func (p *Projection) Sweep(ctx context.Context, deadline time.Time) (bool, error
 
 // sweepWalk examines a batch of scopes after after, in one transaction, and returns
 // the last one examined (nil: none was left) and the jobs to enqueue for them.
-type sweepWalk func(ctx context.Context, tx Stores, after *Scope) (*Scope, []Job, error)
+type sweepWalk func(ctx context.Context, tx MemoryStores, after *Scope) (*Scope, []Job, error)
 
 // backlogJobs is a projection job for every scope whose queue holds unclaimed entries.
-func (p *Projection) backlogJobs(ctx context.Context, tx Stores, after *Scope) (*Scope, []Job, error) {
+func (p *Projection) backlogJobs(ctx context.Context, tx MemoryStores, after *Scope) (*Scope, []Job, error) {
 	due, last, err := tx.Projection.BacklogScopes(ctx, after, sweepBatch, p.clock.Now().UnixMilli())
 	jobs := make([]Job, len(due))
 	for i, sc := range due {
@@ -392,7 +392,7 @@ func (p *Projection) backlogJobs(ctx context.Context, tx Stores, after *Scope) (
 
 // staleRebuilds starts a rebuild, with the configured embedder, in every scope that
 // follows the configuration but whose active generation has another model.
-func (p *Projection) staleRebuilds(ctx context.Context, tx Stores, after *Scope) (*Scope, []Job, error) {
+func (p *Projection) staleRebuilds(ctx context.Context, tx MemoryStores, after *Scope) (*Scope, []Job, error) {
 	due, last, err := tx.Projection.StaleScopes(ctx, p.embedders.Configured().Model().ID, after, sweepBatch)
 	if err != nil || len(due) == 0 {
 		return last, nil, err
@@ -400,11 +400,11 @@ func (p *Projection) staleRebuilds(ctx context.Context, tx Stores, after *Scope)
 	ops := make([]NewOperation, len(due))
 	jobs := make([]Job, len(due))
 	for i, sc := range due {
-		op, err := newOperation(contract.OperationVectorRebuild, contract.RebuildProjectionRequest{}, p.clock.Now())
+		op, err := pendingOperation(contract.OperationVectorRebuild, contract.RebuildProjectionRequest{}, p.clock.Now())
 		if err != nil {
 			return nil, nil, err
 		}
-		ops[i], jobs[i] = NewOperation{Scope: sc, Operation: op}, operationJob(sc, op.ID)
+		ops[i], jobs[i] = NewOperation{Scope: sc, Operation: op}, NewOperationJob(sc, op.ID)
 	}
 	return last, jobs, tx.Operations.CreateOperations(ctx, ops)
 }
@@ -423,12 +423,12 @@ func (p *Projection) Rebuild(ctx context.Context, scope Scope, req *contract.Reb
 		}
 	}
 	norm := contract.RebuildProjectionRequest{Embedder: req.Embedder}
-	op, err := newOperation(contract.OperationVectorRebuild, norm, p.clock.Now())
+	op, err := pendingOperation(contract.OperationVectorRebuild, norm, p.clock.Now())
 	if err != nil {
 		return nil, false, err
 	}
 	stored, created := op, true
-	err = p.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = p.db.WithinTx(ctx, func(ctx context.Context, tx MemoryStores) error {
 		if err := tx.Projection.LockProjection(ctx, scope); err != nil {
 			return err
 		}
@@ -446,7 +446,7 @@ func (p *Projection) Rebuild(ctx context.Context, scope Scope, req *contract.Reb
 		if err := tx.Operations.CreateOperations(ctx, []NewOperation{{Scope: scope, Operation: op}}); err != nil {
 			return err
 		}
-		return tx.Jobs.Enqueue(ctx, operationJob(scope, op.ID))
+		return tx.Jobs.Enqueue(ctx, NewOperationJob(scope, op.ID))
 	})
 	if err != nil {
 		return nil, false, err

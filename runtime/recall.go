@@ -67,11 +67,11 @@ type Recall struct {
 }
 
 // NewRecall returns the recall use case; projection reports the watermark.
-func NewRecall(db UnitOfWork, projection *Projection, embedders Embedders, clock Clock) *Recall {
+func NewRecall(store RecallStore, projection *Projection, embedders Embedders, clock Clock) *Recall {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &Recall{store: db.Stores().Recall, projection: projection, embedders: embedders, clock: clock}
+	return &Recall{store: store, projection: projection, embedders: embedders, clock: clock}
 }
 
 // rrfK is the constant of reciprocal rank fusion: a result's fused score is the sum,

@@ -76,11 +76,11 @@ func hit(id string, created int64, score float64) runtime.RecallHit {
 
 func newRecall(t *testing.T, store *stubRecall, emb runtime.Embedder) *runtime.Recall {
 	t.Helper()
-	db := stubDB{stores: runtime.Stores{Recall: store,
+	db := stubDB[runtime.MemoryStores]{stores: runtime.MemoryStores{
 		Projection: stubProjection{status: runtime.ProjectionStatus{Generation: runtime.Generation{Number: 3, Model: testModel}, Pending: 2, IndexedThroughMs: 9}}}}
 	embedders := oneEmbedder{emb}
 	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db, Embedders: embedders})
-	return runtime.NewRecall(db, projection, embedders, nil)
+	return runtime.NewRecall(store, projection, embedders, nil)
 }
 
 // Reciprocal rank fusion: the sum of 1/(60 + rank) over the halves; ties go to the

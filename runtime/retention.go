@@ -29,15 +29,15 @@ func (o *Operations) Retention(ctx context.Context, scope Scope, req *contract.R
 	if err != nil {
 		return nil, err
 	}
-	op, err := o.newOperation(contract.OperationRetention, norm)
+	op, err := o.pendingOperation(contract.OperationRetention, norm)
 	if err != nil {
 		return nil, err
 	}
-	err = o.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = o.db.WithinTx(ctx, func(ctx context.Context, tx OperationStores) error {
 		if err := tx.Operations.CreateOperations(ctx, []NewOperation{{Scope: scope, Operation: op, DryRun: norm.DryRun}}); err != nil {
 			return err
 		}
-		return tx.Jobs.Enqueue(ctx, operationJob(scope, op.ID))
+		return tx.Jobs.Enqueue(ctx, NewOperationJob(scope, op.ID))
 	})
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func (o *Operations) ScheduleDefaultRetention(ctx context.Context, since, deadli
 	var after *Scope
 	for {
 		var last *Scope
-		err := o.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+		err := o.db.WithinTx(ctx, func(ctx context.Context, tx OperationStores) error {
 			due, examined, err := tx.Operations.DueRetentionScopes(ctx, after, since.UnixMilli(), scheduleBatch)
 			last = examined
 			if err != nil || len(due) == 0 {
@@ -117,12 +117,12 @@ func (o *Operations) ScheduleDefaultRetention(ctx context.Context, since, deadli
 			ops := make([]NewOperation, len(due))
 			jobs := make([]Job, len(due))
 			for i, sc := range due {
-				op, err := o.newOperation(contract.OperationRetention, req)
+				op, err := o.pendingOperation(contract.OperationRetention, req)
 				if err != nil {
 					return err
 				}
 				ops[i] = NewOperation{Scope: sc, Operation: op, DefaultPolicy: true}
-				jobs[i] = operationJob(sc, op.ID)
+				jobs[i] = NewOperationJob(sc, op.ID)
 			}
 			if err := tx.Operations.CreateOperations(ctx, ops); err != nil {
 				return err

@@ -8,13 +8,13 @@ import (
 
 // stubDB is a unit of work over stub stores: WithinTx runs the function on the same
 // stores, without a transaction, for use-case tests that need no database.
-type stubDB struct {
-	stores runtime.Stores
+type stubDB[S any] struct {
+	stores S
 }
 
-func (d stubDB) Stores() runtime.Stores { return d.stores }
+func (d stubDB[S]) Stores() S { return d.stores }
 
-func (d stubDB) WithinTx(ctx context.Context, fn func(ctx context.Context, tx runtime.Stores) error) error {
+func (d stubDB[S]) WithinTx(ctx context.Context, fn func(ctx context.Context, tx S) error) error {
 	return fn(ctx, d.stores)
 }
 

@@ -1,10 +1,15 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // idOrNew validates a client-chosen ID or, when there is none (absent or null),
@@ -93,4 +98,57 @@ func sameOptional[T comparable](a, b *T) bool {
 		return a == nil && b == nil
 	}
 	return *a == *b
+}
+
+// MaxSequence bounds client-given sequences and createdAtMs values: the largest integer
+// every JSON client (JavaScript included) represents exactly, and far from overflow when
+// the server assigns the next sequence.
+const MaxSequence = 1<<53 - 1
+
+// sameJSON compares two JSON values (nil meaning none) after RFC 8785 canonicalization,
+// so member order, whitespace, escapes and number spelling (1.0 and 1) do not matter.
+func sameJSON(a, b []byte) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ca, cb := jsontext.Value(slices.Clone(a)), jsontext.Value(slices.Clone(b))
+	if ca.Canonicalize() != nil || cb.Canonicalize() != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca, cb)
+}
+
+// NormalizeMetadata checks a metadata value and returns it compacted, or nil for absent
+// and null; compacted, it must be at most 64 KiB (413). The stored text is exactly the
+// compacted value, so a client reads back the JSON it sent.
+func NormalizeMetadata(field string, raw []byte) ([]byte, error) {
+	v := jsontext.Value(bytes.TrimSpace(raw))
+	if len(v) == 0 || string(v) == "null" {
+		return nil, nil
+	}
+	v = v.Clone()
+	if err := v.Compact(); err != nil {
+		return nil, Invalid(field, "%s is not valid JSON", field)
+	}
+	if len(v) > contract.MaxMetadataBytes {
+		return nil, TooLarge(field, contract.MaxMetadataBytes)
+	}
+	return []byte(v), nil
+}
+
+func idempotencyConflict(id string) error {
+	return Errorf(contract.CodeIdempotencyConflict, "a record with this ID exists with different content").
+		With("ids", []string{id})
+}
+
+// validateRef checks an opaque provider reference: any non-empty string up to
+// MaxEvidenceRefChars characters. It is never interpreted.
+func validateRef(field, ref string) error {
+	if ref == "" {
+		return Invalid(field, "%s must not be empty", field)
+	}
+	if utf8.RuneCountInString(ref) > contract.MaxEvidenceRefChars {
+		return TooMany(field, contract.MaxEvidenceRefChars, "%s must be at most %d characters", field, contract.MaxEvidenceRefChars)
+	}
+	return nil
 }

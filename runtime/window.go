@@ -4,10 +4,16 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/agent-context/agent-context/contract"
 )
+
+// ConversationStores are the stores of windows, derivations and invocations.
+type ConversationStores struct {
+	Messages MessageStore
+	Windows  WindowStore
+	Events   EventStore
+}
 
 // WindowStore is the storage the window use cases need. Every method is confined to
 // scope and treats a window or invocation of a deleted conversation as absent.
@@ -46,13 +52,13 @@ type WindowStore interface {
 // idempotent by ID. A window's creation commits together with its window_created
 // event (07-a2a.md).
 type Windows struct {
-	db    UnitOfWork
+	db    UnitOfWork[ConversationStores]
 	store WindowStore
 	clock Clock
 }
 
 // NewWindows returns the use cases over db.
-func NewWindows(db UnitOfWork, clock Clock) *Windows {
+func NewWindows(db UnitOfWork[ConversationStores], clock Clock) *Windows {
 	if clock == nil {
 		clock = SystemClock{}
 	}
@@ -70,7 +76,7 @@ func (s *Windows) CreateWindow(ctx context.Context, p Principal, req *contract.C
 	w.CreatedAtMs = s.clock.Now().UnixMilli()
 	var stored contract.Window
 	var created bool
-	err = s.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+	err = s.db.WithinTx(ctx, func(ctx context.Context, tx ConversationStores) error {
 		var err error
 		if stored, created, err = tx.Windows.CreateWindow(ctx, p.Scope, &w); err != nil || !created {
 			return err
@@ -94,11 +100,6 @@ func (s *Windows) GetWindow(ctx context.Context, p Principal, req *contract.GetW
 		return contract.Window{}, err
 	}
 	return s.store.GetWindow(ctx, p.Scope, req.WindowID)
-}
-
-func idempotencyConflict(id string) error {
-	return Errorf(contract.CodeIdempotencyConflict, "a record with this ID exists with different content").
-		With("ids", []string{id})
 }
 
 // ValidateWindow checks a create request against the window contract and returns the
@@ -244,18 +245,6 @@ func validateEvidence(prefix string, e *contract.KnowledgeEvidence) error {
 	return nil
 }
 
-// validateRef checks an opaque provider reference: any non-empty string up to
-// MaxEvidenceRefChars characters. It is never interpreted.
-func validateRef(field, ref string) error {
-	if ref == "" {
-		return Invalid(field, "%s must not be empty", field)
-	}
-	if utf8.RuneCountInString(ref) > contract.MaxEvidenceRefChars {
-		return TooMany(field, contract.MaxEvidenceRefChars, "%s must be at most %d characters", field, contract.MaxEvidenceRefChars)
-	}
-	return nil
-}
-
 // sameWindow reports whether a create request (normalized) has the content of a stored
 // window: the client fields, with the items compared through their digest.
 func sameWindow(req, stored *contract.Window) bool {
@@ -263,4 +252,17 @@ func sameWindow(req, stored *contract.Window) bool {
 		req.Purpose == stored.Purpose && req.TokenCount == stored.TokenCount &&
 		req.ItemCount == stored.ItemCount && req.ContentSHA256 == stored.ContentSHA256 &&
 		sameJSON(req.Metadata, stored.Metadata)
+}
+
+// WindowCreatedEvent is the event a window's creation appends in the transaction that
+// stores it: broadcast, consistency local, correlated by the window's conversation.
+func WindowCreatedEvent(actor string, w *contract.Window, nowMs int64) NewEvent {
+	e := newEvent(contract.EventWindowCreated, actor, w.Conversation.ConversationID, contract.ConsistencyLocal, nil,
+		struct {
+			WindowID       string `json:"windowId"`
+			ConversationID string `json:"conversationId"`
+			Stage          string `json:"stage"`
+		}{w.ID, w.Conversation.ConversationID, w.Stage}, nowMs)
+	e.ConversationID = w.Conversation.ConversationID
+	return e
 }

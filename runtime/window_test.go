@@ -84,7 +84,7 @@ func setupWindowUseCases() (*runtime.Windows, *stubWindowStore, runtime.Principa
 func setupWindowUseCasesWithEvents() (*runtime.Windows, *stubWindowStore, *stubEvents, runtime.Principal) {
 	store, events := &stubWindowStore{}, &stubEvents{}
 	p := runtime.Principal{Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}, Subject: "agent-7"}
-	db := stubDB{runtime.Stores{Windows: store, Events: events}}
+	db := stubDB[runtime.ConversationStores]{runtime.ConversationStores{Windows: store, Events: events}}
 	return runtime.NewWindows(db, winClock(time.UnixMilli(winNowMs))), store, events, p
 }
 

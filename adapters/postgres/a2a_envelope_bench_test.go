@@ -46,7 +46,7 @@ func BenchmarkHandoffSigned(b *testing.B) {
 	seed := sha256.Sum256([]byte("bench"))
 	priv := ed25519.NewKeyFromSeed(seed[:])
 	db := newDB(b, pgtest.NewDB(b))
-	a2a := runtime.NewA2A(runtime.A2AConfig{DB: db, Cursors: runtime.NewCursorCodec(make([]byte, 32)),
+	a2a := runtime.NewA2A(runtime.A2AConfig{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)),
 		Peers: benchPeers{key: priv.Public().(ed25519.PublicKey)}})
 	p := runtime.Principal{Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}, Subject: "gateway",
 		Capabilities: map[string]bool{contract.CapA2ASend: true}}

@@ -65,7 +65,7 @@ func setupA2AOn(t testing.TB, pool *pgxpool.Pool, opts ...a2aOptions) *a2aBundle
 	return &a2aBundle{
 		pool: pool, db: db, hub: hub, clock: clock, scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
 		a2a: runtime.NewA2A(runtime.A2AConfig{
-			DB: db, Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: clock,
+			DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: clock,
 			MaxMessages: o.maxMessages, SweepBatch: o.sweepBatch,
 		}),
 	}
@@ -456,7 +456,7 @@ func TestA2AEventSequencesAreCommitOrder(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range perWriter {
-				errs[w] = b.db.WithinTx(ctx, func(ctx context.Context, tx runtime.Stores) error {
+				errs[w] = b.db.A2A().WithinTx(ctx, func(ctx context.Context, tx runtime.A2AStores) error {
 					e := runtime.EntryWrittenEvent(fmt.Sprintf("writer-%d", w), fmt.Sprintf("e-%d-%d", w, i), "", "created", 1)
 					if _, err := tx.Events.AppendEvents(ctx, b.scope, []runtime.NewEvent{e}); err != nil {
 						return err
@@ -557,7 +557,7 @@ func TestA2APollScansInBoundedWindows(t *testing.T) {
 	for i := range events {
 		events[i] = runtime.EntryWrittenEvent("writer", fmt.Sprintf("e-%d", i), "", "created", 1)
 	}
-	last, err := b.db.Stores().Events.AppendEvents(ctx, b.scope, events)
+	last, err := b.db.A2A().Stores().Events.AppendEvents(ctx, b.scope, events)
 	require.NoError(t, err)
 	require.EqualValues(t, n, last)
 	reader := b.agent("reader")
@@ -611,7 +611,7 @@ func TestA2ALongPollWakesOnCommit(t *testing.T) {
 
 	// An event in a rolled-back unit of work never reaches a poller.
 	failure := fmt.Errorf("changed its mind")
-	err := b.db.WithinTx(context.Background(), func(ctx context.Context, tx runtime.Stores) error {
+	err := b.db.A2A().WithinTx(context.Background(), func(ctx context.Context, tx runtime.A2AStores) error {
 		if _, err := tx.Events.AppendEvents(ctx, b.scope, []runtime.NewEvent{runtime.EntryWrittenEvent("alice", "e", "", "created", 1)}); err != nil {
 			return err
 		}
@@ -645,7 +645,7 @@ func TestA2AEventsArePurgedAfterRetention(t *testing.T) {
 func TestA2AWindowCreatedEvent(t *testing.T) {
 	t.Parallel()
 	b := setupA2A(t)
-	windows := runtime.NewWindows(b.db, runtime.SystemClock{})
+	windows := runtime.NewWindows(b.db.Conversation(), runtime.SystemClock{})
 	p := b.agent("planner")
 	_, created, err := windows.CreateWindow(context.Background(), p, windowRequest("w-1", "conv-1", "original", 2, func(i int) string { return "x" }))
 	require.NoError(t, err)
@@ -744,7 +744,7 @@ func TestA2AMetrics(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(hub.Close)
 	b := setupA2AOn(t, pool)
-	b.a2a = runtime.NewA2A(runtime.A2AConfig{DB: b.db, Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: b.clock})
+	b.a2a = runtime.NewA2A(runtime.A2AConfig{DB: b.db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: b.clock})
 	alice, bob := b.agent("alice"), b.agent("bob")
 	b.post(t, alice, contract.PostMessageRequest{TTLHours: ptr[int64](1)})
 	b.post(t, alice, contract.PostMessageRequest{})

@@ -148,19 +148,17 @@ type DBOptions struct {
 	Logger           *slog.Logger
 }
 
-// DB is the Postgres side of the runtime's ports: runtime.UnitOfWork over a pool,
-// with an insert-only River client that enqueues jobs in any transaction.
+// DB is the Postgres side of the runtime's ports: a unit of work per area over a
+// pool, with an insert-only River client that enqueues jobs in any transaction.
 type DB struct {
 	Pool    *pgxpool.Pool
 	queue   *river.Client[pgx.Tx]
 	opts    DBOptions
 	catalog *vectorCatalog
-	stores  runtime.Stores
 }
 
-var _ runtime.UnitOfWork = (*DB)(nil)
-
-// NewDB returns the unit of work over pool.
+// NewDB returns the database over pool; its methods named after the areas return their
+// units of work.
 func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 	if opts.SearchTimeout <= 0 {
 		opts.SearchTimeout = DefaultSearchTimeout
@@ -172,40 +170,87 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the job queue client: %w", err)
 	}
-	db := &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog()}
-	db.stores = db.over(pool)
-	return db, nil
+	return &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog()}, nil
+}
+
+// unitOfWork is runtime.UnitOfWork[S] over the DB's pool: build makes an area's stores
+// over a pool or a transaction.
+type unitOfWork[S any] struct {
+	pool   *pgxpool.Pool
+	build  func(DBTX) S
+	stores S
+}
+
+func newUnitOfWork[S any](db *DB, build func(DBTX) S) *unitOfWork[S] {
+	return &unitOfWork[S]{pool: db.Pool, build: build, stores: build(db.Pool)}
 }
 
 // Stores implements runtime.UnitOfWork.
-func (db *DB) Stores() runtime.Stores { return db.stores }
+func (u *unitOfWork[S]) Stores() S { return u.stores }
 
 // WithinTx implements runtime.UnitOfWork.
-func (db *DB) WithinTx(ctx context.Context, fn func(ctx context.Context, tx runtime.Stores) error) error {
-	return inTx(ctx, db.Pool, func(tx pgx.Tx) error { return fn(ctx, db.over(tx)) })
+func (u *unitOfWork[S]) WithinTx(ctx context.Context, fn func(ctx context.Context, tx S) error) error {
+	return inTx(ctx, u.pool, func(tx pgx.Tx) error { return fn(ctx, u.build(tx)) })
 }
 
-// over builds every store over h.
-func (db *DB) over(h DBTX) runtime.Stores {
-	return runtime.Stores{
-		Messages:      &MessageStore{db: h, searchTimeout: db.opts.SearchTimeout, searchCandidates: db.opts.SearchCandidates},
-		Conversations: &ConversationStore{db: h},
-		Windows:       &WindowStore{db: h},
-		Operations:    &OperationStore{db: h},
-		Costs:         &CostStore{db: h},
-		Entries:       &EntryStore{db: h},
-		Recall:        &RecallStore{db: h, catalog: db.catalog, searchTimeout: db.opts.SearchTimeout},
-		Projection:    &ProjectionStore{db: h, catalog: db.catalog},
-		Jobs:          &JobQueue{db: h, client: db.queue},
-		Agents:        &AgentStore{db: h},
-		AgentMessages: &AgentMessageStore{db: h},
-		Tasks:         &TaskStore{db: h},
-		Events:        &EventStore{db: h},
-		Envelopes:     &EnvelopeStore{db: h},
-		Exports:       &ExportStore{db: h},
-		Steps:         &OperationStore{db: h},
-	}
+// Conversation is the unit of work of messages, windows, derivations and invocations.
+func (db *DB) Conversation() runtime.UnitOfWork[runtime.ConversationStores] {
+	return newUnitOfWork(db, func(h DBTX) runtime.ConversationStores {
+		return runtime.ConversationStores{Messages: db.messages(h), Windows: &WindowStore{db: h}, Events: &EventStore{db: h}}
+	})
 }
+
+// Operation is the unit of work of operations, deletion and retention.
+func (db *DB) Operation() runtime.UnitOfWork[runtime.OperationStores] {
+	return newUnitOfWork(db, func(h DBTX) runtime.OperationStores {
+		return runtime.OperationStores{Operations: &OperationStore{db: h}, Conversations: &ConversationStore{db: h}, Jobs: db.jobs(h)}
+	})
+}
+
+// Memory is the unit of work of entries and their vector projection.
+func (db *DB) Memory() runtime.UnitOfWork[runtime.MemoryStores] {
+	return newUnitOfWork(db, func(h DBTX) runtime.MemoryStores {
+		return runtime.MemoryStores{Entries: &EntryStore{db: h}, Projection: db.projection(h), Operations: &OperationStore{db: h},
+			Jobs: db.jobs(h), Events: &EventStore{db: h}}
+	})
+}
+
+// A2A is the unit of work of agent-to-agent coordination.
+func (db *DB) A2A() runtime.UnitOfWork[runtime.A2AStores] {
+	return newUnitOfWork(db, func(h DBTX) runtime.A2AStores {
+		return runtime.A2AStores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h}, Tasks: &TaskStore{db: h},
+			Events: &EventStore{db: h}, Envelopes: &EnvelopeStore{db: h}}
+	})
+}
+
+// Transfer is the unit of work of export, import and the advanced operations.
+func (db *DB) Transfer() runtime.UnitOfWork[runtime.TransferStores] {
+	return newUnitOfWork(db, func(h DBTX) runtime.TransferStores {
+		exports := &ExportStore{db: h}
+		return runtime.TransferStores{Artifacts: exports, Walks: exports, Maintenance: exports, Steps: &OperationStore{db: h},
+			Operations: &OperationStore{db: h}, Jobs: db.jobs(h), Messages: db.messages(h), Windows: &WindowStore{db: h},
+			Entries: &EntryStore{db: h}, Projection: db.projection(h)}
+	})
+}
+
+// Messages is the message store over the pool.
+func (db *DB) Messages() *MessageStore { return db.messages(db.Pool) }
+
+// Recall is the recall store over the pool.
+func (db *DB) Recall() *RecallStore {
+	return &RecallStore{db: db.Pool, catalog: db.catalog, searchTimeout: db.opts.SearchTimeout}
+}
+
+// Costs is the cost store over the pool.
+func (db *DB) Costs() *CostStore { return &CostStore{db: db.Pool} }
+
+func (db *DB) messages(h DBTX) *MessageStore {
+	return &MessageStore{db: h, searchTimeout: db.opts.SearchTimeout, searchCandidates: db.opts.SearchCandidates}
+}
+
+func (db *DB) projection(h DBTX) *ProjectionStore { return &ProjectionStore{db: h, catalog: db.catalog} }
+
+func (db *DB) jobs(h DBTX) *JobQueue { return &JobQueue{db: h, client: db.queue} }
 
 // Versions reports the applied schema version and the newest embedded one; /ready
 // calls it.

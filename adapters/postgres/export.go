@@ -19,7 +19,11 @@ type ExportStore struct {
 	db DBTX
 }
 
-var _ runtime.ExportStore = (*ExportStore)(nil)
+var (
+	_ runtime.ArtifactStore    = (*ExportStore)(nil)
+	_ runtime.RecordWalker     = (*ExportStore)(nil)
+	_ runtime.MaintenanceStore = (*ExportStore)(nil)
+)
 
 const artifactColumns = `artifact_id, operation_id, state, chunk_count, total_bytes, sha256, created_at_ms, expires_at_ms, format`
 

@@ -6,9 +6,11 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// StoresOver returns db's stores built over tx, for tests that read what the stores'
-// statements did within the transaction (pg_stat_xact_user_tables).
-func StoresOver(db *DB, tx pgx.Tx) runtime.Stores { return db.over(tx) }
+// OperationStoresOver returns the operation store built over tx, for tests that read
+// what its statements did within the transaction (pg_stat_xact_user_tables).
+func OperationStoresOver(tx pgx.Tx) runtime.OperationStores {
+	return runtime.OperationStores{Operations: &OperationStore{db: tx}}
+}
 
 // EntryDocument is an entry's search document, for loaders of test data.
 var EntryDocument = entryDocument

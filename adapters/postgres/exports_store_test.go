@@ -21,9 +21,10 @@ func TestWriteChunksGuardsAgainstDeletion(t *testing.T) {
 	db := newDB(t, pool)
 	ctx := context.Background()
 	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
-	s := db.Stores()
+	s := db.Transfer().Stores()
+	conversations := db.Operation().Stores().Conversations
 	newArtifact := func(id string) {
-		require.NoError(t, s.Exports.CreateArtifact(ctx, scope, runtime.Artifact{Format: contract.FormatNDJSON,
+		require.NoError(t, s.Artifacts.CreateArtifact(ctx, scope, runtime.Artifact{Format: contract.FormatNDJSON,
 			ExportArtifact: contract.ExportArtifact{ID: id, OperationID: "op-" + id, State: contract.ArtifactBuilding, ExpiresAtMs: 1 << 50}}, nil))
 	}
 	chunk := []runtime.ArtifactChunk{{Index: 1, Data: []byte("x"), SHA256: "sum"}}
@@ -34,29 +35,29 @@ func TestWriteChunksGuardsAgainstDeletion(t *testing.T) {
 	require.NoError(t, err)
 
 	newArtifact("a-1")
-	require.NoError(t, s.Exports.WriteChunks(ctx, scope, "a-1", chunk, []string{"doomed", "live"}))
+	require.NoError(t, s.Artifacts.WriteChunks(ctx, scope, "a-1", chunk, []string{"doomed", "live"}))
 	newArtifact("a-2")
-	require.NoError(t, s.Conversations.Tombstone(ctx, scope, "doomed", 2))
+	require.NoError(t, conversations.Tombstone(ctx, scope, "doomed", 2))
 
-	err = s.Exports.WriteChunks(ctx, scope, "a-2", chunk, []string{"live", "doomed"})
+	err = s.Artifacts.WriteChunks(ctx, scope, "a-2", chunk, []string{"live", "doomed"})
 	require.Equal(t, contract.CodeConflict, runtime.ErrorCode(err))
 	var re *runtime.Error
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, "conversation_deleted", re.Details["reason"])
 	require.Equal(t, []string{"doomed"}, re.Details["conversationIds"])
-	require.NoError(t, s.Exports.WriteChunks(ctx, scope, "a-2", chunk, []string{"live"}), "without the deleted conversation")
+	require.NoError(t, s.Artifacts.WriteChunks(ctx, scope, "a-2", chunk, []string{"live"}), "without the deleted conversation")
 
 	// a-1 held the deleted conversation's records: the tombstone marked it.
-	_, err = s.Exports.Artifact(ctx, scope, "a-1")
+	_, err = s.Artifacts.Artifact(ctx, scope, "a-1")
 	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
 	for _, write := range []func() error{
-		func() error { return s.Exports.WriteChunks(ctx, scope, "a-1", chunk, nil) },
-		func() error { return s.Exports.FinishArtifact(ctx, scope, "a-1", "sum") },
+		func() error { return s.Artifacts.WriteChunks(ctx, scope, "a-1", chunk, nil) },
+		func() error { return s.Artifacts.FinishArtifact(ctx, scope, "a-1", "sum") },
 	} {
 		require.ErrorAs(t, write(), &re)
 		require.Equal(t, "artifact_deleted", re.Details["reason"])
 	}
-	a2, err := s.Exports.Artifact(ctx, scope, "a-2")
+	a2, err := s.Artifacts.Artifact(ctx, scope, "a-2")
 	require.NoError(t, err)
 	require.Equal(t, contract.ArtifactBuilding, a2.State, "a-2 holds none of it")
 	require.Equal(t, 1, a2.ChunkCount, "the refused write wrote nothing")

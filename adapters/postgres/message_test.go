@@ -29,7 +29,7 @@ func setupMessages(t *testing.T, opts ...postgres.DBOptions) *messageBundle {
 	pool := pgtest.NewDB(t)
 	return &messageBundle{
 		pool:  pool,
-		store: newDB(t, pool, opts...).Stores().Messages,
+		store: newDB(t, pool, opts...).Messages(),
 		scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
 	}
 }

@@ -54,10 +54,10 @@ func setupBoundedOperations(t testing.TB, batch int, batchBytes int64) *operatio
 	db := newDB(t, pool)
 	return &operationBundle{
 		pool:     pool,
-		store:    db.Stores().Operations,
-		messages: db.Stores().Messages,
+		store:    db.Operation().Stores().Operations,
+		messages: db.Messages(),
 		ops: runtime.NewOperations(runtime.OperationsConfig{
-			DB: db, Schema: db, Clock: fixedClock{opNow}, BatchSize: batch, BatchBytes: batchBytes,
+			DB: db.Operation(), Schema: db, Clock: fixedClock{opNow}, BatchSize: batch, BatchBytes: batchBytes,
 		}),
 		scope:  runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
 		bounds: runtime.StepBounds{Rows: batch, Bytes: cmp.Or(batchBytes, runtime.DefaultOperationBatchBytes)},
@@ -380,7 +380,7 @@ func TestDeleteConversationStepBoundedBytes(t *testing.T) {
 	for i := range items {
 		items[i] = contract.WindowItem{ID: fmt.Sprintf("i%d", i), Ordinal: i, Kind: "message", Content: hexText(t, itemBytes)}
 	}
-	windows := newDB(t, b.pool).Stores().Windows
+	windows := newDB(t, b.pool).Conversation().Stores().Windows
 	_, _, err := windows.CreateWindow(ctx, b.scope, &contract.Window{
 		ID: "w", Conversation: contract.ConversationRef{ConversationID: "c"}, Stage: "original", Purpose: "p",
 		Items: items, ItemCount: len(items), ContentBytes: 4 * itemBytes, ContentSHA256: "x", CreatedAtMs: 1,
@@ -488,9 +488,9 @@ func TestScheduleDefaultRetention(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	db := newDB(t, pool)
 	ops := runtime.NewOperations(runtime.OperationsConfig{
-		DB: db, Schema: db, Clock: fixedClock{opNow}, DefaultMaxAge: time.Hour,
+		DB: db.Operation(), Schema: db, Clock: fixedClock{opNow}, DefaultMaxAge: time.Hour,
 	})
-	messages := db.Stores().Messages
+	messages := db.Messages()
 	ctx := context.Background()
 	scopes := []runtime.Scope{{TenantID: "a", ProjectID: "p"}, {TenantID: "a", ProjectID: "q"}, {TenantID: "b", ProjectID: "p"}}
 	for _, sc := range scopes {

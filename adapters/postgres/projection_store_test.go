@@ -41,13 +41,13 @@ func setupProjection(t *testing.T, embedders runtime.Embedders) *projectionBundl
 	if embedders == nil {
 		embedders = embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
 	}
-	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db, Embedders: embedders, Batch: 4})
+	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db.Memory(), Embedders: embedders, Batch: 4})
 	require.NoError(t, projection.Prepare(context.Background()))
 	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
 	return &projectionBundle{
 		pool: pool, db: db, projection: projection, scope: scope, p: runtime.Principal{Scope: scope},
-		entries: runtime.NewEntries(db, nil, embedders.Configured().Model()),
-		ops:     runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db, Projection: projection, Rebuilds: projection}),
+		entries: runtime.NewEntries(db.Memory(), nil, embedders.Configured().Model()),
+		ops:     runtime.NewOperations(runtime.OperationsConfig{DB: db.Operation(), Schema: db, Projection: projection, Rebuilds: projection}),
 	}
 }
 
@@ -127,7 +127,7 @@ func TestRebuildWritesBothGenerations(t *testing.T) {
 	st, err = b.projection.Status(ctx, b.scope)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, st.Generation)
-	done, err := b.db.Stores().Operations.Operation(ctx, b.scope, op.ID)
+	done, err := b.db.Operation().Stores().Operations.Operation(ctx, b.scope, op.ID)
 	require.NoError(t, err)
 	require.Equal(t, contract.OperationSucceeded, done.State)
 	require.JSONEq(t, fmt.Sprintf(`{"generation":2,"model":%q,"dimensions":384,"embeddedEntries":6}`, hash.ModelID), string(done.Result))
@@ -143,7 +143,7 @@ func TestClaimBacklogLeases(t *testing.T) {
 	for i := range 5 {
 		b.create(t, fmt.Sprintf("e%d", i), "text")
 	}
-	st := b.db.Stores().Projection
+	st := b.db.Memory().Stores().Projection
 	now := time.Now().UnixMilli()
 	first, err := st.ClaimBacklog(ctx, b.scope, 3, now, time.Minute)
 	require.NoError(t, err)
@@ -209,7 +209,7 @@ func TestStaleScopesFollowTheConfiguration(t *testing.T) {
 	_, _, err = b.projection.Rebuild(ctx, scopes["busy"].Scope, &contract.RebuildProjectionRequest{})
 	require.NoError(t, err)
 	var due []runtime.Scope
-	require.NoError(t, b.db.WithinTx(ctx, func(ctx context.Context, tx runtime.Stores) error {
+	require.NoError(t, b.db.Memory().WithinTx(ctx, func(ctx context.Context, tx runtime.MemoryStores) error {
 		due, _, err = tx.Projection.StaleScopes(ctx, local.ID, nil, 10)
 		return err
 	}))
@@ -268,7 +268,7 @@ func TestWideModels(t *testing.T) {
 		var indexes int
 		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE indexname = $1`, table+"_hnsw").Scan(&indexes))
 		require.Equal(t, c.hnsw, indexes == 1)
-		hits, err := db.Stores().Recall.VectorSearch(context.Background(), scope, runtime.VectorRecall{
+		hits, err := db.Recall().VectorSearch(context.Background(), scope, runtime.VectorRecall{
 			RecallFilter: runtime.RecallFilter{NowMs: time.Now().UnixMilli()},
 			Generation:   runtime.Generation{Number: 1, Model: model}, Vector: entries[17].Vector, Limit: 5,
 		})
@@ -338,7 +338,7 @@ func TestTextHalf(t *testing.T) {
 	}
 	search := func(text string) []string {
 		t.Helper()
-		hits, err := b.db.Stores().Recall.TextSearch(context.Background(), b.scope, runtime.TextRecall{
+		hits, err := b.db.Recall().TextSearch(context.Background(), b.scope, runtime.TextRecall{
 			RecallFilter: runtime.RecallFilter{NowMs: time.Now().UnixMilli()}, Text: text, Limit: 10})
 		require.NoError(t, err)
 		return hitIDs(hits)

@@ -41,7 +41,7 @@ var entrySeedColumns = []string{
 func seedProjection(tb testing.TB, pool *pgxpool.Pool, db *postgres.DB, scope runtime.Scope, model runtime.EmbeddingModel, entries []seedEntry) {
 	tb.Helper()
 	ctx := context.Background()
-	st := db.Stores().Projection
+	st := db.Memory().Stores().Projection
 	require.NoError(tb, st.EnsureModel(ctx, model))
 	require.NoError(tb, st.Enqueue(ctx, scope, []contract.ContextEntry{{ID: entries[0].ID, CreatedAtMs: 1}}, model))
 	var table string
@@ -255,7 +255,7 @@ func TestVectorSearchSelectiveFilter(t *testing.T) {
 	vectors, err := hash.New().Embed(context.Background(), queries)
 	require.NoError(t, err)
 	for i, q := range vectors {
-		hits, err := db.Stores().Recall.VectorSearch(context.Background(), scope, runtime.VectorRecall{
+		hits, err := db.Recall().VectorSearch(context.Background(), scope, runtime.VectorRecall{
 			RecallFilter: runtime.RecallFilter{Tags: []string{"rare"}, NowMs: time.Now().UnixMilli()},
 			Generation:   runtime.Generation{Number: 1, Model: hashModel}, Vector: q, Limit: 10,
 		})
@@ -321,7 +321,7 @@ func TestVectorSearchTenantBesideNearerTenant(t *testing.T) {
 	var table string
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
 
-	hits, err := db.Stores().Recall.VectorSearch(context.Background(), small, runtime.VectorRecall{
+	hits, err := db.Recall().VectorSearch(context.Background(), small, runtime.VectorRecall{
 		RecallFilter: runtime.RecallFilter{NowMs: time.Now().UnixMilli()},
 		Generation:   runtime.Generation{Number: 1, Model: hashModel}, Vector: query, Limit: 10,
 	})

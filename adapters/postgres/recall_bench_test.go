@@ -94,10 +94,10 @@ func loadRecallFixture(b *testing.B) *recallFixture {
 		vectors[q] = vecs[i]
 	}
 	embedders := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: cachedEmbedder{vectors}})
-	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db, Embedders: embedders})
+	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db.Memory(), Embedders: embedders})
 	var table string
 	require.NoError(b, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
-	return &recallFixture{pool: pool, db: db, recall: runtime.NewRecall(db, projection, embedders, nil), scope: scope,
+	return &recallFixture{pool: pool, db: db, recall: runtime.NewRecall(db.Recall(), projection, embedders, nil), scope: scope,
 		table: table, queries: queries, vectors: vectors, embedNs: embedNs}
 }
 

@@ -100,7 +100,7 @@ func (b *operationBundle) messageReads(t *testing.T, req contract.RetentionReque
 	tx, err := b.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	stores := postgres.StoresOver(newDB(t, b.pool), tx)
+	stores := postgres.OperationStoresOver(tx)
 	for steps := 0; ; steps++ {
 		require.Less(t, steps, 10_000, "the run does not end")
 		done, err := stores.Operations.RetentionStep(ctx, b.scope, id, plan, b.bounds, opNow.UnixMilli())

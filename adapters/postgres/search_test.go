@@ -90,7 +90,7 @@ func TestSearchRanksTheNewestCandidates(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	b := &messageBundle{pool: pool, store: newDB(t, pool, postgres.DBOptions{SearchCandidates: 50}).Stores().Messages,
+	b := &messageBundle{pool: pool, store: newDB(t, pool, postgres.DBOptions{SearchCandidates: 50}).Messages(),
 		scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"}}
 
 	// Message i (1…300) is created at i ms. The 150 oldest matches score best (two

@@ -32,7 +32,7 @@ func TestWithinTxCommitsOrRollsBackEverything(t *testing.T) {
 	db := newDB(t, pool)
 	ctx := context.Background()
 	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
-	write := func(ctx context.Context, tx runtime.Stores, id string) error {
+	write := func(ctx context.Context, tx runtime.OperationStores, id string) error {
 		if err := tx.Conversations.Tombstone(ctx, scope, "c-"+id, 1); err != nil {
 			return err
 		}
@@ -45,7 +45,7 @@ func TestWithinTxCommitsOrRollsBackEverything(t *testing.T) {
 	}
 
 	failure := errors.New("the use case changed its mind")
-	err := db.WithinTx(ctx, func(ctx context.Context, tx runtime.Stores) error {
+	err := db.Operation().WithinTx(ctx, func(ctx context.Context, tx runtime.OperationStores) error {
 		require.NoError(t, write(ctx, tx, "op-1"))
 		return failure
 	})
@@ -53,18 +53,18 @@ func TestWithinTxCommitsOrRollsBackEverything(t *testing.T) {
 	heads, ops, jobs := unitRows(t, pool)
 	require.Zero(t, heads+ops+jobs, "nothing of a failed unit remains")
 
-	require.NoError(t, db.WithinTx(ctx, func(ctx context.Context, tx runtime.Stores) error {
+	require.NoError(t, db.Operation().WithinTx(ctx, func(ctx context.Context, tx runtime.OperationStores) error {
 		return write(ctx, tx, "op-2")
 	}))
 	heads, ops, jobs = unitRows(t, pool)
 	require.Equal(t, [3]int{1, 1, 1}, [3]int{heads, ops, jobs})
-	stored, err := db.Stores().Operations.ConversationDeletion(ctx, scope, "c-op-2")
+	stored, err := db.Operation().Stores().Operations.ConversationDeletion(ctx, scope, "c-op-2")
 	require.NoError(t, err)
 	require.Equal(t, "op-2", stored.ID)
 
 	// A store method that needs its own transaction (an append) runs inside the unit
 	// as a savepoint: its rollback on a repeated ID keeps the unit usable.
-	require.NoError(t, db.WithinTx(ctx, func(ctx context.Context, tx runtime.Stores) error {
+	require.NoError(t, db.Conversation().WithinTx(ctx, func(ctx context.Context, tx runtime.ConversationStores) error {
 		batch := []contract.ConversationRecord{{Scope: contract.ConversationScope{ConversationID: "live"}, ID: "m", Role: contract.RoleUser, Content: "x"}}
 		if _, err := tx.Messages.AppendMessages(ctx, scope, batch, runtime.PlanAppend, 5); err != nil {
 			return err

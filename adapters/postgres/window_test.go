@@ -30,8 +30,8 @@ func setupWindows(tb testing.TB) *windowBundle {
 	db := newDB(tb, pool)
 	return &windowBundle{
 		pool:    pool,
-		store:   db.Stores().Windows,
-		windows: runtime.NewWindows(db, runtime.SystemClock{}),
+		store:   db.Conversation().Stores().Windows,
+		windows: runtime.NewWindows(db.Conversation(), runtime.SystemClock{}),
 		p:       windowPrincipal("tenant-a", "project-a", "agent-1"),
 	}
 }
@@ -573,7 +573,7 @@ func TestWindowStoreOneStatementPerWindow(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	require.NoError(t, pool.Ping(ctx))
-	windows := runtime.NewWindows(newDB(t, pool), runtime.SystemClock{})
+	windows := runtime.NewWindows(newDB(t, pool).Conversation(), runtime.SystemClock{})
 
 	counts := map[int][2]int{}
 	for _, n := range []int{1, contract.MaxWindowItems} {

@@ -143,7 +143,7 @@ func (a *a2aBench) warmUp(b *testing.B, n int) {
 func (a *a2aBench) useCases(b *testing.B) *runtime.A2A {
 	db, err := postgres.NewDB(a.pool, postgres.DBOptions{})
 	require.NoError(b, err)
-	return runtime.NewA2A(runtime.A2AConfig{DB: db, Cursors: runtime.NewCursorCodec(make([]byte, 32))})
+	return runtime.NewA2A(runtime.A2AConfig{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32))})
 }
 
 // benchAgent is an open-mode caller of the local scope.
@@ -262,7 +262,7 @@ func BenchmarkA2ALongPollWakeUp(b *testing.B) {
 					time.Sleep(50 * time.Microsecond)
 				}
 				var committing time.Time
-				require.NoError(b, db.WithinTx(context.Background(), func(ctx context.Context, tx runtime.Stores) error {
+				require.NoError(b, db.A2A().WithinTx(context.Background(), func(ctx context.Context, tx runtime.A2AStores) error {
 					_, err := tx.Events.AppendEvents(ctx, scope, []runtime.NewEvent{runtime.EntryWrittenEvent("bench", "e", "", "created", 1)})
 					committing = time.Now()
 					return err

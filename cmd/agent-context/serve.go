@@ -130,18 +130,18 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("load the cursor secret: %w", err)
 	}
 	cursors := runtime.NewCursorCodec(cursorSecret)
-	messages := runtime.NewMessages(db, cursors, runtime.SystemClock{})
-	windows := runtime.NewWindows(db, runtime.SystemClock{})
-	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db, Embedders: embedders, Logger: m.Log,
+	messages := runtime.NewMessages(db.Messages(), cursors, runtime.SystemClock{})
+	windows := runtime.NewWindows(db.Conversation(), runtime.SystemClock{})
+	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db.Memory(), Embedders: embedders, Logger: m.Log,
 		Bounds: runtime.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}})
 	if err := m.prepareProjection(ctx, db, projection); err != nil {
 		return err
 	}
-	entries := runtime.NewEntries(db, runtime.SystemClock{}, embedders.Configured().Model())
-	recall := runtime.NewRecall(db, projection, embedders, runtime.SystemClock{})
-	exports := runtime.NewExports(runtime.ExportsConfig{DB: db, Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
+	entries := runtime.NewEntries(db.Memory(), runtime.SystemClock{}, embedders.Configured().Model())
+	recall := runtime.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{})
+	exports := runtime.NewExports(runtime.ExportsConfig{DB: db.Transfer(), Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
 		Bounds: runtime.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
-	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db, Schema: db,
+	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db.Operation(), Schema: db,
 		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter),
 		Projection: projection, Rebuilds: projection, Exports: exports})
 	if m.knowledgeProviders, err = knowledge.New(cfg.Knowledge, knowledge.Options{Logger: m.Log,
@@ -152,7 +152,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry}); err != nil {
 		return err
 	}
-	a2aCfg := runtime.A2AConfig{DB: db, Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
+	a2aCfg := runtime.A2AConfig{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
 		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
 	if cfg.A2APeersFile != "" {
@@ -169,7 +169,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
 		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders), A2A: a2a,
-		Costs: runtime.NewCosts(db, pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
+		Costs: runtime.NewCosts(db.Costs(), pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
 		Entries: entries, Recall: recall, Projection: projection, Exports: exports,
 		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
 		PublicURL: cfg.PublicURL, Version: version})

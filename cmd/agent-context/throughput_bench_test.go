@@ -45,7 +45,7 @@ func BenchmarkMessagesRecentThroughput(b *testing.B) {
 	b.Cleanup(direct.Close)
 	db, err := postgres.NewDB(direct, postgres.DBOptions{})
 	require.NoError(b, err)
-	store := db.Stores().Messages
+	store := db.Messages()
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
 
 	transport := &http.Transport{MaxIdleConnsPerHost: throughputClients}
