@@ -26,7 +26,7 @@ import (
 // never parsed again.
 
 // canonicalJSON returns the RFC 8785 canonical form of the JSON text raw.
-func canonicalJSON(raw []byte) ([]byte, error) {
+func CanonicalJSON(raw []byte) ([]byte, error) {
 	v := jsontext.Value(raw).Clone()
 	if err := v.Canonicalize(); err != nil {
 		return nil, err
@@ -39,7 +39,7 @@ func canonicalJSON(raw []byte) ([]byte, error) {
 // canonical form: a client's canonicalizer refuses it (or reads Infinity), while
 // jsontext would quietly clamp it to the largest double and hash a value the client
 // never sent.
-func finiteNumbers(raw []byte) bool {
+func FiniteNumbers(raw []byte) bool {
 	dec := jsontext.NewDecoder(bytes.NewReader(raw))
 	for {
 		tok, err := dec.ReadToken()
@@ -58,33 +58,33 @@ func finiteNumbers(raw []byte) bool {
 // content) and contentSha256 (lowercase hex) of items. Verification jobs call it to
 // recompute a stored window's digest.
 func WindowDigest(items []contract.WindowItem) (contentBytes int64, contentSHA256 string, err error) {
-	d := newWindowDigester()
+	d := NewWindowDigester()
 	for i := range items {
-		if err := d.add(&items[i]); err != nil {
+		if err := d.Add(&items[i]); err != nil {
 			return 0, "", fmt.Errorf("items[%d]: %w", i, err)
 		}
 	}
-	_, contentBytes, contentSHA256 = d.sum()
+	_, contentBytes, contentSHA256 = d.Sum()
 	return contentBytes, contentSHA256, nil
 }
 
 // windowDigester computes a window's digest item by item, so that a window read as a
 // stream of items (verify_integrity) is never held whole.
-type windowDigester struct {
+type WindowDigester struct {
 	h     hash.Hash
 	buf   []byte
 	items int
 	bytes int64
 }
 
-func newWindowDigester() *windowDigester {
-	d := &windowDigester{h: sha256.New()}
+func NewWindowDigester() *WindowDigester {
+	d := &WindowDigester{h: sha256.New()}
 	d.h.Write([]byte{'['})
 	return d
 }
 
 // add adds the next item, in ordinal order.
-func (d *windowDigester) add(it *contract.WindowItem) error {
+func (d *WindowDigester) Add(it *contract.WindowItem) error {
 	if d.items > 0 {
 		d.h.Write([]byte{','})
 	}
@@ -99,7 +99,7 @@ func (d *windowDigester) add(it *contract.WindowItem) error {
 }
 
 // sum returns the item count, contentBytes and contentSha256 of the items added.
-func (d *windowDigester) sum() (items int, contentBytes int64, contentSHA256 string) {
+func (d *WindowDigester) Sum() (items int, contentBytes int64, contentSHA256 string) {
 	d.h.Write([]byte{']'})
 	return d.items, d.bytes, hex.EncodeToString(d.h.Sum(nil))
 }
@@ -121,7 +121,7 @@ func appendCanonicalItem(b []byte, it *contract.WindowItem) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := canonicalJSON(raw)
+		c, err := CanonicalJSON(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +131,7 @@ func appendCanonicalItem(b []byte, it *contract.WindowItem) ([]byte, error) {
 	if it.Metadata == nil {
 		b = append(b, "null"...)
 	} else {
-		c, err := canonicalJSON(it.Metadata)
+		c, err := CanonicalJSON(it.Metadata)
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/runtimetest"
 )
 
 // referenceDigest computes contentSha256 the slow, obvious way a client would: marshal
@@ -29,9 +30,9 @@ func referenceDigest(t testing.TB, items []contract.WindowItem) string {
 func TestWindowDigestDocumentedForm(t *testing.T) {
 	t.Parallel()
 	items := []contract.WindowItem{
-		{ID: "item-1", Ordinal: 0, Kind: "message", Role: winPtr("user"), Content: "hello", SourceRecordID: winPtr("message-1")},
+		{ID: "item-1", Ordinal: 0, Kind: "message", Role: runtimetest.Ptr("user"), Content: "hello", SourceRecordID: runtimetest.Ptr("message-1")},
 		{ID: "item-2", Ordinal: 1, Kind: "knowledge_evidence", Content: "tab\there \"q\" é 🙂\u2028",
-			KnowledgeEvidence: &contract.KnowledgeEvidence{Provider: "p", ResourceRef: "r", Excerpt: "x", Score: winPtr(0.5), RetrievedAtMs: 7},
+			KnowledgeEvidence: &contract.KnowledgeEvidence{Provider: "p", ResourceRef: "r", Excerpt: "x", Score: runtimetest.Ptr(0.5), RetrievedAtMs: 7},
 			Metadata:          json.RawMessage(`{"z": 1.50, "a": [1e2, "<b>"]}`)},
 	}
 	// The exact canonical text docs/windows.md describes.
@@ -65,7 +66,7 @@ func FuzzWindowDigest(f *testing.F) {
 		}
 		meta, err := json.Marshal(map[string]string{other: content})
 		require.NoError(t, err)
-		items := []contract.WindowItem{{ID: "i", Kind: "message", Content: content, Role: winPtr(other), Metadata: meta}}
+		items := []contract.WindowItem{{ID: "i", Kind: "message", Content: content, Role: runtimetest.Ptr(other), Metadata: meta}}
 		_, digest, err := runtime.WindowDigest(items)
 		require.NoError(t, err)
 		require.Equal(t, referenceDigest(t, items), digest)
@@ -76,7 +77,7 @@ func FuzzWindowDigest(f *testing.F) {
 func BenchmarkWindowDigest(b *testing.B) {
 	items := make([]contract.WindowItem, contract.MaxWindowItems)
 	for i := range items {
-		items[i] = contract.WindowItem{ID: "item", Ordinal: i, Kind: "message", Role: winPtr("user"),
+		items[i] = contract.WindowItem{ID: "item", Ordinal: i, Kind: "message", Role: runtimetest.Ptr("user"),
 			Content: "héllo 你好 \"quoted\"\n" + strings.Repeat("x", 1000)}
 	}
 	b.SetBytes(int64(contract.MaxWindowItems * len(items[0].Content)))

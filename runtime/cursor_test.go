@@ -8,6 +8,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/runtimetest"
 )
 
 func TestCursorRoundTrip(t *testing.T) {
@@ -40,7 +41,7 @@ func TestCursorRefusesTamperingAndOtherBindings(t *testing.T) {
 	invalid := func(b runtime.CursorBinding, cursor string) {
 		t.Helper()
 		_, err := codec.Decode(b, cursor)
-		requireRuntimeError(t, err, contract.CodeInvalidCursor, map[string]any{"field": "cursor"})
+		runtimetest.RequireError(t, err, contract.CodeInvalidCursor, map[string]any{"field": "cursor"})
 	}
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	for i := range cursor {
@@ -78,7 +79,7 @@ func TestKeyCursors(t *testing.T) {
 	}
 	invalid := func(err error) {
 		t.Helper()
-		requireRuntimeError(t, err, contract.CodeInvalidCursor, map[string]any{"field": "cursor"})
+		runtimetest.RequireError(t, err, contract.CodeInvalidCursor, map[string]any{"field": "cursor"})
 	}
 	// A key cursor is never read as a position cursor, nor the other way round.
 	_, err := codec.Decode(b, codec.EncodeKey(b, "agent-1"))

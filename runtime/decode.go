@@ -20,13 +20,13 @@ import (
 // Every integer must be within ±(2^53 − 1) (01-conventions.md): beyond it is 400 with
 // details.limit, a fraction where an integer belongs 400.
 func DecodeJSON(data []byte, v any) error {
-	return decodeFailure(json.Unmarshal(data, v, json.RejectUnknownMembers(true), safeIntegers), "body")
+	return DecodeFailure(json.Unmarshal(data, v, json.RejectUnknownMembers(true), safeIntegers), "body")
 }
 
 // decodeNext unmarshals the next value of dec into v as strictly as DecodeJSON; a
 // failure names its path, or fallback when there is none.
-func decodeNext(dec *jsontext.Decoder, v any, fallback string) error {
-	return decodeFailure(json.UnmarshalDecode(dec, v, json.RejectUnknownMembers(true), safeIntegers), fallback)
+func DecodeNext(dec *jsontext.Decoder, v any, fallback string) error {
+	return DecodeFailure(json.UnmarshalDecode(dec, v, json.RejectUnknownMembers(true), safeIntegers), fallback)
 }
 
 // errInvalidUTF8 is the decoder's cause for invalid UTF-8. The library keeps that
@@ -46,7 +46,7 @@ var errInvalidUTF8 = func() error {
 // the library's error types and sentinels: their messages may quote member names,
 // which are the client's text. An *Error in the chain (a reader's failure, which is
 // always one) is returned as it is.
-func decodeFailure(err error, fallback string) error {
+func DecodeFailure(err error, fallback string) error {
 	if err == nil {
 		return nil
 	}

@@ -99,7 +99,7 @@ func ConsistencyLevel(rank int) string {
 
 // newEvent returns an event of kind made now by actor. targets, when not empty, are the
 // only agents that may see it.
-func newEvent(kind, actor, correlationID, consistency string, targets []string, payload any, nowMs int64) NewEvent {
+func EventOf(kind, actor, correlationID, consistency string, targets []string, payload any, nowMs int64) NewEvent {
 	raw, err := json.Marshal(payload)
 	if err != nil {
 		// Payloads are structs of strings and integers.
@@ -115,7 +115,7 @@ func newEvent(kind, actor, correlationID, consistency string, targets []string, 
 }
 
 // participants returns the distinct agents of a directed event.
-func participants(agents ...string) []string {
+func Participants(agents ...string) []string {
 	out := slices.Clone(agents)
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -14,7 +14,7 @@ import (
 
 // idOrNew validates a client-chosen ID or, when there is none (absent or null),
 // generates one. An empty string is a client-chosen ID, and an invalid one.
-func idOrNew(field string, id *string) (string, error) {
+func IdOrNew(field string, id *string) (string, error) {
 	if id == nil {
 		return NewID(), nil
 	}
@@ -29,7 +29,7 @@ func idOrNew(field string, id *string) (string, error) {
 
 // validateLabel checks a free-text label such as purpose: 1 to maxChars characters and
 // no control characters (which also keeps NUL out of Postgres text).
-func validateLabel(field, v string, maxChars int) error {
+func ValidateLabel(field, v string, maxChars int) error {
 	if v == "" {
 		return Invalid(field, "%s is required", field)
 	}
@@ -43,7 +43,7 @@ func validateLabel(field, v string, maxChars int) error {
 }
 
 // validateQuery checks a free-text query: at most maxBytes (413) and not blank (400).
-func validateQuery(field, q string, maxBytes int64) error {
+func ValidateQuery(field, q string, maxBytes int64) error {
 	if int64(len(q)) > maxBytes {
 		return TooLarge(field, maxBytes)
 	}
@@ -55,7 +55,7 @@ func validateQuery(field, q string, maxBytes int64) error {
 
 // optionalCount applies the default of an optional count such as limit or topK, and
 // its range 1–maxCount; out of range is 400 with the bound.
-func optionalCount(field string, n *int, def, maxCount int) (int, error) {
+func OptionalCount(field string, n *int, def, maxCount int) (int, error) {
 	if n == nil {
 		return def, nil
 	}
@@ -66,7 +66,7 @@ func optionalCount(field string, n *int, def, maxCount int) (int, error) {
 }
 
 // listSize checks that a list holds 1 to maxItems entries; noun names one entry.
-func listSize(field string, n, maxItems int, noun string) error {
+func ListSize(field string, n, maxItems int, noun string) error {
 	if n == 0 {
 		return Invalid(field, "%s must hold at least one %s", field, noun)
 	}
@@ -76,24 +76,24 @@ func listSize(field string, n, maxItems int, noun string) error {
 	return nil
 }
 
-func oneOf(field string, values []string) error {
+func OneOf(field string, values []string) error {
 	return Invalid(field, "%s must be one of %s", field, strings.Join(values, ", "))
 }
 
 // normalizeJSON is NormalizeMetadata plus the check that the value has an RFC 8785
 // canonical form, which comparisons and contentSha256 rely on.
-func normalizeJSON(field string, raw json.RawMessage) (json.RawMessage, error) {
+func NormalizeJSON(field string, raw json.RawMessage) (json.RawMessage, error) {
 	v, err := NormalizeMetadata(field, raw)
 	if err != nil || v == nil {
 		return nil, err
 	}
-	if _, err := canonicalJSON(v); err != nil || !finiteNumbers(v) {
+	if _, err := CanonicalJSON(v); err != nil || !FiniteNumbers(v) {
 		return nil, Invalid(field, "%s has no RFC 8785 canonical form (numbers must fit an IEEE-754 double)", field)
 	}
 	return v, nil
 }
 
-func sameOptional[T comparable](a, b *T) bool {
+func SameOptional[T comparable](a, b *T) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
@@ -107,7 +107,7 @@ const MaxSequence = 1<<53 - 1
 
 // sameJSON compares two JSON values (nil meaning none) after RFC 8785 canonicalization,
 // so member order, whitespace, escapes and number spelling (1.0 and 1) do not matter.
-func sameJSON(a, b []byte) bool {
+func SameJSON(a, b []byte) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
@@ -136,14 +136,14 @@ func NormalizeMetadata(field string, raw []byte) ([]byte, error) {
 	return []byte(v), nil
 }
 
-func idempotencyConflict(id string) error {
+func IdempotencyConflict(id string) error {
 	return Errorf(contract.CodeIdempotencyConflict, "a record with this ID exists with different content").
 		With("ids", []string{id})
 }
 
 // validateRef checks an opaque provider reference: any non-empty string up to
 // MaxEvidenceRefChars characters. It is never interpreted.
-func validateRef(field, ref string) error {
+func ValidateRef(field, ref string) error {
 	if ref == "" {
 		return Invalid(field, "%s must not be empty", field)
 	}

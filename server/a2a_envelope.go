@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // envelopeRoutes registers POST /handoff and GET /versions (07-a2a.md, Envelopes).
@@ -36,7 +37,7 @@ func (s *Server) handoff(c echo.Context) error {
 		return err
 	}
 	p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
-	ack, err := s.a2a.Handoff(c.Request().Context(), p, &runtime.Handoff{Raw: raw, Decode: decodeJSON})
+	ack, err := s.a2a.Handoff(c.Request().Context(), p, &a2a.Handoff{Raw: raw, Decode: decodeJSON})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // This file is POST /a2a: Google A2A JSON-RPC 2.0 in both protocol generations
@@ -279,7 +280,7 @@ func (s *Server) rpcSend(ctx context.Context, p runtime.Principal, params jsonte
 	if len(req.Message.Parts) == 0 {
 		return nil, rpcFail(contract.RPCInvalidParams, "params.message.parts must hold at least one part"), nil
 	}
-	send := runtime.ProtocolSend{TaskID: req.Message.TaskID, ContextID: req.Message.ContextID}
+	send := a2a.ProtocolSend{TaskID: req.Message.TaskID, ContextID: req.Message.ContextID}
 	if req.Message.TaskID != nil && *req.Message.TaskID == "" {
 		send.TaskID = nil
 	}

@@ -7,19 +7,20 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // RateLimiting is the rate limiting of authenticated requests (07-a2a.md).
 type RateLimiting struct {
 	// Limits checks every authenticated request; nil admits every one.
-	Limits *runtime.RateLimit
+	Limits *ratelimit.RateLimit
 	// Registerer receives the counter of refusals by level; nil counts nothing.
 	Registerer prometheus.Registerer
 }
 
 // rateLimiter is the host's side of rate limiting: the check and its refusal counter.
 type rateLimiter struct {
-	limits  *runtime.RateLimit
+	limits  *ratelimit.RateLimit
 	refused *prometheus.CounterVec
 }
 

@@ -12,16 +12,16 @@ import (
 	"github.com/agent-context/agent-context/adapters/ratelimit/memory"
 	"github.com/agent-context/agent-context/adapters/ratelimit/ratelimittest"
 	"github.com/agent-context/agent-context/contract"
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // rateBundle is a server in static-token mode whose limits run on a clock the test
 // moves, with its refusal counter in a registry of its own.
-func rateBundle(t *testing.T, limits runtime.RateLimits) (*testBundle, *ratelimittest.Clock) {
+func rateBundle(t *testing.T, limits ratelimit.RateLimits) (*testBundle, *ratelimittest.Clock) {
 	t.Helper()
 	clock := ratelimittest.NewClock()
 	b := setup(t, Config{Auth: AuthConfig{StaticToken: "secret"}, RateLimiting: RateLimiting{
-		Limits:     runtime.NewRateLimit(memory.NewLimiter(clock), limits),
+		Limits:     ratelimit.NewRateLimit(memory.NewLimiter(clock), limits),
 		Registerer: prometheus.NewRegistry(),
 	}})
 	return b, clock
@@ -42,7 +42,7 @@ func (b *testBundle) refusals(level string) float64 {
 // level in details.level and in the refusal counter; a retry after the wait passes.
 func TestRateLimitRefusal(t *testing.T) {
 	t.Parallel()
-	b, clock := rateBundle(t, runtime.RateLimits{AgentPerMin: 60, GlobalPerMin: 2})
+	b, clock := rateBundle(t, ratelimit.RateLimits{AgentPerMin: 60, GlobalPerMin: 2})
 	for range 2 {
 		require.Equal(t, http.StatusOK, b.echo(t, "a").status)
 	}
@@ -67,7 +67,7 @@ func TestRateLimitRefusal(t *testing.T) {
 // public routes and callers that fail authentication take no token.
 func TestRateLimitLevels(t *testing.T) {
 	t.Parallel()
-	b, _ := rateBundle(t, runtime.RateLimits{AgentPerMin: 1, ToolPerMin: 3})
+	b, _ := rateBundle(t, ratelimit.RateLimits{AgentPerMin: 1, ToolPerMin: 3})
 	require.Equal(t, http.StatusOK, b.echo(t, "a").status)
 	e := requireEnvelope(t, b.echo(t, "a"), http.StatusTooManyRequests, contract.CodeRateLimited)
 	require.Equal(t, contract.RateLevelAgent, e.Details["level"])

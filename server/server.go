@@ -11,6 +11,13 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/conversation"
+	"github.com/agent-context/agent-context/runtime/cost"
+	"github.com/agent-context/agent-context/runtime/knowledge"
+	"github.com/agent-context/agent-context/runtime/memory"
+	"github.com/agent-context/agent-context/runtime/operation"
+	"github.com/agent-context/agent-context/runtime/transfer"
 )
 
 // ReadinessChecker reports whether the database answers and its schema is current.
@@ -30,34 +37,34 @@ type Config struct {
 	// with 503 SERVICE_UNAVAILABLE, reason overloaded.
 	MaxInFlightBodyBytes int64
 	// Messages serves the conversation message routes.
-	Messages *runtime.Messages
+	Messages *conversation.Messages
 	// Windows serves the window, derivation, lineage and model invocation routes.
-	Windows *runtime.Windows
+	Windows *conversation.Windows
 	// Operations serves conversation deletion, retention, operations and the
 	// maintenance status.
-	Operations *runtime.Operations
+	Operations *operation.Operations
 	// Knowledge serves the external knowledge facade.
-	Knowledge *runtime.Knowledge
+	Knowledge *knowledge.Service
 	// Instruments are the request metrics, tracing and what GET /metrics serves.
 	Instruments Instruments
 	// A2A serves the agent-to-agent routes.
-	A2A *runtime.A2A
+	A2A *a2a.Service
 	// Costs serves the cost attribution report.
-	Costs *runtime.Costs
+	Costs *cost.Costs
 	// RateLimiting limits every authenticated request.
 	RateLimiting RateLimiting
 	// Entries, Recall and Projection serve the entry, recall and projection rebuild
 	// routes.
-	Entries    *runtime.Entries
-	Recall     *runtime.Recall
-	Projection *runtime.Projection
+	Entries    *memory.Entries
+	Recall     *memory.Recall
+	Projection *memory.Projection
 	// PublicURL is the base URL the agent card advertises; empty derives it from
 	// each request.
 	PublicURL string
 	// Version is the build's version, shown in the agent card.
 	Version string
 	// Exports serves export, export artifacts, import and the advanced operations.
-	Exports *runtime.Exports
+	Exports *transfer.Exports
 }
 
 // Server is the echo host.
@@ -69,19 +76,19 @@ type Server struct {
 	maxBody  bodyLimits
 	draining atomic.Bool
 
-	messages    *runtime.Messages
-	windows     *runtime.Windows
-	operations  *runtime.Operations
-	knowledge   *runtime.Knowledge
-	a2a         *runtime.A2A
-	costs       *runtime.Costs
+	messages    *conversation.Messages
+	windows     *conversation.Windows
+	operations  *operation.Operations
+	knowledge   *knowledge.Service
+	a2a         *a2a.Service
+	costs       *cost.Costs
 	rateLimiter rateLimiter
-	entries     *runtime.Entries
-	recall      *runtime.Recall
-	projection  *runtime.Projection
+	entries     *memory.Entries
+	recall      *memory.Recall
+	projection  *memory.Projection
 	publicURL   string
 	version     string
-	exports     *runtime.Exports
+	exports     *transfer.Exports
 }
 
 // New builds the host with every route of contract.Routes registered.

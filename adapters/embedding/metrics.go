@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // Metrics times every Embed call of the embedders it instruments, by model and
@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // Instrument returns e timed by m (e itself when m is nil).
-func (m *Metrics) Instrument(e runtime.Embedder) runtime.Embedder {
+func (m *Metrics) Instrument(e memory.Embedder) memory.Embedder {
 	if m == nil {
 		return e
 	}
@@ -46,7 +46,7 @@ func (m *Metrics) Instrument(e runtime.Embedder) runtime.Embedder {
 }
 
 type instrumented struct {
-	runtime.Embedder
+	memory.Embedder
 	m *Metrics
 }
 

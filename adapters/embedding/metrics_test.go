@@ -11,13 +11,13 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/embedding"
 	"github.com/agent-context/agent-context/adapters/embedding/hash"
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
-type failing struct{ runtime.Embedder }
+type failing struct{ memory.Embedder }
 
 func (failing) Embed(context.Context, []string) ([][]float32, error) {
-	return nil, runtime.EmbeddingUnavailable(errors.New("down"))
+	return nil, memory.EmbeddingUnavailable(errors.New("down"))
 }
 
 // Every Embed call is timed by model and outcome; texts are counted; without a

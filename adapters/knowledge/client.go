@@ -21,6 +21,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	rtknowledge "github.com/agent-context/agent-context/runtime/knowledge"
 )
 
 // Bounds of provider responses. A body over its bound is an invalid response: it is
@@ -69,7 +70,7 @@ type Client struct {
 	done chan struct{}
 }
 
-var _ runtime.KnowledgeProviders = (*Client)(nil)
+var _ rtknowledge.Providers = (*Client)(nil)
 
 // provider is one configured provider and what is known of it.
 type provider struct {
@@ -169,8 +170,8 @@ func (c *Client) Close() {
 func (c *Client) Default() string { return c.def }
 
 // Providers describes every provider in configuration order.
-func (c *Client) Providers() []runtime.KnowledgeProviderInfo {
-	out := make([]runtime.KnowledgeProviderInfo, len(c.providers))
+func (c *Client) Providers() []rtknowledge.ProviderInfo {
+	out := make([]rtknowledge.ProviderInfo, len(c.providers))
 	for i, p := range c.providers {
 		out[i] = p.info()
 	}
@@ -178,22 +179,22 @@ func (c *Client) Providers() []runtime.KnowledgeProviderInfo {
 }
 
 // Provider describes one provider.
-func (c *Client) Provider(name string) (runtime.KnowledgeProviderInfo, bool) {
+func (c *Client) Provider(name string) (rtknowledge.ProviderInfo, bool) {
 	p, ok := c.byName[name]
 	if !ok {
-		return runtime.KnowledgeProviderInfo{}, false
+		return rtknowledge.ProviderInfo{}, false
 	}
 	return p.info(), true
 }
 
-func (p *provider) info() runtime.KnowledgeProviderInfo {
+func (p *provider) info() rtknowledge.ProviderInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	status := p.status
 	if p.breaker.State() == gobreaker.StateOpen {
 		status = contract.ProviderDown
 	}
-	return runtime.KnowledgeProviderInfo{
+	return rtknowledge.ProviderInfo{
 		Name: p.cfg.Name, DefaultRequirement: p.cfg.DefaultRequirement,
 		QueryModes: slices.Clone(p.caps.QueryModes), ResourceResolution: p.caps.ResourceResolution,
 		MaxHits: p.maxHitsLocked(), Status: status,
@@ -211,7 +212,7 @@ func (p *provider) maxHitsLocked() int {
 
 // Query asks the provider for hits: at most min(q.TopK, maxHits) are asked for and
 // kept, excerpts over 64 KiB are cut at a character boundary and marked truncated.
-func (c *Client) Query(ctx context.Context, name string, creds runtime.KnowledgeCredentials, q runtime.KnowledgeQuery) ([]contract.KnowledgeHit, error) {
+func (c *Client) Query(ctx context.Context, name string, creds rtknowledge.Credentials, q rtknowledge.Query) ([]contract.KnowledgeHit, error) {
 	p, err := c.lookup(name)
 	if err != nil {
 		return nil, err
@@ -249,7 +250,7 @@ func (c *Client) Query(ctx context.Context, name string, creds runtime.Knowledge
 }
 
 // Resolve asks the provider for the resources of refs.
-func (c *Client) Resolve(ctx context.Context, name string, creds runtime.KnowledgeCredentials, refs []string) ([]contract.KnowledgeResource, error) {
+func (c *Client) Resolve(ctx context.Context, name string, creds rtknowledge.Credentials, refs []string) ([]contract.KnowledgeResource, error) {
 	p, err := c.lookup(name)
 	if err != nil {
 		return nil, err
@@ -281,7 +282,7 @@ func (c *Client) Resolve(ctx context.Context, name string, creds runtime.Knowled
 func (c *Client) lookup(name string) (*provider, error) {
 	p, ok := c.byName[name]
 	if !ok {
-		return nil, &runtime.KnowledgeProviderError{Provider: name, Reason: contract.ReasonProviderNotConfigured}
+		return nil, &rtknowledge.ProviderError{Provider: name, Reason: contract.ReasonProviderNotConfigured}
 	}
 	return p, nil
 }
@@ -323,7 +324,7 @@ func (c *Client) probe(ctx context.Context, p *provider) {
 
 // call runs one provider call through the provider's circuit breaker and returns
 // nil, a *runtime.KnowledgeProviderError, or the caller's context error.
-func (c *Client) call(ctx context.Context, p *provider, operation string, creds *runtime.KnowledgeCredentials,
+func (c *Client) call(ctx context.Context, p *provider, operation string, creds *rtknowledge.Credentials,
 	method, path string, body any, limit int64, decode func([]byte) error) error {
 	start := time.Now()
 	_, err := p.breaker.Execute(func() (struct{}, error) {
@@ -335,7 +336,7 @@ func (c *Client) call(ctx context.Context, p *provider, operation string, creds 
 	c.settle(p, operation, start, err)
 	var f *failure
 	if errors.As(err, &f) {
-		return &runtime.KnowledgeProviderError{Provider: p.cfg.Name, Reason: f.reason, Err: f.err}
+		return &rtknowledge.ProviderError{Provider: p.cfg.Name, Reason: f.reason, Err: f.err}
 	}
 	return err
 }
@@ -399,7 +400,7 @@ func callerWentAway(err error) bool {
 // do performs one HTTP exchange bounded by the provider's timeout and limit and hands
 // the body to decode. creds nil sends no credentials at all. It returns nil, a
 // *failure, or the caller's context error.
-func (p *provider) do(ctx context.Context, creds *runtime.KnowledgeCredentials, method, path string,
+func (p *provider) do(ctx context.Context, creds *rtknowledge.Credentials, method, path string,
 	body any, limit int64, decode func([]byte) error) error {
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()

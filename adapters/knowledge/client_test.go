@@ -20,7 +20,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/knowledge/knowledgetest"
 	"github.com/agent-context/agent-context/contract"
-	"github.com/agent-context/agent-context/runtime"
+	rtknowledge "github.com/agent-context/agent-context/runtime/knowledge"
 )
 
 func provider(name, baseURL string) knowledge.ProviderConfig {
@@ -38,13 +38,13 @@ func newClient(t *testing.T, reg prometheus.Registerer, providers ...knowledge.P
 }
 
 func query(c *knowledge.Client, name string, topK int) ([]contract.KnowledgeHit, error) {
-	return c.Query(context.Background(), name, runtime.KnowledgeCredentials{RuntimeToken: "rt", UserAuthorization: "Bearer u"},
-		runtime.KnowledgeQuery{Text: "deploy policy", TopK: topK})
+	return c.Query(context.Background(), name, rtknowledge.Credentials{RuntimeToken: "rt", UserAuthorization: "Bearer u"},
+		rtknowledge.Query{Text: "deploy policy", TopK: topK})
 }
 
 func reasonOf(t *testing.T, err error) string {
 	t.Helper()
-	var failed *runtime.KnowledgeProviderError
+	var failed *rtknowledge.ProviderError
 	require.ErrorAs(t, err, &failed)
 	return failed.Reason
 }
@@ -243,9 +243,9 @@ func TestCircuitIgnoresCallerProblems(t *testing.T) {
 	s.Set(knowledgetest.Hang)
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		_, err := client.Query(ctx, "p", runtime.KnowledgeCredentials{}, runtime.KnowledgeQuery{Text: "q", TopK: 1})
+		_, err := client.Query(ctx, "p", rtknowledge.Credentials{}, rtknowledge.Query{Text: "q", TopK: 1})
 		cancel()
-		var failed *runtime.KnowledgeProviderError
+		var failed *rtknowledge.ProviderError
 		require.False(t, errors.As(err, &failed), "the caller's own deadline is not the provider's failure: %v", err)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	}
@@ -285,7 +285,7 @@ func TestProbes(t *testing.T) {
 			histogramCount(t, reg, "refused", knowledge.OperationCapabilities, contract.ReasonProviderUnavailable) == 1
 	}, 10*time.Second, 5*time.Millisecond)
 	infos := client.Providers()
-	require.Equal(t, runtime.KnowledgeProviderInfo{Name: "up", DefaultRequirement: "optional",
+	require.Equal(t, rtknowledge.ProviderInfo{Name: "up", DefaultRequirement: "optional",
 		QueryModes: []string{"semantic", "keyword"}, ResourceResolution: true, MaxHits: 50, Status: contract.ProviderUp}, infos[0])
 	require.Equal(t, contract.ProviderDown, infos[1].Status)
 	require.Equal(t, contract.ProviderDown, infos[2].Status)
@@ -310,12 +310,12 @@ func TestRequestHeaders(t *testing.T) {
 	keep := provider("keep", s.URL)
 	keep.ForwardUserAuthorization = false
 	client := newClient(t, nil, forward, keep)
-	creds := runtime.KnowledgeCredentials{RuntimeToken: "runtime.jwt.token", UserAuthorization: "Bearer user-token"}
+	creds := rtknowledge.Credentials{RuntimeToken: "runtime.jwt.token", UserAuthorization: "Bearer user-token"}
 	for _, name := range []string{"forward", "keep"} {
-		_, err := client.Query(context.Background(), name, creds, runtime.KnowledgeQuery{Text: "q", TopK: 1})
+		_, err := client.Query(context.Background(), name, creds, rtknowledge.Query{Text: "q", TopK: 1})
 		require.NoError(t, err)
 	}
-	_, err := client.Query(context.Background(), "forward", runtime.KnowledgeCredentials{}, runtime.KnowledgeQuery{Text: "q", TopK: 1})
+	_, err := client.Query(context.Background(), "forward", rtknowledge.Credentials{}, rtknowledge.Query{Text: "q", TopK: 1})
 	require.NoError(t, err)
 	_, err = client.Resolve(context.Background(), "forward", creds, []string{"doc-1"})
 	require.Equal(t, contract.ReasonProviderInvalidResponse, reasonOf(t, err), "a hits body is no resolve answer")
@@ -341,7 +341,7 @@ func TestResolve(t *testing.T) {
 		{"resourceRef": "doc-2", "revisionRef": "r1", "title": "Two", "uri": null, "metadata": {"k": 1}},
 		{"resourceRef": "doc-1"}], "missing": ["doc-3"]}`))
 	client := newClient(t, nil, provider("p", s.URL))
-	resources, err := client.Resolve(context.Background(), "p", runtime.KnowledgeCredentials{}, []string{"doc-1", "doc-2", "doc-3"})
+	resources, err := client.Resolve(context.Background(), "p", rtknowledge.Credentials{}, []string{"doc-1", "doc-2", "doc-3"})
 	require.NoError(t, err)
 	got, err := json.Marshal(resources)
 	require.NoError(t, err)
@@ -356,7 +356,7 @@ func TestResolve(t *testing.T) {
 		`{"resources": [{"resourceRef": "a", "revisionRef": ""}]}`: "revisionRef is missing or empty",
 	} {
 		s.Set(knowledgetest.JSON(200, body))
-		_, err := client.Resolve(context.Background(), "p", runtime.KnowledgeCredentials{}, []string{"doc-1"})
+		_, err := client.Resolve(context.Background(), "p", rtknowledge.Credentials{}, []string{"doc-1"})
 		require.Equal(t, contract.ReasonProviderInvalidResponse, reasonOf(t, err), body)
 		require.ErrorContains(t, err, want, body)
 	}

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // MaxFileBytes bounds the registry file.
@@ -52,7 +53,7 @@ type state struct {
 	keys map[string]map[string]ed25519.PublicKey
 }
 
-var _ runtime.PeerKeys = (*Registry)(nil)
+var _ a2a.PeerKeys = (*Registry)(nil)
 
 // Open reads the registry at path; a file that cannot be read or parsed is an error.
 func Open(path string, log *slog.Logger) (*Registry, error) {

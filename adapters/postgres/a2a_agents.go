@@ -7,6 +7,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // AgentStore keeps registered agents in a2a_agents.
@@ -14,7 +15,7 @@ type AgentStore struct {
 	db DBTX
 }
 
-var _ runtime.AgentStore = (*AgentStore)(nil)
+var _ a2a.AgentStore = (*AgentStore)(nil)
 
 const agentColumns = `agent_id, agent_type, role, capabilities, supported_versions, registered_at_ms, last_seen_at_ms`
 

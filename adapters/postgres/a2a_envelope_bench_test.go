@@ -14,6 +14,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // benchPeers pins one Ed25519 key of agent-a.
@@ -32,7 +33,7 @@ func signedEnvelopes(b *testing.B, priv ed25519.PrivateKey, n int) [][]byte {
 			"ts": ts, "ttl_ms": contract.MaxEnvelopeTTLMs, "version": "1.0", "content_type": contract.ContentA2AMessage,
 			"payload": map[string]any{"content": "please review the design of the envelope path", "category": "handoff"}})
 		require.NoError(b, err)
-		out[i], err = runtime.SignEnvelope(raw, contract.SignatureEd25519, "k1", func(m []byte) []byte { return ed25519.Sign(priv, m) })
+		out[i], err = a2a.SignEnvelope(raw, contract.SignatureEd25519, "k1", func(m []byte) []byte { return ed25519.Sign(priv, m) })
 		require.NoError(b, err)
 	}
 	return out
@@ -46,7 +47,7 @@ func BenchmarkHandoffSigned(b *testing.B) {
 	seed := sha256.Sum256([]byte("bench"))
 	priv := ed25519.NewKeyFromSeed(seed[:])
 	db := newDB(b, pgtest.NewDB(b))
-	a2a := runtime.NewA2A(runtime.A2AConfig{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)),
+	coord := a2a.New(a2a.Config{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)),
 		Peers: benchPeers{key: priv.Public().(ed25519.PublicKey)}})
 	p := runtime.Principal{Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}, Subject: "gateway",
 		Capabilities: map[string]bool{contract.CapA2ASend: true}}
@@ -54,7 +55,7 @@ func BenchmarkHandoffSigned(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := range b.N {
-		ack, err := a2a.Handoff(ctx, p, &runtime.Handoff{Raw: envs[i], Decode: json.Unmarshal})
+		ack, err := coord.Handoff(ctx, p, &a2a.Handoff{Raw: envs[i], Decode: json.Unmarshal})
 		if err != nil || ack.Status != contract.AckAccepted {
 			b.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func BenchmarkEd25519Verify(b *testing.B) {
 	seed := sha256.Sum256([]byte("bench"))
 	priv := ed25519.NewKeyFromSeed(seed[:])
 	env := signedEnvelopes(b, priv, 1)[0]
-	input, err := runtime.EnvelopeSigningInput(env)
+	input, err := a2a.EnvelopeSigningInput(env)
 	require.NoError(b, err)
 	sig := ed25519.Sign(priv, input)
 	pub := priv.Public().(ed25519.PublicKey)

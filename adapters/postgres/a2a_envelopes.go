@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // EnvelopeStore keeps the envelopes POST /handoff accepted in a2a_envelopes.
@@ -14,13 +15,13 @@ type EnvelopeStore struct {
 	db DBTX
 }
 
-var _ runtime.EnvelopeStore = (*EnvelopeStore)(nil)
+var _ a2a.EnvelopeStore = (*EnvelopeStore)(nil)
 
 const envelopeColumns = `message_id, correlation_id, from_agent, to_agent, content_type, digest, payload,
 	accepted_at_ms, expires_at_ms`
 
-func scanEnvelope(row pgx.Row) (runtime.EnvelopeRecord, error) {
-	var e runtime.EnvelopeRecord
+func scanEnvelope(row pgx.Row) (a2a.EnvelopeRecord, error) {
+	var e a2a.EnvelopeRecord
 	var payload []byte
 	err := row.Scan(&e.MessageID, &e.CorrelationID, &e.From, &e.To, &e.ContentType, &e.Digest, &payload,
 		&e.AcceptedAtMs, &e.ExpiresAtMs)
@@ -31,7 +32,7 @@ func scanEnvelope(row pgx.Row) (runtime.EnvelopeRecord, error) {
 // CreateEnvelope implements runtime.EnvelopeStore. ON CONFLICT DO NOTHING waits for a
 // concurrent insert of the same ID to commit or roll back, and the lookup that follows
 // a conflict sees the row that won.
-func (s *EnvelopeStore) CreateEnvelope(ctx context.Context, scope runtime.Scope, e *runtime.EnvelopeRecord) (runtime.EnvelopeRecord, bool, error) {
+func (s *EnvelopeStore) CreateEnvelope(ctx context.Context, scope runtime.Scope, e *a2a.EnvelopeRecord) (a2a.EnvelopeRecord, bool, error) {
 	// As []byte, a nil payload is SQL NULL (a nil json.RawMessage would be JSON null).
 	payload := []byte(e.Payload)
 	tag, err := s.db.Exec(ctx, `
@@ -41,7 +42,7 @@ func (s *EnvelopeStore) CreateEnvelope(ctx context.Context, scope runtime.Scope,
 		scope.TenantID, scope.ProjectID, e.MessageID, e.CorrelationID, e.From, e.To, e.ContentType, e.Digest,
 		payload, e.AcceptedAtMs, e.ExpiresAtMs)
 	if err != nil {
-		return runtime.EnvelopeRecord{}, false, translate(err)
+		return a2a.EnvelopeRecord{}, false, translate(err)
 	}
 	if tag.RowsAffected() == 1 {
 		return *e, true, nil
@@ -51,7 +52,7 @@ func (s *EnvelopeStore) CreateEnvelope(ctx context.Context, scope runtime.Scope,
 }
 
 // GetEnvelope implements runtime.EnvelopeStore.
-func (s *EnvelopeStore) GetEnvelope(ctx context.Context, scope runtime.Scope, messageID string) (runtime.EnvelopeRecord, error) {
+func (s *EnvelopeStore) GetEnvelope(ctx context.Context, scope runtime.Scope, messageID string) (a2a.EnvelopeRecord, error) {
 	e, err := scanEnvelope(s.db.QueryRow(ctx, `SELECT `+envelopeColumns+` FROM a2a_envelopes
 		WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3`, scope.TenantID, scope.ProjectID, messageID))
 	if errors.Is(err, pgx.ErrNoRows) {

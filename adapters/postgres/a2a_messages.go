@@ -8,6 +8,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // AgentMessageStore keeps agent messages in a2a_messages and who read them in
@@ -17,7 +18,7 @@ type AgentMessageStore struct {
 	db DBTX
 }
 
-var _ runtime.AgentMessageStore = (*AgentMessageStore)(nil)
+var _ a2a.AgentMessageStore = (*AgentMessageStore)(nil)
 
 // agentMessageColumns are the columns scanAgentMessage reads, in its order.
 const agentMessageColumns = `m.message_id, m.correlation_id, m.from_agent, m.to_agent, m.task_id, m.category,
@@ -143,7 +144,7 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 // purges them under the head's lock, after the read's transaction ended (a read never
 // holds message locks while it waits for the head). Reads therefore run on their own,
 // never inside a unit of work.
-func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scope, q runtime.AgentMessageQuery) ([]contract.AgentMessage, error) {
+func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scope, q a2a.AgentMessageQuery) ([]contract.AgentMessage, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3)`,
 		scope.TenantID, scope.ProjectID, q.NowMs)
@@ -210,7 +211,7 @@ const advanceWatermark = `
 
 // readMessagesSQL is the statement of q and its arguments. An unread read starts past
 // the reader's watermark.
-func readMessagesSQL(scope runtime.Scope, q runtime.AgentMessageQuery) (string, []any) {
+func readMessagesSQL(scope runtime.Scope, q a2a.AgentMessageQuery) (string, []any) {
 	if q.Snapshot {
 		return `
 		SELECT ` + agentMessageColumns + ` FROM a2a_messages m

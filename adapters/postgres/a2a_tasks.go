@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // TaskStore keeps task headers in a2a_tasks and their messages, artifacts and history
@@ -19,7 +20,7 @@ type TaskStore struct {
 	db DBTX
 }
 
-var _ runtime.TaskStore = (*TaskStore)(nil)
+var _ a2a.TaskStore = (*TaskStore)(nil)
 
 // taskHeaderColumns are the columns scanTaskHeader reads, in its order.
 const taskHeaderColumns = `t.task_id, t.context_id, t.from_agent, t.to_agent, t.state, t.description,
@@ -50,7 +51,7 @@ func partsJSON(parts []contract.Part) (string, error) {
 // entry and first message only where the header is the one this create inserted
 // (its list_seq, taken under the scope's lock, is this create's alone), then the
 // stored header's list position and digest. An existing task is read back whole.
-func (s *TaskStore) CreateTask(ctx context.Context, scope runtime.Scope, nt *runtime.NewTask) (contract.Task, string, bool, error) {
+func (s *TaskStore) CreateTask(ctx context.Context, scope runtime.Scope, nt *a2a.NewTask) (contract.Task, string, bool, error) {
 	t := &nt.Task
 	b := &pgx.Batch{}
 	b.Queue(`
@@ -127,7 +128,7 @@ func queueTaskMessage(b *pgx.Batch, scope runtime.Scope, taskID string, ordinal 
 
 // LockTask implements runtime.TaskStore: the header FOR UPDATE and the artifact sizes,
 // in one round trip.
-func (s *TaskStore) LockTask(ctx context.Context, scope runtime.Scope, taskID string) (runtime.LockedTask, error) {
+func (s *TaskStore) LockTask(ctx context.Context, scope runtime.Scope, taskID string) (a2a.LockedTask, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+taskHeaderColumns+`, t.message_count, t.history_count, t.parts_bytes
 		FROM a2a_tasks t WHERE t.tenant_id = $1 AND t.project_id = $2 AND t.task_id = $3
@@ -136,7 +137,7 @@ func (s *TaskStore) LockTask(ctx context.Context, scope runtime.Scope, taskID st
 		WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3`, scope.TenantID, scope.ProjectID, taskID)
 	res := s.db.SendBatch(ctx, b)
 	defer res.Close()
-	var lt runtime.LockedTask
+	var lt a2a.LockedTask
 	var err error
 	lt.Task, err = scanTaskHeader(res.QueryRow(), &lt.Messages, &lt.Transitions, &lt.PartsBytes)
 	if err != nil {
@@ -164,7 +165,7 @@ func (s *TaskStore) LockTask(ctx context.Context, scope runtime.Scope, taskID st
 // UpdateTask implements runtime.TaskStore: one batch writes the header, the history
 // entry, the message and the artifacts (an artifact ID the task holds is replaced in
 // place, keeping its position).
-func (s *TaskStore) UpdateTask(ctx context.Context, scope runtime.Scope, c *runtime.TaskChange) error {
+func (s *TaskStore) UpdateTask(ctx context.Context, scope runtime.Scope, c *a2a.TaskChange) error {
 	b := &pgx.Batch{}
 	b.Queue(`
 		UPDATE a2a_tasks SET state = $4, version = $5, updated_at_ms = $6, terminal_at_ms = $7, message_count = $8,
@@ -243,7 +244,7 @@ func getTask(ctx context.Context, db DBTX, scope runtime.Scope, taskID string) (
 
 // ListTasks implements runtime.TaskStore. A list of either role merges the two index
 // ranges (created by, addressed to) instead of scanning the scope.
-func (s *TaskStore) ListTasks(ctx context.Context, scope runtime.Scope, q runtime.TaskQuery) ([]contract.Task, int64, bool, error) {
+func (s *TaskStore) ListTasks(ctx context.Context, scope runtime.Scope, q a2a.TaskQuery) ([]contract.Task, int64, bool, error) {
 	args := []any{scope.TenantID, scope.ProjectID, q.Limit + 1}
 	arg := func(v any) string {
 		args = append(args, v)
@@ -298,16 +299,16 @@ func (s *TaskStore) ListTasks(ctx context.Context, scope runtime.Scope, q runtim
 
 // CountTasks implements runtime.TaskStore with one statement over the two index
 // ranges of the agent.
-func (s *TaskStore) CountTasks(ctx context.Context, scope runtime.Scope, agent string) (runtime.TaskCounts, error) {
+func (s *TaskStore) CountTasks(ctx context.Context, scope runtime.Scope, agent string) (a2a.TaskCounts, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT state, count(*), count(*) FILTER (WHERE to_agent = $3 AND terminal_at_ms IS NULL)
 		FROM a2a_tasks
 		WHERE tenant_id = $1 AND project_id = $2 AND (from_agent = $3 OR to_agent = $3)
 		GROUP BY state`, scope.TenantID, scope.ProjectID, agent)
 	if err != nil {
-		return runtime.TaskCounts{}, translate(err)
+		return a2a.TaskCounts{}, translate(err)
 	}
-	counts := runtime.TaskCounts{ByState: map[string]int64{}}
+	counts := a2a.TaskCounts{ByState: map[string]int64{}}
 	var state string
 	var n, pending int64
 	if _, err := pgx.ForEachRow(rows, []any{&state, &n, &pending}, func() error {
@@ -315,7 +316,7 @@ func (s *TaskStore) CountTasks(ctx context.Context, scope runtime.Scope, agent s
 		counts.Pending += pending
 		return nil
 	}); err != nil {
-		return runtime.TaskCounts{}, translate(err)
+		return a2a.TaskCounts{}, translate(err)
 	}
 	return counts, nil
 }

@@ -20,6 +20,9 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/conversation"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // a2aClock is a clock tests move by hand.
@@ -35,7 +38,7 @@ type a2aBundle struct {
 	pool  *pgxpool.Pool
 	db    *postgres.DB
 	hub   *postgres.EventHub
-	a2a   *runtime.A2A
+	a2a   *a2a.Service
 	clock *a2aClock
 	scope runtime.Scope
 }
@@ -64,7 +67,7 @@ func setupA2AOn(t testing.TB, pool *pgxpool.Pool, opts ...a2aOptions) *a2aBundle
 	clock.ms.Store(a2aStartMs)
 	return &a2aBundle{
 		pool: pool, db: db, hub: hub, clock: clock, scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
-		a2a: runtime.NewA2A(runtime.A2AConfig{
+		a2a: a2a.New(a2a.Config{
 			DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: clock,
 			MaxMessages: o.maxMessages, SweepBatch: o.sweepBatch,
 		}),
@@ -411,7 +414,7 @@ func TestA2ATaskLifecycle(t *testing.T) {
 	require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err))
 
 	// Terminal tasks are kept for the retention, then swept with all they hold.
-	b.clock.advance(runtime.DefaultA2ATaskRetention + time.Minute)
+	b.clock.advance(a2a.DefaultA2ATaskRetention + time.Minute)
 	finished, err := b.a2a.SweepA2A(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute))
 	require.NoError(t, err)
 	require.True(t, finished)
@@ -456,8 +459,8 @@ func TestA2AEventSequencesAreCommitOrder(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range perWriter {
-				errs[w] = b.db.A2A().WithinTx(ctx, func(ctx context.Context, tx runtime.A2AStores) error {
-					e := runtime.EntryWrittenEvent(fmt.Sprintf("writer-%d", w), fmt.Sprintf("e-%d-%d", w, i), "", "created", 1)
+				errs[w] = b.db.A2A().WithinTx(ctx, func(ctx context.Context, tx a2a.Stores) error {
+					e := memory.EntryWrittenEvent(fmt.Sprintf("writer-%d", w), fmt.Sprintf("e-%d-%d", w, i), "", "created", 1)
 					if _, err := tx.Events.AppendEvents(ctx, b.scope, []runtime.NewEvent{e}); err != nil {
 						return err
 					}
@@ -555,7 +558,7 @@ func TestA2APollScansInBoundedWindows(t *testing.T) {
 	const n = 12000
 	events := make([]runtime.NewEvent, n)
 	for i := range events {
-		events[i] = runtime.EntryWrittenEvent("writer", fmt.Sprintf("e-%d", i), "", "created", 1)
+		events[i] = memory.EntryWrittenEvent("writer", fmt.Sprintf("e-%d", i), "", "created", 1)
 	}
 	last, err := b.db.A2A().Stores().Events.AppendEvents(ctx, b.scope, events)
 	require.NoError(t, err)
@@ -611,8 +614,8 @@ func TestA2ALongPollWakesOnCommit(t *testing.T) {
 
 	// An event in a rolled-back unit of work never reaches a poller.
 	failure := fmt.Errorf("changed its mind")
-	err := b.db.A2A().WithinTx(context.Background(), func(ctx context.Context, tx runtime.A2AStores) error {
-		if _, err := tx.Events.AppendEvents(ctx, b.scope, []runtime.NewEvent{runtime.EntryWrittenEvent("alice", "e", "", "created", 1)}); err != nil {
+	err := b.db.A2A().WithinTx(context.Background(), func(ctx context.Context, tx a2a.Stores) error {
+		if _, err := tx.Events.AppendEvents(ctx, b.scope, []runtime.NewEvent{memory.EntryWrittenEvent("alice", "e", "", "created", 1)}); err != nil {
 			return err
 		}
 		return failure
@@ -627,7 +630,7 @@ func TestA2AEventsArePurgedAfterRetention(t *testing.T) {
 	ctx := context.Background()
 	alice, bob := b.agent("alice"), b.agent("bob")
 	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("old"), TTLHours: ptr[int64](720)})
-	b.clock.advance(runtime.DefaultA2AEventRetention - time.Hour)
+	b.clock.advance(a2a.DefaultA2AEventRetention - time.Hour)
 	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("new"), TTLHours: ptr[int64](720)})
 	b.clock.advance(2 * time.Hour)
 	finished, err := b.a2a.SweepA2A(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute))
@@ -645,7 +648,7 @@ func TestA2AEventsArePurgedAfterRetention(t *testing.T) {
 func TestA2AWindowCreatedEvent(t *testing.T) {
 	t.Parallel()
 	b := setupA2A(t)
-	windows := runtime.NewWindows(b.db.Conversation(), runtime.SystemClock{})
+	windows := conversation.NewWindows(b.db.Conversation(), runtime.SystemClock{})
 	p := b.agent("planner")
 	_, created, err := windows.CreateWindow(context.Background(), p, windowRequest("w-1", "conv-1", "original", 2, func(i int) string { return "x" }))
 	require.NoError(t, err)
@@ -744,7 +747,7 @@ func TestA2AMetrics(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(hub.Close)
 	b := setupA2AOn(t, pool)
-	b.a2a = runtime.NewA2A(runtime.A2AConfig{DB: b.db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: b.clock})
+	b.a2a = a2a.New(a2a.Config{DB: b.db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: b.clock})
 	alice, bob := b.agent("alice"), b.agent("bob")
 	b.post(t, alice, contract.PostMessageRequest{TTLHours: ptr[int64](1)})
 	b.post(t, alice, contract.PostMessageRequest{})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // claimConversation creates the conversation if it does not exist yet and holds its
@@ -40,7 +41,7 @@ type ConversationStore struct {
 	db DBTX
 }
 
-var _ runtime.ConversationStore = (*ConversationStore)(nil)
+var _ operation.ConversationStore = (*ConversationStore)(nil)
 
 // Tombstone implements runtime.ConversationStore. The head row is locked like an
 // appender locks it, so the tombstone commits either before an append (which then sees

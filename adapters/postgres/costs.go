@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/cost"
 )
 
 // CostStore implements runtime.CostStore.
@@ -29,7 +30,7 @@ type CostStore struct {
 	db DBTX
 }
 
-var _ runtime.CostStore = (*CostStore)(nil)
+var _ cost.CostStore = (*CostStore)(nil)
 
 // costGrouping is how one grouping reads its sums: keyed by its invocation column
 // (raw, over model_invocations m; a missing tool is the empty string, which no tool
@@ -403,7 +404,7 @@ type costPrices struct {
 }
 
 // priceModels reads the scope's model numbers and prices each model by pricing.
-func priceModels(ctx context.Context, tx pgx.Tx, scope runtime.Scope, pricing runtime.Pricing) (costPrices, error) {
+func priceModels(ctx context.Context, tx pgx.Tx, scope runtime.Scope, pricing cost.Pricing) (costPrices, error) {
 	rows, err := tx.Query(ctx, `SELECT model_no, model FROM cost_models
 		WHERE tenant_id = $1 AND project_id = $2 ORDER BY model_no`, scope.TenantID, scope.ProjectID)
 	if err != nil {
@@ -460,7 +461,7 @@ var (
 
 // costStatement is the statement for q, its extra arguments and its settings; a range
 // by conversation has none yet: costRangePlan picks it in the report's transaction.
-func costStatement(q runtime.CostQuery) (statement string, extra []any, settings []costSetting, err error) {
+func costStatement(q cost.CostQuery) (statement string, extra []any, settings []costSetting, err error) {
 	g, ok := costGroupings[q.GroupBy]
 	if !ok {
 		return "", nil, nil, fmt.Errorf("cost report: unknown grouping %q", q.GroupBy)
@@ -501,7 +502,7 @@ const (
 // read one snapshot (a model first used in between would otherwise have no price), in
 // a transaction that gives the aggregation costWorkMem and plans the statement for its
 // arguments.
-func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q runtime.CostQuery) (contract.CostsResponse, error) {
+func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q cost.CostQuery) (contract.CostsResponse, error) {
 	statement, extra, settings, err := costStatement(q)
 	if err != nil {
 		return contract.CostsResponse{}, err
@@ -557,7 +558,7 @@ const (
 // time order, or in conversation order, or the running sums less the invocations
 // outside it. The last only while every token sum of the scope is below 2^53, so that
 // the difference of two float8 sums is exact.
-func costRangePlan(ctx context.Context, tx pgx.Tx, scope runtime.Scope, q runtime.CostQuery, p costPrices) (string, []any, []costSetting, error) {
+func costRangePlan(ctx context.Context, tx pgx.Tx, scope runtime.Scope, q cost.CostQuery, p costPrices) (string, []any, []costSetting, error) {
 	const invocations = `EXPLAIN (FORMAT JSON) SELECT 1 FROM model_invocations m WHERE m.tenant_id = $1 AND m.project_id = $2`
 	inside, err := estimatedRows(ctx, tx, invocations+` AND m.started_at_ms >= $3 AND m.started_at_ms < $4`,
 		scope.TenantID, scope.ProjectID, q.FromMs, q.ToMs)

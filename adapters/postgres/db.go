@@ -17,6 +17,11 @@ import (
 
 	"github.com/agent-context/agent-context/migrations"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/conversation"
+	"github.com/agent-context/agent-context/runtime/memory"
+	"github.com/agent-context/agent-context/runtime/operation"
+	"github.com/agent-context/agent-context/runtime/transfer"
 )
 
 // DBTX is what both *pgxpool.Pool and pgx.Tx offer, so store code runs unchanged
@@ -194,40 +199,40 @@ func (u *unitOfWork[S]) WithinTx(ctx context.Context, fn func(ctx context.Contex
 }
 
 // Conversation is the unit of work of messages, windows, derivations and invocations.
-func (db *DB) Conversation() runtime.UnitOfWork[runtime.ConversationStores] {
-	return newUnitOfWork(db, func(h DBTX) runtime.ConversationStores {
-		return runtime.ConversationStores{Messages: db.messages(h), Windows: &WindowStore{db: h}, Events: &EventStore{db: h}}
+func (db *DB) Conversation() runtime.UnitOfWork[conversation.Stores] {
+	return newUnitOfWork(db, func(h DBTX) conversation.Stores {
+		return conversation.Stores{Messages: db.messages(h), Windows: &WindowStore{db: h}, Events: &EventStore{db: h}}
 	})
 }
 
 // Operation is the unit of work of operations, deletion and retention.
-func (db *DB) Operation() runtime.UnitOfWork[runtime.OperationStores] {
-	return newUnitOfWork(db, func(h DBTX) runtime.OperationStores {
-		return runtime.OperationStores{Operations: &OperationStore{db: h}, Conversations: &ConversationStore{db: h}, Jobs: db.jobs(h)}
+func (db *DB) Operation() runtime.UnitOfWork[operation.Stores] {
+	return newUnitOfWork(db, func(h DBTX) operation.Stores {
+		return operation.Stores{Operations: &OperationStore{db: h}, Conversations: &ConversationStore{db: h}, Jobs: db.jobs(h)}
 	})
 }
 
 // Memory is the unit of work of entries and their vector projection.
-func (db *DB) Memory() runtime.UnitOfWork[runtime.MemoryStores] {
-	return newUnitOfWork(db, func(h DBTX) runtime.MemoryStores {
-		return runtime.MemoryStores{Entries: &EntryStore{db: h}, Projection: db.projection(h), Operations: &OperationStore{db: h},
+func (db *DB) Memory() runtime.UnitOfWork[memory.Stores] {
+	return newUnitOfWork(db, func(h DBTX) memory.Stores {
+		return memory.Stores{Entries: &EntryStore{db: h}, Projection: db.projection(h), Operations: &OperationStore{db: h},
 			Jobs: db.jobs(h), Events: &EventStore{db: h}}
 	})
 }
 
 // A2A is the unit of work of agent-to-agent coordination.
-func (db *DB) A2A() runtime.UnitOfWork[runtime.A2AStores] {
-	return newUnitOfWork(db, func(h DBTX) runtime.A2AStores {
-		return runtime.A2AStores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h}, Tasks: &TaskStore{db: h},
+func (db *DB) A2A() runtime.UnitOfWork[a2a.Stores] {
+	return newUnitOfWork(db, func(h DBTX) a2a.Stores {
+		return a2a.Stores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h}, Tasks: &TaskStore{db: h},
 			Events: &EventStore{db: h}, Envelopes: &EnvelopeStore{db: h}}
 	})
 }
 
 // Transfer is the unit of work of export, import and the advanced operations.
-func (db *DB) Transfer() runtime.UnitOfWork[runtime.TransferStores] {
-	return newUnitOfWork(db, func(h DBTX) runtime.TransferStores {
+func (db *DB) Transfer() runtime.UnitOfWork[transfer.Stores] {
+	return newUnitOfWork(db, func(h DBTX) transfer.Stores {
 		exports := &ExportStore{db: h}
-		return runtime.TransferStores{Artifacts: exports, Walks: exports, Maintenance: exports, Steps: &OperationStore{db: h},
+		return transfer.Stores{Artifacts: exports, Walks: exports, Maintenance: exports, Steps: &OperationStore{db: h},
 			Operations: &OperationStore{db: h}, Jobs: db.jobs(h), Messages: db.messages(h), Windows: &WindowStore{db: h},
 			Entries: &EntryStore{db: h}, Projection: db.projection(h)}
 	})
@@ -248,7 +253,9 @@ func (db *DB) messages(h DBTX) *MessageStore {
 	return &MessageStore{db: h, searchTimeout: db.opts.SearchTimeout, searchCandidates: db.opts.SearchCandidates}
 }
 
-func (db *DB) projection(h DBTX) *ProjectionStore { return &ProjectionStore{db: h, catalog: db.catalog} }
+func (db *DB) projection(h DBTX) *ProjectionStore {
+	return &ProjectionStore{db: h, catalog: db.catalog}
+}
 
 func (db *DB) jobs(h DBTX) *JobQueue { return &JobQueue{db: h, client: db.queue} }
 

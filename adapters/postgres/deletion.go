@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // conversationTable is a table whose rows belong to one conversation.
@@ -84,7 +85,7 @@ var conversationTables = []conversationTable{
 // of at most bounds.Rows rows; the total is not counted ahead (that would read the
 // whole conversation in one statement), so progress.total stays null until the last
 // step sets it to what was deleted.
-func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runtime.Scope, operationID, conversationID string, bounds runtime.StepBounds, nowMs int64) (bool, error) {
+func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runtime.Scope, operationID, conversationID string, bounds operation.StepBounds, nowMs int64) (bool, error) {
 	return boundedStep(ctx, s.db, scope, operationID, bounds, func(tx pgx.Tx) (bool, error) {
 		vectors, err := vectorDeletionTables(ctx, tx)
 		if err != nil {

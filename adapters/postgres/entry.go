@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // EntryStore keeps context entries in context_entries.
@@ -18,7 +19,7 @@ type EntryStore struct {
 	db DBTX
 }
 
-var _ runtime.EntryStore = (*EntryStore)(nil)
+var _ memory.EntryStore = (*EntryStore)(nil)
 
 // entryColumns are the columns of a contract.ContextEntry, in the order scanEntry
 // reads them, qualified by the alias e.
@@ -192,7 +193,7 @@ func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entr
 }
 
 // ActiveEntries implements runtime.EntryStore, walking the primary key.
-func (s *EntryStore) ActiveEntries(ctx context.Context, scope runtime.Scope, after string, limit int, nowMs int64) ([]runtime.EmbedInput, error) {
+func (s *EntryStore) ActiveEntries(ctx context.Context, scope runtime.Scope, after string, limit int, nowMs int64) ([]memory.EmbedInput, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT e.entry_id, e.content FROM context_entries e
 		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id > $3 AND e.status = 'active'
@@ -203,6 +204,6 @@ func (s *EntryStore) ActiveEntries(ctx context.Context, scope runtime.Scope, aft
 	if err != nil {
 		return nil, translate(err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[runtime.EmbedInput])
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[memory.EmbedInput])
 	return out, translate(err)
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
+	"github.com/agent-context/agent-context/runtime/transfer"
 )
 
 // ExportStore keeps export artifacts and walks the records of exports and of the
@@ -20,25 +22,25 @@ type ExportStore struct {
 }
 
 var (
-	_ runtime.ArtifactStore    = (*ExportStore)(nil)
-	_ runtime.RecordWalker     = (*ExportStore)(nil)
-	_ runtime.MaintenanceStore = (*ExportStore)(nil)
+	_ transfer.ArtifactStore    = (*ExportStore)(nil)
+	_ transfer.RecordWalker     = (*ExportStore)(nil)
+	_ transfer.MaintenanceStore = (*ExportStore)(nil)
 )
 
 const artifactColumns = `artifact_id, operation_id, state, chunk_count, total_bytes, sha256, created_at_ms, expires_at_ms, format`
 
-func scanArtifact(row pgx.Row) (runtime.Artifact, error) {
-	var a runtime.Artifact
+func scanArtifact(row pgx.Row) (transfer.Artifact, error) {
+	var a transfer.Artifact
 	err := row.Scan(&a.ID, &a.OperationID, &a.State, &a.ChunkCount, &a.TotalBytes, &a.SHA256, &a.CreatedAtMs,
 		&a.ExpiresAtMs, &a.Format)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return runtime.Artifact{}, runtime.NotFound("artifactId", "export artifact")
+		return transfer.Artifact{}, runtime.NotFound("artifactId", "export artifact")
 	}
 	return a, translate(err)
 }
 
 // CreateArtifact implements runtime.ExportStore.
-func (s *ExportStore) CreateArtifact(ctx context.Context, scope runtime.Scope, a runtime.Artifact, evidenceKey *string) error {
+func (s *ExportStore) CreateArtifact(ctx context.Context, scope runtime.Scope, a transfer.Artifact, evidenceKey *string) error {
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO export_artifacts (tenant_id, project_id, artifact_id, operation_id, format, evidence_key, state,
 			created_at_ms, expires_at_ms)
@@ -48,7 +50,7 @@ func (s *ExportStore) CreateArtifact(ctx context.Context, scope runtime.Scope, a
 }
 
 // Artifact implements runtime.ExportStore.
-func (s *ExportStore) Artifact(ctx context.Context, scope runtime.Scope, id string) (runtime.Artifact, error) {
+func (s *ExportStore) Artifact(ctx context.Context, scope runtime.Scope, id string) (transfer.Artifact, error) {
 	return scanArtifact(s.db.QueryRow(ctx, `SELECT `+artifactColumns+` FROM export_artifacts
 		WHERE tenant_id = $1 AND project_id = $2 AND artifact_id = $3 AND state <> 'deleting'`,
 		scope.TenantID, scope.ProjectID, id))
@@ -56,14 +58,14 @@ func (s *ExportStore) Artifact(ctx context.Context, scope runtime.Scope, id stri
 
 // OperationArtifact implements runtime.ExportStore; an artifact being deleted is
 // returned in its state deleting, for the export to fail on.
-func (s *ExportStore) OperationArtifact(ctx context.Context, scope runtime.Scope, operationID string) (runtime.Artifact, error) {
+func (s *ExportStore) OperationArtifact(ctx context.Context, scope runtime.Scope, operationID string) (transfer.Artifact, error) {
 	return scanArtifact(s.db.QueryRow(ctx, `SELECT `+artifactColumns+` FROM export_artifacts
 		WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
 		scope.TenantID, scope.ProjectID, operationID))
 }
 
 // Chunks implements runtime.ExportStore.
-func (s *ExportStore) Chunks(ctx context.Context, scope runtime.Scope, artifactID string, from, limit int, fn func(runtime.ArtifactChunk) error) error {
+func (s *ExportStore) Chunks(ctx context.Context, scope runtime.Scope, artifactID string, from, limit int, fn func(transfer.ArtifactChunk) error) error {
 	rows, err := s.db.Query(ctx, `
 		SELECT chunk_index, data, sha256 FROM export_chunks
 		WHERE tenant_id = $1 AND project_id = $2 AND artifact_id = $3 AND chunk_index >= $4
@@ -75,7 +77,7 @@ func (s *ExportStore) Chunks(ctx context.Context, scope runtime.Scope, artifactI
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var c runtime.ArtifactChunk
+		var c transfer.ArtifactChunk
 		if err := rows.Scan(&c.Index, &c.Data, &c.SHA256); err != nil {
 			return translate(err)
 		}
@@ -92,7 +94,7 @@ var exportChunkColumns = []string{"tenant_id", "project_id", "artifact_id", "chu
 // first (FOR SHARE, in ID order, as every writer of a conversation's records holds
 // them), then the artifact: the order a deletion takes them in too (the tombstone,
 // then the artifacts it marks), so the two never deadlock.
-func (s *ExportStore) WriteChunks(ctx context.Context, scope runtime.Scope, artifactID string, chunks []runtime.ArtifactChunk, conversations []string) error {
+func (s *ExportStore) WriteChunks(ctx context.Context, scope runtime.Scope, artifactID string, chunks []transfer.ArtifactChunk, conversations []string) error {
 	if len(conversations) > 0 {
 		var deleted []string
 		rows, err := s.db.Query(ctx, `
@@ -173,7 +175,7 @@ func (s *ExportStore) FinishArtifact(ctx context.Context, scope runtime.Scope, a
 // artifact, so the victim is found by a scan of it across every scope (the purge is
 // global); SKIP LOCKED lets replicas purge side by side. A step deletes at most
 // bounds.Bytes of chunks (each at most 1 MiB) and the artifact once none is left.
-func (s *ExportStore) PurgeArtifactsStep(ctx context.Context, nowMs int64, bounds runtime.StepBounds) (bool, error) {
+func (s *ExportStore) PurgeArtifactsStep(ctx context.Context, nowMs int64, bounds operation.StepBounds) (bool, error) {
 	done := false
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		if err := setLocalTimeout(ctx, tx, bounds.Timeout); err != nil {
@@ -215,14 +217,14 @@ func (s *ExportStore) PurgeArtifactsStep(ctx context.Context, nowMs int64, bound
 }
 
 // chunkBatch is how many chunks (each at most 1 MiB) fit a step's bounds.
-func chunkBatch(bounds runtime.StepBounds) int64 {
+func chunkBatch(bounds operation.StepBounds) int64 {
 	return max(1, min(int64(bounds.Rows), bounds.Bytes/contract.MaxExportChunkBytes))
 }
 
 // keyRow is the key of one record and the bytes it holds, read before the records
 // themselves (pickKeys).
 type keyRow struct {
-	key  runtime.ExportKey
+	key  transfer.ExportKey
 	size int64
 }
 
@@ -231,13 +233,13 @@ type keyRow struct {
 // whether the walk was cut short. The records are then read as an index range up to
 // the last key, so the bytes a step reads are known before a byte of content is.
 // Sizes come from the values' headers (octet_length never reads a TOASTed value).
-func pickKeys(ctx context.Context, db DBTX, q runtime.ExportQuery, scan func(pgx.Rows, *keyRow) error, sql string, args ...any) ([]runtime.ExportKey, bool, error) {
+func pickKeys(ctx context.Context, db DBTX, q transfer.ExportQuery, scan func(pgx.Rows, *keyRow) error, sql string, args ...any) ([]transfer.ExportKey, bool, error) {
 	rows, err := db.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, false, translate(err)
 	}
 	defer rows.Close()
-	var keys []runtime.ExportKey
+	var keys []transfer.ExportKey
 	var total int64
 	for rows.Next() {
 		if len(keys) > 0 && total >= q.Bytes {
@@ -263,7 +265,7 @@ func conversationFilter(alias string, n int) string {
 }
 
 // ExportMessages implements runtime.ExportStore, walking messages_by_sequence.
-func (s *ExportStore) ExportMessages(ctx context.Context, scope runtime.Scope, q runtime.ExportQuery, fn func(*contract.ConversationRecord) error) (bool, error) {
+func (s *ExportStore) ExportMessages(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, fn func(*contract.ConversationRecord) error) (bool, error) {
 	where := `m.tenant_id = $1 AND m.project_id = $2 AND (m.conversation_id, m.sequence) > ($3, $4)` +
 		conversationFilter("m", 5) + ` AND ` + liveConversation("m")
 	keys, more, err := pickKeys(ctx, s.db, q, func(rows pgx.Rows, k *keyRow) error {
@@ -311,7 +313,7 @@ const windowFilter = `w.tenant_id = $1 AND w.project_id = $2 AND w.window_id > $
 // sizes, the headers up to the last key that fits, and their items as one index range
 // (of the conversation's items when the export has one), ordered like the headers;
 // items of windows the filter left out are skipped.
-func (s *ExportStore) ExportWindows(ctx context.Context, scope runtime.Scope, q runtime.ExportQuery, sink runtime.WindowSink) (bool, error) {
+func (s *ExportStore) ExportWindows(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, sink transfer.WindowSink) (bool, error) {
 	keys, more, err := pickKeys(ctx, s.db, q, func(rows pgx.Rows, k *keyRow) error {
 		return rows.Scan(&k.key.ID, &k.size)
 	}, `
@@ -354,7 +356,7 @@ func (s *ExportStore) ExportWindows(ctx context.Context, scope runtime.Scope, q 
 
 // streamItems hands heads and their items to sink, the items read as one ordered
 // index range from the first window to the last.
-func (s *ExportStore) streamItems(ctx context.Context, scope runtime.Scope, q runtime.ExportQuery, heads []contract.Window, sink runtime.WindowSink) error {
+func (s *ExportStore) streamItems(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, heads []contract.Window, sink transfer.WindowSink) error {
 	if len(heads) == 0 {
 		return nil
 	}
@@ -442,7 +444,7 @@ const derivationJoins = `
 	JOIN context_windows tw ON tw.tenant_id = d.tenant_id AND tw.project_id = d.project_id AND tw.window_id = d.target_window_id`
 
 // ExportDerivations implements runtime.ExportStore.
-func (s *ExportStore) ExportDerivations(ctx context.Context, scope runtime.Scope, q runtime.ExportQuery, fn func(d *contract.Derivation, target, source string) error) (bool, error) {
+func (s *ExportStore) ExportDerivations(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, fn func(d *contract.Derivation, target, source string) error) (bool, error) {
 	keys, more, err := pickKeys(ctx, s.db, q, func(rows pgx.Rows, k *keyRow) error {
 		return rows.Scan(&k.key.ID, &k.size)
 	}, `SELECT d.derivation_id, coalesce(octet_length(d.metadata::text), 0)::bigint`+derivationJoins+`
@@ -492,7 +494,7 @@ const invocationFilter = `m.tenant_id = $1 AND m.project_id = $2 AND (m.started_
 
 // ExportInvocations implements runtime.ExportStore, walking model_invocations_by_time
 // (or, for one conversation, model_invocations_by_conversation).
-func (s *ExportStore) ExportInvocations(ctx context.Context, scope runtime.Scope, q runtime.ExportQuery, fn func(*contract.ModelInvocation) error) (bool, error) {
+func (s *ExportStore) ExportInvocations(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, fn func(*contract.ModelInvocation) error) (bool, error) {
 	keys, more, err := pickKeys(ctx, s.db, q, func(rows pgx.Rows, k *keyRow) error {
 		return rows.Scan(&k.key.Time, &k.key.ID, &k.size)
 	}, `
@@ -529,7 +531,7 @@ func (s *ExportStore) ExportInvocations(ctx context.Context, scope runtime.Scope
 
 // ExportEntries implements runtime.ExportStore, walking the primary key (or, for one
 // conversation, context_entries_by_conversation).
-func (s *ExportStore) ExportEntries(ctx context.Context, scope runtime.Scope, q runtime.ExportQuery, fn func(*contract.ContextEntry) error) (bool, error) {
+func (s *ExportStore) ExportEntries(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, fn func(*contract.ContextEntry) error) (bool, error) {
 	where := `e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id > $3 AND ($4 = '' OR e.conversation_id = $4) AND ` +
 		liveConversation("e")
 	keys, more, err := pickKeys(ctx, s.db, q, func(rows pgx.Rows, k *keyRow) error {
@@ -565,7 +567,7 @@ func (s *ExportStore) ExportEntries(ctx context.Context, scope runtime.Scope, q 
 
 // PurgeExpiredEntries implements runtime.ExportStore with one statement over
 // context_entries_by_expiry.
-func (s *ExportStore) PurgeExpiredEntries(ctx context.Context, scope runtime.Scope, cutoffMs int64, after runtime.ExportKey, limit int) ([]string, runtime.ExportKey, bool, error) {
+func (s *ExportStore) PurgeExpiredEntries(ctx context.Context, scope runtime.Scope, cutoffMs int64, after transfer.ExportKey, limit int) ([]string, transfer.ExportKey, bool, error) {
 	var examined int
 	var lastTime *int64
 	var lastID *string
@@ -594,21 +596,21 @@ func (s *ExportStore) PurgeExpiredEntries(ctx context.Context, scope runtime.Sco
 	if lastTime == nil {
 		return purged, after, false, nil
 	}
-	return purged, runtime.ExportKey{Time: *lastTime, ID: *lastID}, examined == limit, nil
+	return purged, transfer.ExportKey{Time: *lastTime, ID: *lastID}, examined == limit, nil
 }
 
 // ReindexMessages implements runtime.ExportStore: the documents are built here, as
 // appends build them, and written with one statement.
-func (s *ExportStore) ReindexMessages(ctx context.Context, scope runtime.Scope, after runtime.ExportKey, bounds runtime.StepBounds) (runtime.ExportKey, int64, bool, error) {
+func (s *ExportStore) ReindexMessages(ctx context.Context, scope runtime.Scope, after transfer.ExportKey, bounds operation.StepBounds) (transfer.ExportKey, int64, bool, error) {
 	var conversations, ids []string
 	var docs []pgtype.TSVector
-	var last runtime.ExportKey
-	q := runtime.ExportQuery{After: after, Rows: bounds.Rows, Bytes: bounds.Bytes}
+	var last transfer.ExportKey
+	q := transfer.ExportQuery{After: after, Rows: bounds.Rows, Bytes: bounds.Bytes}
 	var b documentBuilder
 	more, err := s.ExportMessages(ctx, scope, q, func(m *contract.ConversationRecord) error {
 		conversations, ids = append(conversations, m.Scope.ConversationID), append(ids, m.ID)
 		docs = append(docs, b.build(m.Content))
-		last = runtime.ExportKey{ConversationID: m.Scope.ConversationID, Sequence: m.Sequence}
+		last = transfer.ExportKey{ConversationID: m.Scope.ConversationID, Sequence: m.Sequence}
 		return nil
 	})
 	if err != nil || len(ids) == 0 {
@@ -623,15 +625,15 @@ func (s *ExportStore) ReindexMessages(ctx context.Context, scope runtime.Scope, 
 }
 
 // ReindexEntries implements runtime.ExportStore.
-func (s *ExportStore) ReindexEntries(ctx context.Context, scope runtime.Scope, after runtime.ExportKey, bounds runtime.StepBounds) (runtime.ExportKey, int64, bool, error) {
+func (s *ExportStore) ReindexEntries(ctx context.Context, scope runtime.Scope, after transfer.ExportKey, bounds operation.StepBounds) (transfer.ExportKey, int64, bool, error) {
 	var ids []string
 	var docs []pgtype.TSVector
-	var last runtime.ExportKey
-	q := runtime.ExportQuery{After: after, Rows: bounds.Rows, Bytes: bounds.Bytes}
+	var last transfer.ExportKey
+	q := transfer.ExportQuery{After: after, Rows: bounds.Rows, Bytes: bounds.Bytes}
 	more, err := s.ExportEntries(ctx, scope, q, func(e *contract.ContextEntry) error {
 		ids = append(ids, e.ID)
 		docs = append(docs, entryDocument(scope, e.Content))
-		last = runtime.ExportKey{ID: e.ID}
+		last = transfer.ExportKey{ID: e.ID}
 		return nil
 	})
 	if err != nil || len(ids) == 0 {

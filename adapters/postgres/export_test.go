@@ -3,13 +3,14 @@ package postgres
 import (
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // OperationStoresOver returns the operation store built over tx, for tests that read
 // what its statements did within the transaction (pg_stat_xact_user_tables).
-func OperationStoresOver(tx pgx.Tx) runtime.OperationStores {
-	return runtime.OperationStores{Operations: &OperationStore{db: tx}}
+func OperationStoresOver(tx pgx.Tx) operation.Stores {
+	return operation.Stores{Operations: &OperationStore{db: tx}}
 }
 
 // EntryDocument is an entry's search document, for loaders of test data.
@@ -17,6 +18,6 @@ var EntryDocument = entryDocument
 
 // VectorSQL is the vector half's statement over the table of model (named table),
 // the index search or the exact scan.
-func VectorSQL(table string, model runtime.EmbeddingModel, exact bool) string {
+func VectorSQL(table string, model memory.EmbeddingModel, exact bool) string {
 	return vectorSQL(vectorTable{Name: table, Model: model}, exact)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/conversation"
+	"github.com/agent-context/agent-context/runtime/transfer"
 )
 
 // The guards of an export step: chunks holding records of a conversation deleted
@@ -24,14 +26,14 @@ func TestWriteChunksGuardsAgainstDeletion(t *testing.T) {
 	s := db.Transfer().Stores()
 	conversations := db.Operation().Stores().Conversations
 	newArtifact := func(id string) {
-		require.NoError(t, s.Artifacts.CreateArtifact(ctx, scope, runtime.Artifact{Format: contract.FormatNDJSON,
+		require.NoError(t, s.Artifacts.CreateArtifact(ctx, scope, transfer.Artifact{Format: contract.FormatNDJSON,
 			ExportArtifact: contract.ExportArtifact{ID: id, OperationID: "op-" + id, State: contract.ArtifactBuilding, ExpiresAtMs: 1 << 50}}, nil))
 	}
-	chunk := []runtime.ArtifactChunk{{Index: 1, Data: []byte("x"), SHA256: "sum"}}
+	chunk := []transfer.ArtifactChunk{{Index: 1, Data: []byte("x"), SHA256: "sum"}}
 	_, err := s.Messages.AppendMessages(ctx, scope, []contract.ConversationRecord{
 		{ID: "m", Scope: contract.ConversationScope{ConversationID: "live"}, Role: contract.RoleUser, Content: "a"},
 		{ID: "m", Scope: contract.ConversationScope{ConversationID: "doomed"}, Role: contract.RoleUser, Content: "b"},
-	}, runtime.PlanAppend, 1)
+	}, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 
 	newArtifact("a-1")

@@ -7,6 +7,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // JobQueue implements runtime.JobQueue on River, in the transaction (or savepoint) of
@@ -44,7 +45,7 @@ func insertOpts(j runtime.Job) *river.InsertOpts {
 		// attempt is rescued for another run instead of being discarded by River's
 		// rescuer, which would leave the operation running forever.
 		return &river.InsertOpts{MaxAttempts: operationMaxAttempts + operationRescueAttempts}
-	case runtime.ProjectionJob:
+	case memory.ProjectionJob:
 		// Attempts back off as attempt⁴ seconds: a provider down for a day is retried
 		// through it. A job that gives up leaves its entries queued for the sweep.
 		return &river.InsertOpts{MaxAttempts: projectionMaxAttempts}

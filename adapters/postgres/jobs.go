@@ -14,6 +14,9 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/memory"
+	"github.com/agent-context/agent-context/runtime/transfer"
 )
 
 // OperationRunner does the work of operations' jobs; runtime.Operations implements it.
@@ -142,18 +145,18 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 			&river.PeriodicJobOpts{ID: "retention_sweep", RunOnStart: true}))
 	}
 	if opts.A2ASweeper != nil {
-		river.AddWorker(workers, &sweepWorker[runtime.A2ASweepJob]{sweep: opts.A2ASweeper.SweepA2A, budget: tm.budget})
+		river.AddWorker(workers, &sweepWorker[a2a.A2ASweepJob]{sweep: opts.A2ASweeper.SweepA2A, budget: tm.budget})
 		if opts.A2ASweepInterval > 0 {
 			periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.A2ASweepInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return runtime.A2ASweepJob{}, nil },
+				func() (river.JobArgs, *river.InsertOpts) { return a2a.A2ASweepJob{}, nil },
 				&river.PeriodicJobOpts{ID: "a2a_sweep", RunOnStart: true}))
 		}
 	}
 	if opts.ExportPurger != nil {
-		river.AddWorker(workers, &sweepWorker[runtime.ExportPurgeJob]{sweep: opts.ExportPurger.PurgeArtifacts, budget: tm.budget})
+		river.AddWorker(workers, &sweepWorker[transfer.ExportPurgeJob]{sweep: opts.ExportPurger.PurgeArtifacts, budget: tm.budget})
 		if opts.ExportPurgeInterval > 0 {
 			periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.ExportPurgeInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return runtime.ExportPurgeJob{}, nil },
+				func() (river.JobArgs, *river.InsertOpts) { return transfer.ExportPurgeJob{}, nil },
 				&river.PeriodicJobOpts{ID: "export_purge", RunOnStart: true}))
 		}
 	}
@@ -299,13 +302,13 @@ const projectionMaxAttempts = 25
 
 // projectionWorker embeds the backlog of one scope.
 type projectionWorker struct {
-	river.WorkerDefaults[runtime.ProjectionJob]
+	river.WorkerDefaults[memory.ProjectionJob]
 	runner ProjectionRunner
 	budget time.Duration
 }
 
 // Work embeds for one budget; unfinished work is snoozed back into the queue.
-func (w *projectionWorker) Work(ctx context.Context, job *river.Job[runtime.ProjectionJob]) error {
+func (w *projectionWorker) Work(ctx context.Context, job *river.Job[memory.ProjectionJob]) error {
 	scope := runtime.Scope{TenantID: job.Args.TenantID, ProjectID: job.Args.ProjectID}
 	finished, err := w.runner.EmbedBacklog(ctx, scope, time.Now().Add(w.budget))
 	return runOutcome(ctx, finished, err)

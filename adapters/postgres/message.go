@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/conversation"
 )
 
 // DefaultSearchTimeout bounds one message search unless DBOptions says otherwise.
@@ -39,7 +40,7 @@ type MessageStore struct {
 	searchCandidates int
 }
 
-var _ runtime.MessageStore = (*MessageStore)(nil)
+var _ conversation.MessageStore = (*MessageStore)(nil)
 
 // MessageColumns are the columns of the messages table an append copies, in the order
 // of MessageRow.
@@ -136,7 +137,7 @@ const (
 // violation); then, or when the plan without stored records fails, the attempt rolls
 // back and a second one reads the stored digests first, so PlanAppend can skip
 // identical repeats and refuse different ones with every offending ID.
-func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, batch []contract.ConversationRecord, planner runtime.AppendPlanner, nowMs int64) (runtime.AppendResult, error) {
+func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, batch []contract.ConversationRecord, planner conversation.AppendPlanner, nowMs int64) (conversation.AppendResult, error) {
 	docs := batchDocuments(batch)
 	// Every attempt's goroutines end before the append returns.
 	defer docs.wait()
@@ -150,14 +151,14 @@ func (s *MessageStore) AppendMessages(ctx context.Context, scope runtime.Scope, 
 // errRepeatedID ends an optimistic append that met a stored ID.
 var errRepeatedID = errors.New("the batch repeats a stored message ID")
 
-func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batch []contract.ConversationRecord, planner runtime.AppendPlanner, docs *documents, nowMs int64, lookup bool) (runtime.AppendResult, error) {
-	var res runtime.AppendResult
+func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batch []contract.ConversationRecord, planner conversation.AppendPlanner, docs *documents, nowMs int64, lookup bool) (conversation.AppendResult, error) {
+	var res conversation.AppendResult
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		last, assumed, err := claimHeads(ctx, tx, scope, batch, nowMs)
 		if err != nil {
 			return err
 		}
-		var existing []runtime.MessageDigest
+		var existing []conversation.MessageDigest
 		if lookup {
 			if existing, err = digests(ctx, tx, scope, batch, last); err != nil {
 				return err
@@ -182,7 +183,7 @@ func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batc
 		if err := correctHeads(ctx, tx, scope, batch, plan, last, assumed); err != nil {
 			return err
 		}
-		res = runtime.AppendResult{Appended: len(plan.Insert), SkippedIDs: plan.SkippedIDs}
+		res = conversation.AppendResult{Appended: len(plan.Insert), SkippedIDs: plan.SkippedIDs}
 		return nil
 	})
 	return res, err
@@ -205,7 +206,7 @@ func hasMessages(last map[string]int64) bool {
 // it, makes this one primary-key probe per ID whatever the statistics say (a generic
 // plan over stale ones once joined every row of the scope). The content is compared by
 // hash: a retry of 500 large records does not read them all back.
-func digests(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contract.ConversationRecord, last map[string]int64) ([]runtime.MessageDigest, error) {
+func digests(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contract.ConversationRecord, last map[string]int64) ([]conversation.MessageDigest, error) {
 	var conversationIDs, ids []string
 	for _, m := range batch {
 		if last[m.Scope.ConversationID] > 0 {
@@ -231,9 +232,9 @@ func digests(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contract
 		return nil, translate(err)
 	}
 	defer rows.Close()
-	var out []runtime.MessageDigest
+	var out []conversation.MessageDigest
 	for rows.Next() {
-		var d runtime.MessageDigest
+		var d conversation.MessageDigest
 		var sum []byte
 		if err := rows.Scan(&d.ConversationID, &d.ID, &d.Role, &d.Sequence, &d.CreatedAtMs, &sum, &d.Metadata); err != nil {
 			return nil, translate(err)
@@ -336,7 +337,7 @@ func claimHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contr
 // were skipped, refused or given their own sequences. claimHeads counted every record of
 // the batch; the count is corrected by those the plan does not insert. The common
 // append changes nothing here.
-func correctHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contract.ConversationRecord, plan runtime.AppendPlan, before, assumed map[string]int64) error {
+func correctHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contract.ConversationRecord, plan conversation.AppendPlan, before, assumed map[string]int64) error {
 	uncounted := map[string]int64{}
 	for _, m := range batch {
 		uncounted[m.Scope.ConversationID]++
@@ -396,7 +397,7 @@ const (
 
 // ListMessages implements runtime.MessageStore. It fetches one row more than the limit
 // to know whether another follows, and stops early at the byte budget.
-func (s *MessageStore) ListMessages(ctx context.Context, scope runtime.Scope, q runtime.MessageQuery) ([]contract.ConversationRecord, bool, error) {
+func (s *MessageStore) ListMessages(ctx context.Context, scope runtime.Scope, q conversation.MessageQuery) ([]contract.ConversationRecord, bool, error) {
 	query, after := listAscSQL, q.After
 	if q.Descending {
 		query = listDescSQL
@@ -482,7 +483,7 @@ var searchConversationSQL = strings.NewReplacer(
 // SearchMessages implements runtime.MessageStore. The search runs in its own
 // transaction with a local statement timeout; running out of it is SERVICE_UNAVAILABLE
 // with reason statement_timeout.
-func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, q runtime.SearchQuery) ([]contract.SearchHit, error) {
+func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, q conversation.SearchQuery) ([]contract.SearchHit, error) {
 	tsquery, runs := searchQuery(q.Text)
 	hits := []contract.SearchHit{}
 	if tsquery == "" {

@@ -16,11 +16,12 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/conversation"
 )
 
 type messageBundle struct {
 	pool  *pgxpool.Pool
-	store runtime.MessageStore
+	store conversation.MessageStore
 	scope runtime.Scope
 }
 
@@ -39,10 +40,10 @@ func newMessage(conversation, id, role, content string) contract.ConversationRec
 }
 
 // all lists a whole conversation in ascending order.
-func (b *messageBundle) all(t *testing.T, scope runtime.Scope, conversation string) []contract.ConversationRecord {
+func (b *messageBundle) all(t *testing.T, scope runtime.Scope, conversationID string) []contract.ConversationRecord {
 	t.Helper()
-	msgs, more, err := b.store.ListMessages(context.Background(), scope, runtime.MessageQuery{
-		ConversationID: conversation, Limit: 100_000, MaxBytes: 1 << 40,
+	msgs, more, err := b.store.ListMessages(context.Background(), scope, conversation.MessageQuery{
+		ConversationID: conversationID, Limit: 100_000, MaxBytes: 1 << 40,
 	})
 	require.NoError(t, err)
 	require.False(t, more)
@@ -86,9 +87,9 @@ func TestAppendStoresRecordsWithSequenceAndTime(t *testing.T) {
 	res, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("c1", "m1", contract.RoleUser, "hello"), meta, dated,
 		newMessage("c1", "m3", contract.RoleSystem, "it's a \\ back'slash"),
-	}, runtime.PlanAppend, 1234)
+	}, conversation.PlanAppend, 1234)
 	require.NoError(t, err)
-	require.Equal(t, runtime.AppendResult{Appended: 4}, res)
+	require.Equal(t, conversation.AppendResult{Appended: 4}, res)
 
 	got := b.all(t, b.scope, "c1")
 	require.Equal(t, []contract.ConversationRecord{
@@ -109,31 +110,31 @@ func TestAppendRetryIsSkipped(t *testing.T) {
 	ctx := context.Background()
 	batch := []contract.ConversationRecord{newMessage("c", "m1", "user", "one"), newMessage("c", "m2", "user", "two")}
 	batch[1].Metadata = []byte(`{"k":1.0}`)
-	_, err := b.store.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, 1)
+	_, err := b.store.AppendMessages(ctx, b.scope, batch, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 
 	// The retry spells metadata differently and carries the server-filled fields the
 	// first answer showed; it is still the same content.
 	retry := b.all(t, b.scope, "c")
 	retry[1].Metadata = []byte(`{"k":1}`)
-	res, err := b.store.AppendMessages(ctx, b.scope, append(retry, newMessage("c", "m3", "user", "three")), runtime.PlanAppend, 2)
+	res, err := b.store.AppendMessages(ctx, b.scope, append(retry, newMessage("c", "m3", "user", "three")), conversation.PlanAppend, 2)
 	require.NoError(t, err)
-	require.Equal(t, runtime.AppendResult{Appended: 1, SkippedIDs: []string{"m1", "m2"}}, res)
+	require.Equal(t, conversation.AppendResult{Appended: 1, SkippedIDs: []string{"m1", "m2"}}, res)
 	require.Equal(t, []int64{1, 2, 3}, messageSequences(b.all(t, b.scope, "c")))
 
-	res, err = b.store.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, 3)
+	res, err = b.store.AppendMessages(ctx, b.scope, batch, conversation.PlanAppend, 3)
 	require.NoError(t, err)
-	require.Equal(t, runtime.AppendResult{Appended: 0, SkippedIDs: []string{"m1", "m2"}}, res)
+	require.Equal(t, conversation.AppendResult{Appended: 0, SkippedIDs: []string{"m1", "m2"}}, res)
 
 	// Skipped records do not move the head: the next record follows directly, also
 	// after a batch that repeats a new record within itself.
 	res, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("c", "m4", "user", "four"), newMessage("c", "m4", "user", "four"), newMessage("c", "m1", "user", "one"),
-	}, runtime.PlanAppend, 4)
+	}, conversation.PlanAppend, 4)
 	require.NoError(t, err)
-	require.Equal(t, runtime.AppendResult{Appended: 1, SkippedIDs: []string{"m4", "m1"}}, res)
+	require.Equal(t, conversation.AppendResult{Appended: 1, SkippedIDs: []string{"m4", "m1"}}, res)
 	require.Equal(t, int64(4), b.lastSequence(t, b.scope, "c"))
-	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m5", "user", "five")}, runtime.PlanAppend, 5)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m5", "user", "five")}, conversation.PlanAppend, 5)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2, 3, 4, 5}, messageSequences(b.all(t, b.scope, "c")))
 	require.Equal(t, int64(5), b.lastSequence(t, b.scope, "c"))
@@ -142,9 +143,9 @@ func TestAppendRetryIsSkipped(t *testing.T) {
 	// have gone anyway: the last sequence is right as claimed, the count is not.
 	given := newMessage("c", "m7", "user", "seven")
 	given.Sequence = 7
-	res, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m5", "user", "five"), given}, runtime.PlanAppend, 6)
+	res, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m5", "user", "five"), given}, conversation.PlanAppend, 6)
 	require.NoError(t, err)
-	require.Equal(t, runtime.AppendResult{Appended: 1, SkippedIDs: []string{"m5"}}, res)
+	require.Equal(t, conversation.AppendResult{Appended: 1, SkippedIDs: []string{"m5"}}, res)
 	require.Equal(t, int64(7), b.lastSequence(t, b.scope, "c"))
 	requireCountsExact(t, b.pool)
 }
@@ -163,24 +164,24 @@ func TestAppendConflictWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := setupMessages(t)
 	ctx := context.Background()
-	_, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m1", "user", "one")}, runtime.PlanAppend, 1)
+	_, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m1", "user", "one")}, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 
 	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("c", "m2", "user", "two"), newMessage("fresh", "f1", "user", "x"),
 		newMessage("c", "m1", "user", "ONE"),
-	}, runtime.PlanAppend, 2)
+	}, conversation.PlanAppend, 2)
 	requireMessageError(t, err, contract.CodeIdempotencyConflict, map[string]any{"ids": []string{"m1"}})
 
 	// A conflict within the batch does not hide one with a stored record.
 	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("c", "m7", "user", "seven"), newMessage("c", "m1", "tool", "one"), newMessage("c", "m7", "user", "SEVEN"),
-	}, runtime.PlanAppend, 2)
+	}, conversation.PlanAppend, 2)
 	requireMessageError(t, err, contract.CodeIdempotencyConflict, map[string]any{"ids": []string{"m7", "m1"}})
 
 	given := newMessage("c", "m3", "user", "three")
 	given.Sequence = 1
-	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m2", "user", "two"), given}, runtime.PlanAppend, 3)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("c", "m2", "user", "two"), given}, conversation.PlanAppend, 3)
 	requireMessageError(t, err, contract.CodeConflict, map[string]any{"reason": "sequence_conflict", "ids": []string{"m3"}})
 
 	require.Equal(t, []string{"m1"}, messageIDs(b.all(t, b.scope, "c")))
@@ -200,16 +201,16 @@ func TestAppendClientSequences(t *testing.T) {
 		m.Sequence = seq
 		return m
 	}
-	_, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{at("a", 10), at("b", 0), at("c", 20)}, runtime.PlanAppend, 1)
+	_, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{at("a", 10), at("b", 0), at("c", 20)}, conversation.PlanAppend, 1)
 	require.NoError(t, err)
-	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{at("d", 0)}, runtime.PlanAppend, 1)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{at("d", 0)}, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 	for _, bad := range [][]contract.ConversationRecord{{at("e", 21)}, {at("e", 5)}, {at("e", 30), at("f", 29)}} {
-		_, err = b.store.AppendMessages(ctx, b.scope, bad, runtime.PlanAppend, 1)
+		_, err = b.store.AppendMessages(ctx, b.scope, bad, conversation.PlanAppend, 1)
 		requireMessageError(t, err, contract.CodeConflict, map[string]any{"reason": "sequence_conflict"})
 	}
 	// The gaps stay: a later append continues after the highest sequence.
-	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{at("g", 0)}, runtime.PlanAppend, 1)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{at("g", 0)}, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 	require.Equal(t, []int64{10, 11, 20, 21, 22}, messageSequences(b.all(t, b.scope, "c")))
 	require.Equal(t, int64(22), b.lastSequence(t, b.scope, "c"))
@@ -236,7 +237,7 @@ func TestConcurrentMultiConversationAppends(t *testing.T) {
 					}
 					batch = append(batch, newMessage(c, fmt.Sprintf("w%d-b%d", w, i), "user", "x"))
 				}
-				if _, err := b.store.AppendMessages(context.Background(), b.scope, batch, runtime.PlanAppend, 1); err != nil {
+				if _, err := b.store.AppendMessages(context.Background(), b.scope, batch, conversation.PlanAppend, 1); err != nil {
 					errs <- err
 				}
 			}
@@ -276,7 +277,7 @@ func TestConcurrentAppendersGetContiguousSequences(t *testing.T) {
 				for j := range batch {
 					batch[j] = newMessage("shared", fmt.Sprintf("w%d-b%d-m%d", w, i, j), "user", "x")
 				}
-				if _, err := b.store.AppendMessages(context.Background(), b.scope, batch, runtime.PlanAppend, 1); err != nil {
+				if _, err := b.store.AppendMessages(context.Background(), b.scope, batch, conversation.PlanAppend, 1); err != nil {
 					errs <- err
 				}
 			}
@@ -311,9 +312,9 @@ func TestListMessages(t *testing.T) {
 	for i := range 9 {
 		batch = append(batch, newMessage("c", fmt.Sprintf("m%d", i+1), roles[i%3], strings.Repeat("x", 10)))
 	}
-	_, err := b.store.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, 1)
+	_, err := b.store.AppendMessages(ctx, b.scope, batch, conversation.PlanAppend, 1)
 	require.NoError(t, err)
-	list := func(q runtime.MessageQuery) ([]int64, bool) {
+	list := func(q conversation.MessageQuery) ([]int64, bool) {
 		t.Helper()
 		q.ConversationID = "c"
 		if q.MaxBytes == 0 {
@@ -323,28 +324,28 @@ func TestListMessages(t *testing.T) {
 		require.NoError(t, err)
 		return messageSequences(msgs), more
 	}
-	seqs, more := list(runtime.MessageQuery{Limit: 4})
+	seqs, more := list(conversation.MessageQuery{Limit: 4})
 	require.Equal(t, []int64{1, 2, 3, 4}, seqs)
 	require.True(t, more)
-	seqs, more = list(runtime.MessageQuery{Limit: 5, After: 4})
+	seqs, more = list(conversation.MessageQuery{Limit: 5, After: 4})
 	require.Equal(t, []int64{5, 6, 7, 8, 9}, seqs)
 	require.False(t, more, "an exactly full last page has no successor")
-	seqs, more = list(runtime.MessageQuery{Limit: 3, Descending: true})
+	seqs, more = list(conversation.MessageQuery{Limit: 3, Descending: true})
 	require.Equal(t, []int64{9, 8, 7}, seqs)
 	require.True(t, more)
-	seqs, more = list(runtime.MessageQuery{Limit: 3, Descending: true, After: 3})
+	seqs, more = list(conversation.MessageQuery{Limit: 3, Descending: true, After: 3})
 	require.Equal(t, []int64{2, 1}, seqs)
 	require.False(t, more)
-	seqs, _ = list(runtime.MessageQuery{Limit: 10, Roles: []string{"assistant", "tool"}})
+	seqs, _ = list(conversation.MessageQuery{Limit: 10, Roles: []string{"assistant", "tool"}})
 	require.Equal(t, []int64{2, 3, 5, 6, 8, 9}, seqs)
 	// The byte budget stops a page early (with a successor), but never before one row.
-	seqs, more = list(runtime.MessageQuery{Limit: 10, MaxBytes: 25})
+	seqs, more = list(conversation.MessageQuery{Limit: 10, MaxBytes: 25})
 	require.Equal(t, []int64{1, 2}, seqs)
 	require.True(t, more)
-	seqs, more = list(runtime.MessageQuery{Limit: 10, MaxBytes: 1})
+	seqs, more = list(conversation.MessageQuery{Limit: 10, MaxBytes: 1})
 	require.Equal(t, []int64{1}, seqs)
 	require.True(t, more)
-	seqs, more = list(runtime.MessageQuery{Limit: 10, After: 9})
+	seqs, more = list(conversation.MessageQuery{Limit: 10, After: 9})
 	require.Equal(t, []int64{}, seqs)
 	require.False(t, more)
 }
@@ -359,7 +360,7 @@ func TestPagesAreStableUnderConcurrentAppends(t *testing.T) {
 		for i := range batch {
 			batch[i] = newMessage("c", fmt.Sprintf("%s-%d", prefix, i), "user", "x")
 		}
-		_, err := b.store.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, 1)
+		_, err := b.store.AppendMessages(ctx, b.scope, batch, conversation.PlanAppend, 1)
 		return err
 	}
 	require.NoError(t, appendN("seed", 50))
@@ -376,7 +377,7 @@ func TestPagesAreStableUnderConcurrentAppends(t *testing.T) {
 	var seen []int64
 	var after int64
 	for {
-		msgs, more, err := b.store.ListMessages(ctx, b.scope, runtime.MessageQuery{
+		msgs, more, err := b.store.ListMessages(ctx, b.scope, conversation.MessageQuery{
 			ConversationID: "c", After: after, Limit: 7, MaxBytes: 1 << 30,
 		})
 		require.NoError(t, err)
@@ -391,7 +392,7 @@ func TestPagesAreStableUnderConcurrentAppends(t *testing.T) {
 				continue // the writer is still going: keep following the tail
 			}
 			// One more read after the writer finished picks up its last batch.
-			msgs, _, err = b.store.ListMessages(ctx, b.scope, runtime.MessageQuery{
+			msgs, _, err = b.store.ListMessages(ctx, b.scope, conversation.MessageQuery{
 				ConversationID: "c", After: after, Limit: 1000, MaxBytes: 1 << 30,
 			})
 			require.NoError(t, err)
@@ -424,30 +425,30 @@ func TestDeletedConversationIsInvisible(t *testing.T) {
 	ctx := context.Background()
 	_, err := b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		newMessage("gone", "m1", "user", "secret launch plan"), newMessage("kept", "k1", "user", "public launch plan"),
-	}, runtime.PlanAppend, 1)
+	}, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 	tombstoneConversation(t, b.pool, b.scope, "gone")
 
 	require.Empty(t, b.all(t, b.scope, "gone"))
-	msgs, more, err := b.store.ListMessages(ctx, b.scope, runtime.MessageQuery{ConversationID: "gone", Descending: true, Limit: 50, MaxBytes: 1 << 20})
+	msgs, more, err := b.store.ListMessages(ctx, b.scope, conversation.MessageQuery{ConversationID: "gone", Descending: true, Limit: 50, MaxBytes: 1 << 20})
 	require.NoError(t, err)
 	require.Empty(t, msgs)
 	require.False(t, more)
-	hits, err := b.store.SearchMessages(ctx, b.scope, runtime.SearchQuery{Text: "launch plan", Limit: 10, MaxBytes: 1 << 20})
+	hits, err := b.store.SearchMessages(ctx, b.scope, conversation.SearchQuery{Text: "launch plan", Limit: 10, MaxBytes: 1 << 20})
 	require.NoError(t, err)
 	require.Len(t, hits, 1)
 	require.Equal(t, "k1", hits[0].Message.ID)
-	hits, err = b.store.SearchMessages(ctx, b.scope, runtime.SearchQuery{Text: "secret", ConversationID: "gone", Limit: 10, MaxBytes: 1 << 20})
+	hits, err = b.store.SearchMessages(ctx, b.scope, conversation.SearchQuery{Text: "secret", ConversationID: "gone", Limit: 10, MaxBytes: 1 << 20})
 	require.NoError(t, err)
 	require.Empty(t, hits)
 
-	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("kept", "k2", "user", "x"), newMessage("gone", "m2", "user", "x")}, runtime.PlanAppend, 1)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("kept", "k2", "user", "x"), newMessage("gone", "m2", "user", "x")}, conversation.PlanAppend, 1)
 	requireMessageError(t, err, contract.CodeConflict, map[string]any{"reason": "conversation_deleted"})
 	require.Equal(t, []string{"k1"}, messageIDs(b.all(t, b.scope, "kept")))
 
 	// A tombstone without any data refuses appends as well.
 	tombstoneConversation(t, b.pool, b.scope, "never")
-	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("never", "m1", "user", "x")}, runtime.PlanAppend, 1)
+	_, err = b.store.AppendMessages(ctx, b.scope, []contract.ConversationRecord{newMessage("never", "m1", "user", "x")}, conversation.PlanAppend, 1)
 	requireMessageError(t, err, contract.CodeConflict, map[string]any{"reason": "conversation_deleted"})
 }
 
@@ -463,7 +464,7 @@ func TestScopesAreIsolated(t *testing.T) {
 		if i == 0 {
 			batch = append(batch, newMessage("c", "m2", "user", "only first"))
 		}
-		res, err := b.store.AppendMessages(ctx, s, batch, runtime.PlanAppend, 1)
+		res, err := b.store.AppendMessages(ctx, s, batch, conversation.PlanAppend, 1)
 		require.NoError(t, err)
 		require.Equal(t, len(batch), res.Appended, "the same IDs in another scope are new records")
 	}
@@ -471,21 +472,21 @@ func TestScopesAreIsolated(t *testing.T) {
 		got := b.all(t, s, "c")
 		require.Equal(t, fmt.Sprintf("zebra payload %d", i), got[0].Content)
 		require.Equal(t, int64(1), got[0].Sequence)
-		hits, err := b.store.SearchMessages(ctx, s, runtime.SearchQuery{Text: "zebra", Limit: 10, MaxBytes: 1 << 20})
+		hits, err := b.store.SearchMessages(ctx, s, conversation.SearchQuery{Text: "zebra", Limit: 10, MaxBytes: 1 << 20})
 		require.NoError(t, err)
 		require.Len(t, hits, 1)
 		require.Equal(t, fmt.Sprintf("zebra payload %d", i), hits[0].Message.Content)
-		hits, err = b.store.SearchMessages(ctx, s, runtime.SearchQuery{Text: "only", Limit: 10, MaxBytes: 1 << 20})
+		hits, err = b.store.SearchMessages(ctx, s, conversation.SearchQuery{Text: "only", Limit: 10, MaxBytes: 1 << 20})
 		require.NoError(t, err)
 		require.Len(t, hits, map[bool]int{true: 1, false: 0}[i == 0])
 	}
 	tombstoneConversation(t, b.pool, scopes[1], "c")
 	require.Len(t, b.all(t, scopes[0], "c"), 2, "a tombstone in another tenant changes nothing here")
-	_, err := b.store.AppendMessages(ctx, scopes[0], []contract.ConversationRecord{newMessage("c", "m3", "user", "x")}, runtime.PlanAppend, 1)
+	_, err := b.store.AppendMessages(ctx, scopes[0], []contract.ConversationRecord{newMessage("c", "m3", "user", "x")}, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 }
 
-func (b *messageBundle) search(t *testing.T, q runtime.SearchQuery) []string {
+func (b *messageBundle) search(t *testing.T, q conversation.SearchQuery) []string {
 	t.Helper()
 	if q.Limit == 0 {
 		q.Limit = 20
@@ -522,22 +523,22 @@ func TestSearch(t *testing.T) {
 		newMessage("c2", "apart", "user", "東京 and 京都 are different cities"),
 		newMessage("c3", "mixed", "user", "Release v2.1 of café-Ünïcode ÆON, see https://example.com/x?y=1"),
 		newMessage("c3", "quotes", "user", `it's a back\slash and a 'quoted' word: a & !b | c:*`),
-	}, runtime.PlanAppend, 1)
+	}, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 
 	// Every word must match; the message about both words ranks first.
 	require.Equal(t, []string{"deploy-policy-2", "deploy-policy", "deploy-only"},
-		b.search(t, runtime.SearchQuery{Text: "Deployment policy"})[:3])
+		b.search(t, conversation.SearchQuery{Text: "Deployment policy"})[:3])
 	require.ElementsMatch(t, []string{"deploy-policy", "deploy-only", "deploy-policy-2"},
-		b.search(t, runtime.SearchQuery{Text: "policy deployment"}))
+		b.search(t, conversation.SearchQuery{Text: "policy deployment"}))
 	require.ElementsMatch(t, []string{"deploy-policy", "policy-only", "deploy-policy-2", "deploy-only"},
-		b.search(t, runtime.SearchQuery{Text: "policy"}))
-	require.Empty(t, b.search(t, runtime.SearchQuery{Text: "deployment policy unicorn"}))
+		b.search(t, conversation.SearchQuery{Text: "policy"}))
+	require.Empty(t, b.search(t, conversation.SearchQuery{Text: "deployment policy unicorn"}))
 
 	// Scope and roles narrow the search.
-	require.Equal(t, []string{"deploy-policy-2"}, b.search(t, runtime.SearchQuery{Text: "deployment", ConversationID: "c2"}))
-	require.Equal(t, []string{"deploy-only"}, b.search(t, runtime.SearchQuery{Text: "deployment", Roles: []string{"assistant"}}))
-	require.Len(t, b.search(t, runtime.SearchQuery{Text: "deployment", Limit: 2}), 2)
+	require.Equal(t, []string{"deploy-policy-2"}, b.search(t, conversation.SearchQuery{Text: "deployment", ConversationID: "c2"}))
+	require.Equal(t, []string{"deploy-only"}, b.search(t, conversation.SearchQuery{Text: "deployment", Roles: []string{"assistant"}}))
+	require.Len(t, b.search(t, conversation.SearchQuery{Text: "deployment", Limit: 2}), 2)
 
 	// CJK and other unsegmented scripts: any substring of two or more characters.
 	for query, want := range map[string]string{
@@ -547,27 +548,27 @@ func TestSearch(t *testing.T) {
 		"ไทย": "th", "ช่องว่าง": "th",
 		"タワー 高い": "ja", "ワ": "ja",
 	} {
-		require.Equal(t, []string{want}, b.search(t, runtime.SearchQuery{Text: query}), query)
+		require.Equal(t, []string{want}, b.search(t, conversation.SearchQuery{Text: query}), query)
 	}
 	// Bigrams that occur apart are no hit: 東京都 is not in "東京 and 京都".
-	require.Empty(t, b.search(t, runtime.SearchQuery{Text: "東京都"}))
-	require.ElementsMatch(t, []string{"ja", "apart"}, b.search(t, runtime.SearchQuery{Text: "東京"}))
-	require.ElementsMatch(t, []string{"zh"}, b.search(t, runtime.SearchQuery{Text: "策"}))
+	require.Empty(t, b.search(t, conversation.SearchQuery{Text: "東京都"}))
+	require.ElementsMatch(t, []string{"ja", "apart"}, b.search(t, conversation.SearchQuery{Text: "東京"}))
+	require.ElementsMatch(t, []string{"zh"}, b.search(t, conversation.SearchQuery{Text: "策"}))
 
 	// Case, diacritics as written, punctuation-separated words.
-	require.Equal(t, []string{"mixed"}, b.search(t, runtime.SearchQuery{Text: "CAFÉ ünïcode æon"}))
-	require.Equal(t, []string{"mixed"}, b.search(t, runtime.SearchQuery{Text: "v2 example.com"}))
-	require.Empty(t, b.search(t, runtime.SearchQuery{Text: "cafe"}))
+	require.Equal(t, []string{"mixed"}, b.search(t, conversation.SearchQuery{Text: "CAFÉ ünïcode æon"}))
+	require.Equal(t, []string{"mixed"}, b.search(t, conversation.SearchQuery{Text: "v2 example.com"}))
+	require.Empty(t, b.search(t, conversation.SearchQuery{Text: "cafe"}))
 
 	// Operator-laden and SQL-looking queries are words, never syntax.
-	require.Equal(t, []string{"quotes"}, b.search(t, runtime.SearchQuery{Text: "a & !b | c:*"}))
-	require.Equal(t, []string{"quotes"}, b.search(t, runtime.SearchQuery{Text: `'quoted' back\slash it's`}))
+	require.Equal(t, []string{"quotes"}, b.search(t, conversation.SearchQuery{Text: "a & !b | c:*"}))
+	require.Equal(t, []string{"quotes"}, b.search(t, conversation.SearchQuery{Text: `'quoted' back\slash it's`}))
 	for _, q := range []string{
 		"'; DROP TABLE messages; --", "<->", "a <-> b", "!!!", "(((", "'", `\`, "''", `\'`, "a:*", "a:AB", "*:*",
 		"& | ! ( ) < > -", "%", "_", "\u0000", "\ufffd", "🙂", "a\u0301", strings.Repeat("ab ", 1300),
 		strings.Repeat("x", 4000), strings.Repeat("漢", 1300),
 	} {
-		b.search(t, runtime.SearchQuery{Text: q})
+		b.search(t, conversation.SearchQuery{Text: q})
 	}
 }
 
@@ -578,11 +579,11 @@ func TestSearchByteBudget(t *testing.T) {
 	for i := range 5 {
 		batch = append(batch, newMessage("c", fmt.Sprintf("m%d", i), "user", "needle "+strings.Repeat("hay ", 10*(i+1))))
 	}
-	_, err := b.store.AppendMessages(context.Background(), b.scope, batch, runtime.PlanAppend, 1)
+	_, err := b.store.AppendMessages(context.Background(), b.scope, batch, conversation.PlanAppend, 1)
 	require.NoError(t, err)
-	require.Len(t, b.search(t, runtime.SearchQuery{Text: "needle"}), 5)
-	require.Len(t, b.search(t, runtime.SearchQuery{Text: "needle", MaxBytes: 140}), 2)
-	require.Len(t, b.search(t, runtime.SearchQuery{Text: "needle", MaxBytes: 1}), 1)
+	require.Len(t, b.search(t, conversation.SearchQuery{Text: "needle"}), 5)
+	require.Len(t, b.search(t, conversation.SearchQuery{Text: "needle", MaxBytes: 140}), 2)
+	require.Len(t, b.search(t, conversation.SearchQuery{Text: "needle", MaxBytes: 1}), 1)
 }
 
 // The largest contents index without hitting Postgres's tsvector limits, whatever
@@ -607,13 +608,13 @@ func TestLargeContentsAreIndexed(t *testing.T) {
 		// Past the content whose documents are built ahead: built as the COPY streams.
 		newMessage("c", "late", "user", "zebracorn "+strings.Repeat("x", 1000)),
 	}
-	_, err := b.store.AppendMessages(context.Background(), b.scope, batch, runtime.PlanAppend, 1)
+	_, err := b.store.AppendMessages(context.Background(), b.scope, batch, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 	first := []rune(han.String())[:3]
-	require.Contains(t, b.search(t, runtime.SearchQuery{Text: string(first)}), "han")
-	require.Contains(t, b.search(t, runtime.SearchQuery{Text: strings.Fields(words.String())[0]}), "words")
-	require.Equal(t, []string{"one-word"}, b.search(t, runtime.SearchQuery{Text: strings.Repeat("É", 300)}))
-	require.Equal(t, []string{"late"}, b.search(t, runtime.SearchQuery{Text: "zebracorn"}))
+	require.Contains(t, b.search(t, conversation.SearchQuery{Text: string(first)}), "han")
+	require.Contains(t, b.search(t, conversation.SearchQuery{Text: strings.Fields(words.String())[0]}), "words")
+	require.Equal(t, []string{"one-word"}, b.search(t, conversation.SearchQuery{Text: strings.Repeat("É", 300)}))
+	require.Equal(t, []string{"late"}, b.search(t, conversation.SearchQuery{Text: "zebracorn"}))
 }
 
 // A search that outlives its statement timeout is SERVICE_UNAVAILABLE with reason
@@ -628,6 +629,6 @@ func TestSearchStatementTimeout(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, "LOCK TABLE messages IN ACCESS EXCLUSIVE MODE")
 	require.NoError(t, err)
-	_, err = b.store.SearchMessages(ctx, b.scope, runtime.SearchQuery{Text: "anything", Limit: 10, MaxBytes: 1 << 20})
+	_, err = b.store.SearchMessages(ctx, b.scope, conversation.SearchQuery{Text: "anything", Limit: 10, MaxBytes: 1 << 20})
 	requireMessageError(t, err, contract.CodeServiceUnavailable, map[string]any{"reason": "statement_timeout"})
 }

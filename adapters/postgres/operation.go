@@ -11,6 +11,8 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
+	"github.com/agent-context/agent-context/runtime/transfer"
 )
 
 // OperationStore keeps operations. Their jobs are enqueued by the use case in the same
@@ -19,7 +21,7 @@ type OperationStore struct {
 	db DBTX
 }
 
-var _ runtime.OperationStore = (*OperationStore)(nil)
+var _ operation.OperationStore = (*OperationStore)(nil)
 
 const operationColumns = `operation_id, kind, state, created_at_ms, updated_at_ms, started_at_ms,
 	completed_at_ms, progress_done, progress_total, request, result, error_code, error_message`
@@ -45,7 +47,7 @@ func scanOperation(row pgx.Row) (contract.Operation, error) {
 }
 
 // CreateOperations implements runtime.OperationStore with one statement.
-func (s *OperationStore) CreateOperations(ctx context.Context, ops []runtime.NewOperation) error {
+func (s *OperationStore) CreateOperations(ctx context.Context, ops []operation.NewOperation) error {
 	n := len(ops)
 	tenants, projects, ids, kinds := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	conversations, requests := make([]*string, n), make([]string, n)
@@ -150,7 +152,7 @@ func (s *OperationStore) FailOperation(ctx context.Context, scope runtime.Scope,
 // bounds.Timeout bounds, with the operation's row locked (lockRunning); an operation
 // that is no longer running is done without fn. fn reports whether the operation is
 // finished.
-func boundedStep(ctx context.Context, db DBTX, scope runtime.Scope, operationID string, bounds runtime.StepBounds, fn func(tx pgx.Tx) (bool, error)) (bool, error) {
+func boundedStep(ctx context.Context, db DBTX, scope runtime.Scope, operationID string, bounds operation.StepBounds, fn func(tx pgx.Tx) (bool, error)) (bool, error) {
 	var done bool
 	err := inTx(ctx, db, func(tx pgx.Tx) error {
 		if err := setLocalTimeout(ctx, tx, bounds.Timeout); err != nil {
@@ -195,7 +197,7 @@ func lockRunning(ctx context.Context, tx DBTX, scope runtime.Scope, id string, c
 	return state == contract.OperationRunning, nil
 }
 
-var _ runtime.StepStore = (*OperationStore)(nil)
+var _ transfer.StepStore = (*OperationStore)(nil)
 
 // LockStep implements runtime.StepStore.
 func (s *OperationStore) LockStep(ctx context.Context, scope runtime.Scope, id string, timeout time.Duration, cursor any) (bool, error) {

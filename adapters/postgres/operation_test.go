@@ -19,6 +19,8 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/conversation"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // fixedClock is a clock standing at one instant.
@@ -33,12 +35,12 @@ var opNow = time.UnixMilli(1_000_000)
 // without a job queue working: tests run the jobs' steps themselves.
 type operationBundle struct {
 	pool     *pgxpool.Pool
-	store    runtime.OperationStore
-	messages runtime.MessageStore
-	ops      *runtime.Operations
+	store    operation.OperationStore
+	messages conversation.MessageStore
+	ops      *operation.Operations
 	scope    runtime.Scope
 	// bounds are the bounds of the operations' steps.
-	bounds runtime.StepBounds
+	bounds operation.StepBounds
 }
 
 func setupOperations(t testing.TB, batch int) *operationBundle {
@@ -56,25 +58,25 @@ func setupBoundedOperations(t testing.TB, batch int, batchBytes int64) *operatio
 		pool:     pool,
 		store:    db.Operation().Stores().Operations,
 		messages: db.Messages(),
-		ops: runtime.NewOperations(runtime.OperationsConfig{
+		ops: operation.NewOperations(operation.OperationsConfig{
 			DB: db.Operation(), Schema: db, Clock: fixedClock{opNow}, BatchSize: batch, BatchBytes: batchBytes,
 		}),
 		scope:  runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
-		bounds: runtime.StepBounds{Rows: batch, Bytes: cmp.Or(batchBytes, runtime.DefaultOperationBatchBytes)},
+		bounds: operation.StepBounds{Rows: batch, Bytes: cmp.Or(batchBytes, operation.DefaultOperationBatchBytes)},
 	}
 }
 
 // seed appends n messages to conversation, the i-th (from 1) created at i seconds.
-func (b *operationBundle) seed(t testing.TB, scope runtime.Scope, conversation string, n int) {
+func (b *operationBundle) seed(t testing.TB, scope runtime.Scope, conversationID string, n int) {
 	t.Helper()
 	batch := make([]contract.ConversationRecord, n)
 	for i := range batch {
 		batch[i] = contract.ConversationRecord{
-			Scope: contract.ConversationScope{ConversationID: conversation}, ID: fmt.Sprintf("m%d", i+1), Role: contract.RoleUser,
-			Content: fmt.Sprintf("text %s %d", conversation, i+1), CreatedAtMs: int64(i+1) * 1000,
+			Scope: contract.ConversationScope{ConversationID: conversationID}, ID: fmt.Sprintf("m%d", i+1), Role: contract.RoleUser,
+			Content: fmt.Sprintf("text %s %d", conversationID, i+1), CreatedAtMs: int64(i+1) * 1000,
 		}
 	}
-	_, err := b.messages.AppendMessages(context.Background(), scope, batch, runtime.PlanAppend, opNow.UnixMilli())
+	_, err := b.messages.AppendMessages(context.Background(), scope, batch, conversation.PlanAppend, opNow.UnixMilli())
 	require.NoError(t, err)
 }
 
@@ -342,7 +344,7 @@ func TestDeleteConversationSteps(t *testing.T) {
 	// The tombstone stays: appending is refused.
 	_, err = b.messages.AppendMessages(ctx, b.scope, []contract.ConversationRecord{
 		{Scope: contract.ConversationScope{ConversationID: "c"}, ID: "late", Role: contract.RoleUser, Content: "late"},
-	}, runtime.PlanAppend, opNow.UnixMilli())
+	}, conversation.PlanAppend, opNow.UnixMilli())
 	require.Equal(t, contract.CodeConflict, runtime.ErrorCode(err))
 }
 
@@ -433,7 +435,7 @@ func TestRetentionStepBoundedBytes(t *testing.T) {
 				batch[i] = contract.ConversationRecord{Scope: contract.ConversationScope{ConversationID: "c"}, ID: fmt.Sprintf("m%d", i), Role: contract.RoleUser,
 					Content: hexText(t, 100<<10), CreatedAtMs: 1}
 			}
-			_, err := b.messages.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, opNow.UnixMilli())
+			_, err := b.messages.AppendMessages(ctx, b.scope, batch, conversation.PlanAppend, opNow.UnixMilli())
 			require.NoError(t, err)
 			res, err := b.ops.Retention(ctx, b.scope, &tc.req)
 			require.NoError(t, err)
@@ -487,7 +489,7 @@ func TestScheduleDefaultRetention(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	db := newDB(t, pool)
-	ops := runtime.NewOperations(runtime.OperationsConfig{
+	ops := operation.NewOperations(operation.OperationsConfig{
 		DB: db.Operation(), Schema: db, Clock: fixedClock{opNow}, DefaultMaxAge: time.Hour,
 	})
 	messages := db.Messages()
@@ -496,7 +498,7 @@ func TestScheduleDefaultRetention(t *testing.T) {
 	for _, sc := range scopes {
 		_, err := messages.AppendMessages(ctx, sc, []contract.ConversationRecord{
 			{Scope: contract.ConversationScope{ConversationID: "c"}, ID: "m", Role: contract.RoleUser, Content: "x", CreatedAtMs: 1},
-		}, runtime.PlanAppend, opNow.UnixMilli())
+		}, conversation.PlanAppend, opNow.UnixMilli())
 		require.NoError(t, err)
 	}
 	scheduled := func() map[runtime.Scope][]string {

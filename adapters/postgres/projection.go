@@ -17,6 +17,8 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // The vector projection's tables (migration 00007, docs/entries.md): one vector table
@@ -46,7 +48,7 @@ const (
 // vectorTable is the vector table of one model.
 type vectorTable struct {
 	Name  string
-	Model runtime.EmbeddingModel
+	Model memory.EmbeddingModel
 }
 
 // column is the SQL type of the embedding column.
@@ -76,7 +78,7 @@ func (c *vectorCatalog) lookup(ctx context.Context, db DBTX, model string) (vect
 	if ok {
 		return t, nil
 	}
-	t = vectorTable{Model: runtime.EmbeddingModel{ID: model}}
+	t = vectorTable{Model: memory.EmbeddingModel{ID: model}}
 	err := db.QueryRow(ctx, `SELECT table_name, dimensions FROM vector_models WHERE model_id = $1`, model).
 		Scan(&t.Name, &t.Model.Dimensions)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -107,14 +109,14 @@ type ProjectionStore struct {
 	catalog *vectorCatalog
 }
 
-var _ runtime.ProjectionStore = (*ProjectionStore)(nil)
+var _ memory.ProjectionStore = (*ProjectionStore)(nil)
 
 // catalogLock serializes the changes of vector_models across replicas.
 const catalogLock = `SELECT pg_advisory_xact_lock(hashtext('agent-context.vector_models'))`
 
 // EnsureModel implements runtime.ProjectionStore. Replicas serialize on an advisory
 // lock, so a model gets exactly one table.
-func (s *ProjectionStore) EnsureModel(ctx context.Context, model runtime.EmbeddingModel) error {
+func (s *ProjectionStore) EnsureModel(ctx context.Context, model memory.EmbeddingModel) error {
 	if t, err := s.catalog.lookup(ctx, s.db, model.ID); err == nil {
 		return sameDimensions(t, model)
 	}
@@ -184,7 +186,7 @@ func (t vectorTable) cosineOps() string {
 	return ""
 }
 
-func sameDimensions(t vectorTable, model runtime.EmbeddingModel) error {
+func sameDimensions(t vectorTable, model memory.EmbeddingModel) error {
 	if t.Model.Dimensions != model.Dimensions {
 		return fmt.Errorf("model %q has %d dimensions here, and its vector table %s has %d",
 			model.ID, model.Dimensions, t.Name, t.Model.Dimensions)
@@ -197,7 +199,7 @@ func quoteLiteral(s string) string {
 }
 
 // Enqueue implements runtime.ProjectionStore.
-func (s *ProjectionStore) Enqueue(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, model runtime.EmbeddingModel) error {
+func (s *ProjectionStore) Enqueue(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, model memory.EmbeddingModel) error {
 	n := len(entries)
 	ids, conversations, created := make([]string, n), make([]*string, n), make([]int64, n)
 	for i, e := range entries {
@@ -322,8 +324,8 @@ func (s *ProjectionStore) translateVector(t vectorTable, err error) error {
 }
 
 // Status implements runtime.ProjectionStore with one statement.
-func (s *ProjectionStore) Status(ctx context.Context, scope runtime.Scope) (runtime.ProjectionStatus, error) {
-	var st runtime.ProjectionStatus
+func (s *ProjectionStore) Status(ctx context.Context, scope runtime.Scope) (memory.ProjectionStatus, error) {
+	var st memory.ProjectionStatus
 	var generation *int64
 	var model *string
 	var dims *int
@@ -338,10 +340,10 @@ func (s *ProjectionStore) Status(ctx context.Context, scope runtime.Scope) (runt
 		LEFT JOIN vector_models m ON m.model_id = g.model_id`,
 		scope.TenantID, scope.ProjectID).Scan(&generation, &model, &dims, &st.Pending, &oldestPending, &newest)
 	if err != nil {
-		return runtime.ProjectionStatus{}, translate(err)
+		return memory.ProjectionStatus{}, translate(err)
 	}
 	if generation != nil && model != nil && dims != nil {
-		st.Generation = runtime.Generation{Number: *generation, Model: runtime.EmbeddingModel{ID: *model, Dimensions: *dims}}
+		st.Generation = memory.Generation{Number: *generation, Model: memory.EmbeddingModel{ID: *model, Dimensions: *dims}}
 	}
 	switch {
 	case oldestPending != nil:
@@ -354,7 +356,7 @@ func (s *ProjectionStore) Status(ctx context.Context, scope runtime.Scope) (runt
 
 // liveGenerations returns the generations new vectors go into: the active one and a
 // building one whose rebuild is still in flight.
-func liveGenerations(ctx context.Context, db DBTX, scope runtime.Scope) ([]runtime.Generation, error) {
+func liveGenerations(ctx context.Context, db DBTX, scope runtime.Scope) ([]memory.Generation, error) {
 	rows, err := db.Query(ctx, `
 		SELECT g.generation, g.model_id, m.dimensions
 		FROM entry_generations g
@@ -367,9 +369,9 @@ func liveGenerations(ctx context.Context, db DBTX, scope runtime.Scope) ([]runti
 		return nil, translate(err)
 	}
 	defer rows.Close()
-	var gens []runtime.Generation
+	var gens []memory.Generation
 	for rows.Next() {
-		var g runtime.Generation
+		var g memory.Generation
 		if err := rows.Scan(&g.Number, &g.Model.ID, &g.Model.Dimensions); err != nil {
 			return nil, translate(err)
 		}
@@ -381,8 +383,8 @@ func liveGenerations(ctx context.Context, db DBTX, scope runtime.Scope) ([]runti
 // ClaimBacklog implements runtime.ProjectionStore: one statement claims the oldest
 // unleased rows (skipping those another worker is claiming right now) and reads their
 // entries; a second drops the rows whose entry is no longer to be embedded.
-func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (runtime.Backlog, error) {
-	b := runtime.Backlog{Claim: uuid.NewString()}
+func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (memory.Backlog, error) {
+	b := memory.Backlog{Claim: uuid.NewString()}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		var err error
 		if b.Generations, err = liveGenerations(ctx, tx, scope); err != nil || len(b.Generations) == 0 {
@@ -418,7 +420,7 @@ func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope,
 				gone = append(gone, id)
 				continue
 			}
-			b.Entries = append(b.Entries, runtime.EmbedInput{ID: id, Content: *content})
+			b.Entries = append(b.Entries, memory.EmbedInput{ID: id, Content: *content})
 		}
 		if err := rows.Err(); err != nil {
 			return translate(err)
@@ -431,7 +433,7 @@ func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope,
 		return translate(err)
 	})
 	if err != nil {
-		return runtime.Backlog{}, err
+		return memory.Backlog{}, err
 	}
 	return b, nil
 }
@@ -459,7 +461,7 @@ func (s *ProjectionStore) StoreBacklog(ctx context.Context, scope runtime.Scope,
 		for _, g := range gens {
 			v, ok := vectors[g.Model.ID]
 			if !ok {
-				return runtime.ErrProjectionChanged
+				return memory.ErrProjectionChanged
 			}
 			if err := s.storeVectors(ctx, tx, scope, g, ids, v); err != nil {
 				return err
@@ -478,7 +480,7 @@ func (s *ProjectionStore) StoreBacklog(ctx context.Context, scope runtime.Scope,
 // entries FOR SHARE: a transition that retires one either committed before (then the
 // entry is not active any more and gets no vector) or waits until this commits (and
 // then deletes the vector stored here).
-func (s *ProjectionStore) storeVectors(ctx context.Context, db DBTX, scope runtime.Scope, g runtime.Generation, ids []string, vectors [][]float32) error {
+func (s *ProjectionStore) storeVectors(ctx context.Context, db DBTX, scope runtime.Scope, g memory.Generation, ids []string, vectors [][]float32) error {
 	t, err := s.catalog.lookup(ctx, db, g.Model.ID)
 	if err != nil {
 		return err
@@ -512,7 +514,7 @@ func (s *ProjectionStore) InFlightRebuild(ctx context.Context, scope runtime.Sco
 }
 
 // RebuildCursor implements runtime.ProjectionStore.
-func (s *ProjectionStore) RebuildCursor(ctx context.Context, scope runtime.Scope, operationID string) (*runtime.RebuildCursor, error) {
+func (s *ProjectionStore) RebuildCursor(ctx context.Context, scope runtime.Scope, operationID string) (*memory.RebuildCursor, error) {
 	var raw []byte
 	err := s.db.QueryRow(ctx, `SELECT cursor FROM operations WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
 		scope.TenantID, scope.ProjectID, operationID).Scan(&raw)
@@ -522,7 +524,7 @@ func (s *ProjectionStore) RebuildCursor(ctx context.Context, scope runtime.Scope
 	if raw == nil {
 		return nil, nil
 	}
-	var cur runtime.RebuildCursor
+	var cur memory.RebuildCursor
 	if err := json.Unmarshal(raw, &cur); err != nil {
 		return nil, fmt.Errorf("decode the cursor of operation %s: %w", operationID, err)
 	}
@@ -532,9 +534,9 @@ func (s *ProjectionStore) RebuildCursor(ctx context.Context, scope runtime.Scope
 // rebuildStep runs fn in a transaction in which the rebuild operation is locked, when
 // it is still running and its cursor is cur (nil: not started); otherwise it does
 // nothing, so a step repeated by a second run of the job changes nothing.
-func rebuildStep(ctx context.Context, db DBTX, scope runtime.Scope, operationID string, cur *runtime.RebuildCursor, fn func(tx pgx.Tx) error) error {
+func rebuildStep(ctx context.Context, db DBTX, scope runtime.Scope, operationID string, cur *memory.RebuildCursor, fn func(tx pgx.Tx) error) error {
 	return inTx(ctx, db, func(tx pgx.Tx) error {
-		var stored *runtime.RebuildCursor
+		var stored *memory.RebuildCursor
 		running, err := lockRunning(ctx, tx, scope, operationID, &stored)
 		if err != nil || !running {
 			return err
@@ -546,7 +548,7 @@ func rebuildStep(ctx context.Context, db DBTX, scope runtime.Scope, operationID 
 	})
 }
 
-func setCursor(ctx context.Context, tx DBTX, scope runtime.Scope, operationID string, cur runtime.RebuildCursor, done int64, nowMs int64) error {
+func setCursor(ctx context.Context, tx DBTX, scope runtime.Scope, operationID string, cur memory.RebuildCursor, done int64, nowMs int64) error {
 	raw, err := json.Marshal(cur)
 	if err != nil {
 		return err
@@ -559,7 +561,7 @@ func setCursor(ctx context.Context, tx DBTX, scope runtime.Scope, operationID st
 }
 
 // StartRebuild implements runtime.ProjectionStore.
-func (s *ProjectionStore) StartRebuild(ctx context.Context, scope runtime.Scope, operationID string, model runtime.EmbeddingModel, pinned bool, nowMs int64) error {
+func (s *ProjectionStore) StartRebuild(ctx context.Context, scope runtime.Scope, operationID string, model memory.EmbeddingModel, pinned bool, nowMs int64) error {
 	return rebuildStep(ctx, s.db, scope, operationID, nil, func(tx pgx.Tx) error {
 		next, err := lockProjectionHead(ctx, tx, scope)
 		if err != nil {
@@ -581,7 +583,7 @@ func (s *ProjectionStore) StartRebuild(ctx context.Context, scope runtime.Scope,
 			scope.TenantID, scope.ProjectID, next, model.ID, operationID, nowMs).Scan(&total); err != nil {
 			return translate(err)
 		}
-		raw, err := json.Marshal(runtime.RebuildCursor{Phase: runtime.RebuildFill, Generation: next, Model: model.ID,
+		raw, err := json.Marshal(memory.RebuildCursor{Phase: memory.RebuildFill, Generation: next, Model: model.ID,
 			Dimensions: model.Dimensions, Pinned: pinned})
 		if err != nil {
 			return err
@@ -595,9 +597,9 @@ func (s *ProjectionStore) StartRebuild(ctx context.Context, scope runtime.Scope,
 }
 
 // FillRebuild implements runtime.ProjectionStore.
-func (s *ProjectionStore) FillRebuild(ctx context.Context, scope runtime.Scope, operationID string, cur, next runtime.RebuildCursor, ids []string, vectors [][]float32, nowMs int64) error {
+func (s *ProjectionStore) FillRebuild(ctx context.Context, scope runtime.Scope, operationID string, cur, next memory.RebuildCursor, ids []string, vectors [][]float32, nowMs int64) error {
 	return rebuildStep(ctx, s.db, scope, operationID, &cur, func(tx pgx.Tx) error {
-		g := runtime.Generation{Number: cur.Generation, Model: runtime.EmbeddingModel{ID: cur.Model, Dimensions: cur.Dimensions}}
+		g := memory.Generation{Number: cur.Generation, Model: memory.EmbeddingModel{ID: cur.Model, Dimensions: cur.Dimensions}}
 		if err := s.storeVectors(ctx, tx, scope, g, ids, vectors); err != nil {
 			return err
 		}
@@ -606,7 +608,7 @@ func (s *ProjectionStore) FillRebuild(ctx context.Context, scope runtime.Scope, 
 }
 
 // SwitchGeneration implements runtime.ProjectionStore.
-func (s *ProjectionStore) SwitchGeneration(ctx context.Context, scope runtime.Scope, operationID string, cur runtime.RebuildCursor, nowMs int64) error {
+func (s *ProjectionStore) SwitchGeneration(ctx context.Context, scope runtime.Scope, operationID string, cur memory.RebuildCursor, nowMs int64) error {
 	return rebuildStep(ctx, s.db, scope, operationID, &cur, func(tx pgx.Tx) error {
 		if _, err := lockProjectionHead(ctx, tx, scope); err != nil {
 			return err
@@ -632,14 +634,14 @@ func (s *ProjectionStore) SwitchGeneration(ctx context.Context, scope runtime.Sc
 			return fmt.Errorf("operation %s: its building generation %d is gone", operationID, cur.Generation)
 		}
 		next := cur
-		next.Phase = runtime.RebuildDrop
+		next.Phase = memory.RebuildDrop
 		return setCursor(ctx, tx, scope, operationID, next, 0, nowMs)
 	})
 }
 
 // DropRetiredStep implements runtime.ProjectionStore. Each statement deletes an index
 // range of one retired generation, at most the step's rows and about its bytes.
-func (s *ProjectionStore) DropRetiredStep(ctx context.Context, scope runtime.Scope, operationID string, bounds runtime.StepBounds, keep string, result contract.RebuildProjectionResult, nowMs int64) (bool, error) {
+func (s *ProjectionStore) DropRetiredStep(ctx context.Context, scope runtime.Scope, operationID string, bounds operation.StepBounds, keep string, result contract.RebuildProjectionResult, nowMs int64) (bool, error) {
 	return boundedStep(ctx, s.db, scope, operationID, bounds, func(tx pgx.Tx) (bool, error) {
 		tables, err := s.scopeTables(ctx, tx, scope, "retired")
 		if err != nil {

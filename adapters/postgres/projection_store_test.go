@@ -20,6 +20,8 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // projectionBundle is the entry, projection and operation use cases over one
@@ -27,27 +29,27 @@ import (
 type projectionBundle struct {
 	pool       *pgxpool.Pool
 	db         *postgres.DB
-	entries    *runtime.Entries
-	projection *runtime.Projection
-	ops        *runtime.Operations
+	entries    *memory.Entries
+	projection *memory.Projection
+	ops        *operation.Operations
 	scope      runtime.Scope
 	p          runtime.Principal
 }
 
-func setupProjection(t *testing.T, embedders runtime.Embedders) *projectionBundle {
+func setupProjection(t *testing.T, embedders memory.Embedders) *projectionBundle {
 	t.Helper()
 	pool := pgtest.NewDB(t)
 	db := newDB(t, pool)
 	if embedders == nil {
 		embedders = embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
 	}
-	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db.Memory(), Embedders: embedders, Batch: 4})
+	projection := memory.NewProjection(memory.ProjectionConfig{DB: db.Memory(), Embedders: embedders, Batch: 4})
 	require.NoError(t, projection.Prepare(context.Background()))
 	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
 	return &projectionBundle{
 		pool: pool, db: db, projection: projection, scope: scope, p: runtime.Principal{Scope: scope},
-		entries: runtime.NewEntries(db.Memory(), nil, embedders.Configured().Model()),
-		ops:     runtime.NewOperations(runtime.OperationsConfig{DB: db.Operation(), Schema: db, Projection: projection, Rebuilds: projection}),
+		entries: memory.NewEntries(db.Memory(), nil, embedders.Configured().Model()),
+		ops:     operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db, Projection: projection, Rebuilds: projection}),
 	}
 }
 
@@ -151,7 +153,7 @@ func TestClaimBacklogLeases(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, first.Entries, 3)
 	require.Len(t, second.Entries, 2)
-	require.Equal(t, []runtime.Generation{{Number: 1, Model: hashModel}}, first.Generations)
+	require.Equal(t, []memory.Generation{{Number: 1, Model: hashModel}}, first.Generations)
 	third, err := st.ClaimBacklog(ctx, b.scope, 3, now, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, third.Entries, "every row is leased")
@@ -175,7 +177,7 @@ func TestClaimBacklogLeases(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, status.Pending)
 	err = st.StoreBacklog(ctx, b.scope, again.Claim, []string{again.Entries[0].ID}, map[string][][]float32{"other-model": vectors[:1]})
-	require.ErrorIs(t, err, runtime.ErrProjectionChanged)
+	require.ErrorIs(t, err, memory.ErrProjectionChanged)
 }
 
 // TestStaleScopesFollowTheConfiguration: the sweep rebuilds a scope whose active model
@@ -183,7 +185,7 @@ func TestClaimBacklogLeases(t *testing.T) {
 // flight.
 func TestStaleScopesFollowTheConfiguration(t *testing.T) {
 	t.Parallel()
-	local := runtime.EmbeddingModel{ID: "fake-local", Dimensions: 8}
+	local := memory.EmbeddingModel{ID: "fake-local", Dimensions: 8}
 	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()},
 		embeddingtest.Named{Name: contract.EmbedderLocal, Embedder: fixedEmbedder{local}})
 	b := setupProjection(t, set)
@@ -209,7 +211,7 @@ func TestStaleScopesFollowTheConfiguration(t *testing.T) {
 	_, _, err = b.projection.Rebuild(ctx, scopes["busy"].Scope, &contract.RebuildProjectionRequest{})
 	require.NoError(t, err)
 	var due []runtime.Scope
-	require.NoError(t, b.db.Memory().WithinTx(ctx, func(ctx context.Context, tx runtime.MemoryStores) error {
+	require.NoError(t, b.db.Memory().WithinTx(ctx, func(ctx context.Context, tx memory.Stores) error {
 		due, _, err = tx.Projection.StaleScopes(ctx, local.ID, nil, 10)
 		return err
 	}))
@@ -217,9 +219,9 @@ func TestStaleScopesFollowTheConfiguration(t *testing.T) {
 }
 
 // fixedEmbedder embeds every text as the same unit vector of its model.
-type fixedEmbedder struct{ model runtime.EmbeddingModel }
+type fixedEmbedder struct{ model memory.EmbeddingModel }
 
-func (e fixedEmbedder) Model() runtime.EmbeddingModel { return e.model }
+func (e fixedEmbedder) Model() memory.EmbeddingModel { return e.model }
 
 func (e fixedEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
@@ -243,7 +245,7 @@ func TestWideModels(t *testing.T) {
 		column string
 		hnsw   bool
 	}{{2048, "halfvec(2048)", true}, {4096, "vector(4096)", false}} {
-		model := runtime.EmbeddingModel{ID: fmt.Sprintf("wide-%d", c.dims), Dimensions: c.dims}
+		model := memory.EmbeddingModel{ID: fmt.Sprintf("wide-%d", c.dims), Dimensions: c.dims}
 		scope := runtime.Scope{TenantID: model.ID, ProjectID: "p"}
 		var entries []seedEntry
 		for i := range 50 {
@@ -268,9 +270,9 @@ func TestWideModels(t *testing.T) {
 		var indexes int
 		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE indexname = $1`, table+"_hnsw").Scan(&indexes))
 		require.Equal(t, c.hnsw, indexes == 1)
-		hits, err := db.Recall().VectorSearch(context.Background(), scope, runtime.VectorRecall{
-			RecallFilter: runtime.RecallFilter{NowMs: time.Now().UnixMilli()},
-			Generation:   runtime.Generation{Number: 1, Model: model}, Vector: entries[17].Vector, Limit: 5,
+		hits, err := db.Recall().VectorSearch(context.Background(), scope, memory.VectorRecall{
+			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
+			Generation:   memory.Generation{Number: 1, Model: model}, Vector: entries[17].Vector, Limit: 5,
 		})
 		require.NoError(t, err)
 		require.Len(t, hits, 5)
@@ -338,8 +340,8 @@ func TestTextHalf(t *testing.T) {
 	}
 	search := func(text string) []string {
 		t.Helper()
-		hits, err := b.db.Recall().TextSearch(context.Background(), b.scope, runtime.TextRecall{
-			RecallFilter: runtime.RecallFilter{NowMs: time.Now().UnixMilli()}, Text: text, Limit: 10})
+		hits, err := b.db.Recall().TextSearch(context.Background(), b.scope, memory.TextRecall{
+			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()}, Text: text, Limit: 10})
 		require.NoError(t, err)
 		return hitIDs(hits)
 	}

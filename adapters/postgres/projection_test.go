@@ -20,6 +20,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // seedEntry is an active entry to load with its vector.
@@ -38,7 +39,7 @@ var entrySeedColumns = []string{
 // tables with COPY, as a bulk load would, and builds the HNSW index once afterwards
 // (inserting 100,000 vectors one by one into the index takes minutes). The scope's
 // projection is started first, as its first write would.
-func seedProjection(tb testing.TB, pool *pgxpool.Pool, db *postgres.DB, scope runtime.Scope, model runtime.EmbeddingModel, entries []seedEntry) {
+func seedProjection(tb testing.TB, pool *pgxpool.Pool, db *postgres.DB, scope runtime.Scope, model memory.EmbeddingModel, entries []seedEntry) {
 	tb.Helper()
 	ctx := context.Background()
 	st := db.Memory().Stores().Projection
@@ -162,7 +163,7 @@ func exactNearest(entries []seedEntry, q []float32, k int) []string {
 	return ids
 }
 
-func hitIDs(hits []runtime.RecallHit) []string {
+func hitIDs(hits []memory.RecallHit) []string {
 	ids := make([]string, len(hits))
 	for i, h := range hits {
 		ids[i] = h.Entry.ID
@@ -180,7 +181,7 @@ func overlap(a, b []string) int {
 	return n
 }
 
-var hashModel = runtime.EmbeddingModel{ID: hash.ModelID, Dimensions: hash.Dimensions}
+var hashModel = memory.EmbeddingModel{ID: hash.ModelID, Dimensions: hash.Dimensions}
 
 // indexOnlySearch runs the vector half's index statement alone, with sorting and
 // bitmap scans disabled so the plan is the HNSW index scan (the test checks it is),
@@ -255,9 +256,9 @@ func TestVectorSearchSelectiveFilter(t *testing.T) {
 	vectors, err := hash.New().Embed(context.Background(), queries)
 	require.NoError(t, err)
 	for i, q := range vectors {
-		hits, err := db.Recall().VectorSearch(context.Background(), scope, runtime.VectorRecall{
-			RecallFilter: runtime.RecallFilter{Tags: []string{"rare"}, NowMs: time.Now().UnixMilli()},
-			Generation:   runtime.Generation{Number: 1, Model: hashModel}, Vector: q, Limit: 10,
+		hits, err := db.Recall().VectorSearch(context.Background(), scope, memory.VectorRecall{
+			RecallFilter: memory.RecallFilter{Tags: []string{"rare"}, NowMs: time.Now().UnixMilli()},
+			Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: q, Limit: 10,
 		})
 		require.NoError(t, err)
 		require.Len(t, hits, 10, queries[i])
@@ -321,9 +322,9 @@ func TestVectorSearchTenantBesideNearerTenant(t *testing.T) {
 	var table string
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
 
-	hits, err := db.Recall().VectorSearch(context.Background(), small, runtime.VectorRecall{
-		RecallFilter: runtime.RecallFilter{NowMs: time.Now().UnixMilli()},
-		Generation:   runtime.Generation{Number: 1, Model: hashModel}, Vector: query, Limit: 10,
+	hits, err := db.Recall().VectorSearch(context.Background(), small, memory.VectorRecall{
+		RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
+		Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: query, Limit: 10,
 	})
 	require.NoError(t, err)
 	require.Equal(t, exactNearest(smallEntries, query, 10), hitIDs(hits), "the small tenant's own nearest, exactly")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // RateLimiter implements runtime.RateLimiter on the rate_limit_buckets table, so that
@@ -30,7 +31,7 @@ type RateLimiter struct {
 	clock runtime.Clock
 }
 
-var _ runtime.RateLimiter = (*RateLimiter)(nil)
+var _ ratelimit.RateLimiter = (*RateLimiter)(nil)
 
 // NewRateLimiter returns the limiter over db. Its clock is the database's (one clock for
 // every replica) unless clock is set, which tests do.
@@ -107,8 +108,8 @@ FROM picked p CROSS JOIN decision d LEFT JOIN others o ON o.ord = p.ord
 ORDER BY p.ord`
 
 var (
-	unitsPerToken   = fmt.Sprint(runtime.RateUnitsPerToken)
-	maxShards       = fmt.Sprint(runtime.MaxRateShards)
+	unitsPerToken   = fmt.Sprint(ratelimit.RateUnitsPerToken)
+	maxShards       = fmt.Sprint(ratelimit.MaxRateShards)
 	microsPerMinute = fmt.Sprint(time.Minute.Microseconds())
 )
 
@@ -116,13 +117,13 @@ var (
 const rateTakeAttempts = 3
 
 // Take implements runtime.RateLimiter. Errors: SERVICE_UNAVAILABLE.
-func (l *RateLimiter) Take(ctx context.Context, buckets []runtime.RateBucket) (bool, []time.Duration, error) {
+func (l *RateLimiter) Take(ctx context.Context, buckets []ratelimit.RateBucket) (bool, []time.Duration, error) {
 	n := len(buckets)
 	levels, tenants, names := make([]string, n), make([]string, n), make([]string, n)
 	perMin, shards, homes := make([]int64, n), make([]int32, n), make([]int32, n)
 	for i, b := range buckets {
 		levels[i], tenants[i], names[i], perMin[i] = b.Level, b.Tenant, b.Name, b.PerMin
-		s := runtime.RateShards(b.PerMin)
+		s := ratelimit.RateShards(b.PerMin)
 		shards[i], homes[i] = int32(s), int32(rand.IntN(s))
 	}
 	var nowUs *int64
@@ -159,9 +160,9 @@ func (l *RateLimiter) take(ctx context.Context, n int, levels, tenants, names []
 			return false, nil, false, translate(err)
 		}
 		complete = complete && found
-		wait := runtime.RateWait(avail, perMin[i], int(count))
+		wait := ratelimit.RateWait(avail, perMin[i], int(count))
 		if others != nil {
-			wait = min(wait, runtime.RateWait(*others, perMin[i], int(count)))
+			wait = min(wait, ratelimit.RateWait(*others, perMin[i], int(count)))
 		}
 		if present < count-1 {
 			wait = 0

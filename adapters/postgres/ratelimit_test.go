@@ -14,11 +14,12 @@ import (
 	"github.com/agent-context/agent-context/adapters/ratelimit/ratelimittest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 func TestRateLimiterContract(t *testing.T) {
 	t.Parallel()
-	ratelimittest.Run(t, func(t *testing.T, clock runtime.Clock) runtime.RateLimiter {
+	ratelimittest.Run(t, func(t *testing.T, clock runtime.Clock) ratelimit.RateLimiter {
 		return postgres.NewRateLimiter(ratePool(t), clock)
 	})
 }
@@ -39,11 +40,11 @@ func ratePool(t *testing.T) *pgxpool.Pool {
 // takes to refill a token: 16 / 2,048 of a minute.
 func TestShardedBucketKeepsItsBudget(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, 16, runtime.RateShards(2048))
+	require.Equal(t, 16, ratelimit.RateShards(2048))
 	clock := ratelimittest.NewClock()
 	pool := ratePool(t)
 	l := postgres.NewRateLimiter(pool, clock)
-	b := runtime.RateBucket{Level: contract.RateLevelGlobal, PerMin: 2048}
+	b := ratelimit.RateBucket{Level: contract.RateLevelGlobal, PerMin: 2048}
 	admitted := ratelimittest.Burst(t, l, 16, 160, b)
 	require.LessOrEqual(t, admitted, int64(2048))
 	require.Equal(t, int64(2048), admitted+ratelimittest.Drain(t, l, b))
@@ -51,7 +52,7 @@ func TestShardedBucketKeepsItsBudget(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM rate_limit_buckets").Scan(&rows))
 	require.Equal(t, 16, rows)
 
-	taken, waits, err := l.Take(context.Background(), []runtime.RateBucket{b})
+	taken, waits, err := l.Take(context.Background(), []ratelimit.RateBucket{b})
 	require.NoError(t, err)
 	require.False(t, taken)
 	require.Equal(t, []time.Duration{468_750 * time.Microsecond}, waits)
@@ -66,7 +67,7 @@ func TestFirstChecksOfABucketRace(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := postgres.NewRateLimiter(ratePool(t), clock)
 	for _, perMin := range []int64{40, 4096} {
-		b := runtime.RateBucket{Level: contract.RateLevelAgent, Tenant: "t", Name: fmt.Sprint("fresh-", perMin), PerMin: perMin}
+		b := ratelimit.RateBucket{Level: contract.RateLevelAgent, Tenant: "t", Name: fmt.Sprint("fresh-", perMin), PerMin: perMin}
 		admitted := ratelimittest.Burst(t, l, 16, 1, b)
 		require.Equal(t, int64(16), admitted, "a fresh bucket of %d has room for all", perMin)
 		require.Equal(t, perMin-16, ratelimittest.Drain(t, l, b))
@@ -81,12 +82,12 @@ func TestBudgetThatChangesItsShards(t *testing.T) {
 	t.Parallel()
 	clock := ratelimittest.NewClock()
 	l := postgres.NewRateLimiter(ratePool(t), clock)
-	b := runtime.RateBucket{Level: contract.RateLevelAgent, Tenant: "t", Name: "a", PerMin: 40}
+	b := ratelimit.RateBucket{Level: contract.RateLevelAgent, Tenant: "t", Name: "a", PerMin: 40}
 	require.Equal(t, int64(40), ratelimittest.Drain(t, l, b))
 	clock.Advance(time.Minute)
 	b.PerMin = 4096
 	for n := 0; ; n++ {
-		taken, waits, err := l.Take(context.Background(), []runtime.RateBucket{b})
+		taken, waits, err := l.Take(context.Background(), []ratelimit.RateBucket{b})
 		require.NoError(t, err)
 		if !taken {
 			require.Equal(t, 256, n, "shard 0, at its new share")
@@ -106,8 +107,8 @@ func TestSweepDeletesIdleShards(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	pool := ratePool(t)
 	l := postgres.NewRateLimiter(pool, clock)
-	small := runtime.RateBucket{Level: contract.RateLevelAgent, Tenant: "t", Name: "small", PerMin: 3}
-	big := runtime.RateBucket{Level: contract.RateLevelGlobal, PerMin: 1024}
+	small := ratelimit.RateBucket{Level: contract.RateLevelAgent, Tenant: "t", Name: "small", PerMin: 3}
+	big := ratelimit.RateBucket{Level: contract.RateLevelGlobal, PerMin: 1024}
 	require.Equal(t, int64(3), ratelimittest.Drain(t, l, small))
 	require.Equal(t, int64(1024), ratelimittest.Drain(t, l, big))
 	clock.Advance(59 * time.Second)
@@ -127,7 +128,7 @@ func TestSweepDeletesIdleShards(t *testing.T) {
 	require.Equal(t, int64(1024), ratelimittest.Drain(t, l, big))
 	_, err = pool.Exec(ctx, "DELETE FROM rate_limit_buckets WHERE level = 'global' AND shard >= 8")
 	require.NoError(t, err)
-	taken, waits, err := l.Take(ctx, []runtime.RateBucket{big})
+	taken, waits, err := l.Take(ctx, []ratelimit.RateBucket{big})
 	require.NoError(t, err)
 	require.False(t, taken)
 	require.Equal(t, []time.Duration{0}, waits, "the missing shards are full")
@@ -149,10 +150,10 @@ func TestDatabaseClock(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&us))
 		return time.Duration(us) * time.Microsecond
 	}
-	b := runtime.RateBucket{Level: contract.RateLevelTool, Tenant: "t", Name: "POST /x", PerMin: 2}
+	b := ratelimit.RateBucket{Level: contract.RateLevelTool, Tenant: "t", Name: "POST /x", PerMin: 2}
 	before := dbNow()
 	require.Equal(t, int64(2), ratelimittest.Drain(t, l, b))
-	taken, waits, err := l.Take(ctx, []runtime.RateBucket{b})
+	taken, waits, err := l.Take(ctx, []ratelimit.RateBucket{b})
 	require.NoError(t, err)
 	require.False(t, taken)
 	after := dbNow()

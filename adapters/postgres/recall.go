@@ -11,6 +11,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // RecallStore implements runtime.RecallStore: the two halves of recall.
@@ -20,7 +21,7 @@ type RecallStore struct {
 	searchTimeout time.Duration
 }
 
-var _ runtime.RecallStore = (*RecallStore)(nil)
+var _ memory.RecallStore = (*RecallStore)(nil)
 
 // recallFilter is the filter of recall on the row alias, with its parameters from $n
 // on (kinds, tags, conversation, now); live conversations only.
@@ -32,7 +33,7 @@ func recallFilter(alias string, n int) string {
 		AND `, alias, n, n+1, n+2, n+3) + liveConversation(alias)
 }
 
-func recallFilterArgs(f runtime.RecallFilter) []any {
+func recallFilterArgs(f memory.RecallFilter) []any {
 	var conversation *string
 	if f.ConversationID != "" {
 		conversation = &f.ConversationID
@@ -94,7 +95,7 @@ func vectorSQL(t vectorTable, exact bool) string {
 // VectorSearch implements runtime.RecallStore. When the index comes up short (a
 // filter rejects more rows than the iterative scan may visit), the exact scan of the
 // rows that pass the filter answers instead.
-func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q runtime.VectorRecall) ([]runtime.RecallHit, error) {
+func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q memory.VectorRecall) ([]memory.RecallHit, error) {
 	t, err := s.catalog.lookup(ctx, s.db, q.Generation.Model.ID)
 	if err != nil {
 		return nil, err
@@ -104,7 +105,7 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q r
 	}
 	args := append([]any{scope.TenantID, scope.ProjectID, pgvector.NewVector(q.Vector), q.Generation.Number},
 		append(recallFilterArgs(q.RecallFilter), q.Limit)...)
-	var hits []runtime.RecallHit
+	var hits []memory.RecallHit
 	err = inTx(ctx, s.db, func(tx pgx.Tx) error {
 		if err := s.recallSettings(ctx, tx, q.Limit); err != nil {
 			return err
@@ -130,16 +131,16 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q r
 }
 
 // collectHits reads entry rows followed by a score column.
-func collectHits(rows pgx.Rows, score func(float64) float64) ([]runtime.RecallHit, error) {
+func collectHits(rows pgx.Rows, score func(float64) float64) ([]memory.RecallHit, error) {
 	defer rows.Close()
-	hits := []runtime.RecallHit{}
+	hits := []memory.RecallHit{}
 	for rows.Next() {
 		var r entryRow
 		var raw float64
 		if err := rows.Scan(r.dest(&raw)...); err != nil {
 			return nil, translate(err)
 		}
-		hits = append(hits, runtime.RecallHit{Entry: r.entry(), Score: score(raw)})
+		hits = append(hits, memory.RecallHit{Entry: r.entry(), Score: score(raw)})
 	}
 	return hits, translate(rows.Err())
 }
@@ -221,9 +222,9 @@ var textSQL = `
 	LIMIT $8`
 
 // TextSearch implements runtime.RecallStore.
-func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q runtime.TextRecall) ([]runtime.RecallHit, error) {
+func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q memory.TextRecall) ([]memory.RecallHit, error) {
 	terms := recallTerms(scopeTag(scope), q.Text)
-	hits := []runtime.RecallHit{}
+	hits := []memory.RecallHit{}
 	if len(terms) == 0 {
 		return hits, nil
 	}

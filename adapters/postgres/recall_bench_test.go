@@ -20,6 +20,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // benchEntries is the size of the recall benchmarks' scope.
@@ -31,7 +32,7 @@ const benchEntries = 100_000
 type recallFixture struct {
 	pool    *pgxpool.Pool
 	db      *postgres.DB
-	recall  *runtime.Recall
+	recall  *memory.Recall
 	scope   runtime.Scope
 	table   string
 	queries []string
@@ -42,7 +43,7 @@ type recallFixture struct {
 // cachedEmbedder answers queries whose vectors were computed before the clock starts.
 type cachedEmbedder struct{ vectors map[string][]float32 }
 
-func (cachedEmbedder) Model() runtime.EmbeddingModel { return hashModel }
+func (cachedEmbedder) Model() memory.EmbeddingModel { return hashModel }
 
 func (e cachedEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
@@ -94,10 +95,10 @@ func loadRecallFixture(b *testing.B) *recallFixture {
 		vectors[q] = vecs[i]
 	}
 	embedders := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: cachedEmbedder{vectors}})
-	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db.Memory(), Embedders: embedders})
+	projection := memory.NewProjection(memory.ProjectionConfig{DB: db.Memory(), Embedders: embedders})
 	var table string
 	require.NoError(b, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
-	return &recallFixture{pool: pool, db: db, recall: runtime.NewRecall(db.Recall(), projection, embedders, nil), scope: scope,
+	return &recallFixture{pool: pool, db: db, recall: memory.NewRecall(db.Recall(), projection, embedders, nil), scope: scope,
 		table: table, queries: queries, vectors: vectors, embedNs: embedNs}
 }
 

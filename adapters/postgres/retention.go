@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // retentionCursor is a retention run's resume point, kept in the operation's row with
@@ -211,7 +212,7 @@ SELECT (SELECT count(*) FROM hit), (SELECT count(*) FROM touched)`
 //
 // Once the walk is over, the run forgets the conversations it touched (a step of at
 // most bounds.Rows of them each) and succeeds.
-func (s *OperationStore) RetentionStep(ctx context.Context, scope runtime.Scope, operationID string, plan runtime.RetentionPlan, bounds runtime.StepBounds, nowMs int64) (bool, error) {
+func (s *OperationStore) RetentionStep(ctx context.Context, scope runtime.Scope, operationID string, plan operation.RetentionPlan, bounds operation.StepBounds, nowMs int64) (bool, error) {
 	var done bool
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		if err := setLocalTimeout(ctx, tx, bounds.Timeout); err != nil {
@@ -276,8 +277,8 @@ type retentionStep struct {
 	tx          pgx.Tx
 	scope       runtime.Scope
 	operationID string
-	plan        runtime.RetentionPlan
-	bounds      runtime.StepBounds
+	plan        operation.RetentionPlan
+	bounds      operation.StepBounds
 	cur         retentionCursor
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // requireCountsExact checks that every live head of the database counts exactly the
@@ -89,7 +90,7 @@ func youngConversations(conversations, perConversation int, young int64) map[str
 // messageReads runs a retention operation's steps to the end in one transaction and
 // returns the rows its statements read from messages (sequential and index fetches,
 // from pg_stat_xact_user_tables) and the operation as it ended.
-func (b *operationBundle) messageReads(t *testing.T, req contract.RetentionRequest, plan runtime.RetentionPlan) (int64, contract.Operation) {
+func (b *operationBundle) messageReads(t *testing.T, req contract.RetentionRequest, plan operation.RetentionPlan) (int64, contract.Operation) {
 	t.Helper()
 	ctx := context.Background()
 	res, err := b.ops.Retention(ctx, b.scope, &req)
@@ -142,7 +143,7 @@ func TestRetentionReadsInProportionToWhatItDeletes(t *testing.T) {
 		}
 		copyMessages(t, b.pool, b.scope, times)
 		read, op := b.messageReads(t, contract.RetentionRequest{Policy: &contract.RetentionPolicy{MaxAgeMs: &maxAge}},
-			runtime.RetentionPlan{CutoffMs: &cutoff})
+			operation.RetentionPlan{CutoffMs: &cutoff})
 		require.LessOrEqual(t, read, int64(2*20), "each old message is read to be examined and to be deleted, nothing else")
 		require.Equal(t, contract.RetentionResult{DeletedMessages: 20, AffectedConversations: 10}, retentionResult(t, op))
 		require.Equal(t, int64(20), op.Progress.Done, "only the old messages are examined")
@@ -158,7 +159,7 @@ func TestRetentionReadsInProportionToWhatItDeletes(t *testing.T) {
 		}
 		copyMessages(t, b.pool, b.scope, times)
 		read, op := b.messageReads(t, contract.RetentionRequest{Policy: &contract.RetentionPolicy{KeepLastMessages: ptr[int64](10)}},
-			runtime.RetentionPlan{KeepLast: 10})
+			operation.RetentionPlan{KeepLast: 10})
 		require.LessOrEqual(t, read, int64(2*30), "conversations within the policy are skipped from their heads")
 		require.Equal(t, contract.RetentionResult{DeletedMessages: 30, AffectedConversations: 1}, retentionResult(t, op))
 		require.Equal(t, int64(30), op.Progress.Done)
@@ -182,7 +183,7 @@ func TestRetentionReadsInProportionToWhatItDeletes(t *testing.T) {
 		copyMessages(t, b.pool, b.scope, times)
 		read, op := b.messageReads(t, contract.RetentionRequest{Policy: &contract.RetentionPolicy{
 			MaxAgeMs: &maxAge, KeepLastMessages: ptr[int64](3),
-		}}, runtime.RetentionPlan{CutoffMs: &cutoff, KeepLast: 3})
+		}}, operation.RetentionPlan{CutoffMs: &cutoff, KeepLast: 3})
 		// Each old message is read and deleted, and each conversation a step touches
 		// costs one probe of its keep boundary (at most three index entries here),
 		// not one per candidate.

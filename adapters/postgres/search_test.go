@@ -16,6 +16,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/conversation"
 )
 
 // rankTracer keeps the last statement a pool ran that ranks with ts_rank, and its
@@ -109,7 +110,7 @@ func TestSearchRanksTheNewestCandidates(t *testing.T) {
 		m.CreatedAtMs = int64(i)
 		batch = append(batch, m)
 	}
-	_, err = b.store.AppendMessages(ctx, b.scope, batch, runtime.PlanAppend, 1)
+	_, err = b.store.AppendMessages(ctx, b.scope, batch, conversation.PlanAppend, 1)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "ANALYZE messages")
 	require.NoError(t, err)
@@ -121,12 +122,12 @@ func TestSearchRanksTheNewestCandidates(t *testing.T) {
 			want = append(want, fmt.Sprintf("m%03d", 200-(filler-1)-10*j))
 		}
 	}
-	for _, conversation := range []string{"", "c"} {
-		require.Equal(t, want, b.search(t, runtime.SearchQuery{Text: "needle", ConversationID: conversation}), "conversation %q", conversation)
+	for _, conversationID := range []string{"", "c"} {
+		require.Equal(t, want, b.search(t, conversation.SearchQuery{Text: "needle", ConversationID: conversationID}), "conversation %q", conversationID)
 		for _, n := range tracer.rankedRows(t, pool) {
 			require.LessOrEqual(t, n, float64(50), "a plan node ranks more rows than the candidates")
 		}
 	}
 	// The bound is on candidates, not hits: a larger limit still answers from them.
-	require.Len(t, b.search(t, runtime.SearchQuery{Text: "needle", Limit: 100}), 50)
+	require.Len(t, b.search(t, conversation.SearchQuery{Text: "needle", Limit: 100}), 50)
 }

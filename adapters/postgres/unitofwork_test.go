@@ -12,6 +12,8 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/conversation"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // What one unit of work leaves behind: the conversation head, the operation and its
@@ -32,20 +34,20 @@ func TestWithinTxCommitsOrRollsBackEverything(t *testing.T) {
 	db := newDB(t, pool)
 	ctx := context.Background()
 	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
-	write := func(ctx context.Context, tx runtime.OperationStores, id string) error {
+	write := func(ctx context.Context, tx operation.Stores, id string) error {
 		if err := tx.Conversations.Tombstone(ctx, scope, "c-"+id, 1); err != nil {
 			return err
 		}
 		op := contract.Operation{ID: id, Kind: contract.OperationConversationDelete, State: contract.OperationPending,
 			Request: []byte(`{"conversationId":"c-` + id + `"}`), CreatedAtMs: 1, UpdatedAtMs: 1}
-		if err := tx.Operations.CreateOperations(ctx, []runtime.NewOperation{{Scope: scope, Operation: op, ConversationID: "c-" + id}}); err != nil {
+		if err := tx.Operations.CreateOperations(ctx, []operation.NewOperation{{Scope: scope, Operation: op, ConversationID: "c-" + id}}); err != nil {
 			return err
 		}
 		return tx.Jobs.Enqueue(ctx, runtime.OperationJob{TenantID: scope.TenantID, ProjectID: scope.ProjectID, OperationID: id})
 	}
 
 	failure := errors.New("the use case changed its mind")
-	err := db.Operation().WithinTx(ctx, func(ctx context.Context, tx runtime.OperationStores) error {
+	err := db.Operation().WithinTx(ctx, func(ctx context.Context, tx operation.Stores) error {
 		require.NoError(t, write(ctx, tx, "op-1"))
 		return failure
 	})
@@ -53,7 +55,7 @@ func TestWithinTxCommitsOrRollsBackEverything(t *testing.T) {
 	heads, ops, jobs := unitRows(t, pool)
 	require.Zero(t, heads+ops+jobs, "nothing of a failed unit remains")
 
-	require.NoError(t, db.Operation().WithinTx(ctx, func(ctx context.Context, tx runtime.OperationStores) error {
+	require.NoError(t, db.Operation().WithinTx(ctx, func(ctx context.Context, tx operation.Stores) error {
 		return write(ctx, tx, "op-2")
 	}))
 	heads, ops, jobs = unitRows(t, pool)
@@ -64,12 +66,12 @@ func TestWithinTxCommitsOrRollsBackEverything(t *testing.T) {
 
 	// A store method that needs its own transaction (an append) runs inside the unit
 	// as a savepoint: its rollback on a repeated ID keeps the unit usable.
-	require.NoError(t, db.Conversation().WithinTx(ctx, func(ctx context.Context, tx runtime.ConversationStores) error {
+	require.NoError(t, db.Conversation().WithinTx(ctx, func(ctx context.Context, tx conversation.Stores) error {
 		batch := []contract.ConversationRecord{{Scope: contract.ConversationScope{ConversationID: "live"}, ID: "m", Role: contract.RoleUser, Content: "x"}}
-		if _, err := tx.Messages.AppendMessages(ctx, scope, batch, runtime.PlanAppend, 5); err != nil {
+		if _, err := tx.Messages.AppendMessages(ctx, scope, batch, conversation.PlanAppend, 5); err != nil {
 			return err
 		}
-		res, err := tx.Messages.AppendMessages(ctx, scope, batch, runtime.PlanAppend, 6)
+		res, err := tx.Messages.AppendMessages(ctx, scope, batch, conversation.PlanAppend, 6)
 		require.Equal(t, []string{"m"}, res.SkippedIDs)
 		return err
 	}))
@@ -95,7 +97,7 @@ func TestStepStatementsAreBounded(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = b.store.DeleteConversationStep(ctx, b.scope, res.Operation.ID, "c",
-		runtime.StepBounds{Rows: 10, Bytes: 1 << 20, Timeout: 50 * time.Millisecond}, 2)
+		operation.StepBounds{Rows: 10, Bytes: 1 << 20, Timeout: 50 * time.Millisecond}, 2)
 	var re *runtime.Error
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, contract.CodeServiceUnavailable, re.Code)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/conversation"
 )
 
 // WindowStore keeps context windows, their items, derivations and model invocations.
@@ -17,7 +18,7 @@ type WindowStore struct {
 	db DBTX
 }
 
-var _ runtime.WindowStore = (*WindowStore)(nil)
+var _ conversation.WindowStore = (*WindowStore)(nil)
 
 // errRecordExists ends a create's transaction when the ID is taken: the stored record
 // is returned for comparison, and rolling back undoes whatever the create did first

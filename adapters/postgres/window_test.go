@@ -14,13 +14,14 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/conversation"
 )
 
 // windowBundle is the window use cases over a real store on a fresh database.
 type windowBundle struct {
 	pool    *pgxpool.Pool
-	store   runtime.WindowStore
-	windows *runtime.Windows
+	store   conversation.WindowStore
+	windows *conversation.Windows
 	p       runtime.Principal
 }
 
@@ -31,7 +32,7 @@ func setupWindows(tb testing.TB) *windowBundle {
 	return &windowBundle{
 		pool:    pool,
 		store:   db.Conversation().Stores().Windows,
-		windows: runtime.NewWindows(db.Conversation(), runtime.SystemClock{}),
+		windows: conversation.NewWindows(db.Conversation(), runtime.SystemClock{}),
 		p:       windowPrincipal("tenant-a", "project-a", "agent-1"),
 	}
 }
@@ -573,7 +574,7 @@ func TestWindowStoreOneStatementPerWindow(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	require.NoError(t, pool.Ping(ctx))
-	windows := runtime.NewWindows(newDB(t, pool).Conversation(), runtime.SystemClock{})
+	windows := conversation.NewWindows(newDB(t, pool).Conversation(), runtime.SystemClock{})
 
 	counts := map[int][2]int{}
 	for _, n := range []int{1, contract.MaxWindowItems} {

@@ -18,6 +18,8 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // a2aBenchClients is the concurrency of the throughput benchmarks.
@@ -140,10 +142,10 @@ func (a *a2aBench) warmUp(b *testing.B, n int) {
 
 // useCases returns the A2A use cases in-process over a pool of their own on the
 // benchmark's database: the service without HTTP.
-func (a *a2aBench) useCases(b *testing.B) *runtime.A2A {
+func (a *a2aBench) useCases(b *testing.B) *a2a.Service {
 	db, err := postgres.NewDB(a.pool, postgres.DBOptions{})
 	require.NoError(b, err)
-	return runtime.NewA2A(runtime.A2AConfig{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32))})
+	return a2a.New(a2a.Config{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32))})
 }
 
 // benchAgent is an open-mode caller of the local scope.
@@ -262,8 +264,8 @@ func BenchmarkA2ALongPollWakeUp(b *testing.B) {
 					time.Sleep(50 * time.Microsecond)
 				}
 				var committing time.Time
-				require.NoError(b, db.A2A().WithinTx(context.Background(), func(ctx context.Context, tx runtime.A2AStores) error {
-					_, err := tx.Events.AppendEvents(ctx, scope, []runtime.NewEvent{runtime.EntryWrittenEvent("bench", "e", "", "created", 1)})
+				require.NoError(b, db.A2A().WithinTx(context.Background(), func(ctx context.Context, tx a2a.Stores) error {
+					_, err := tx.Events.AppendEvents(ctx, scope, []runtime.NewEvent{memory.EntryWrittenEvent("bench", "e", "", "created", 1)})
 					committing = time.Now()
 					return err
 				}))

@@ -15,6 +15,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/peerregistry"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 const a2aUsage = `usage: agent-context a2a <keygen|sign> [flags]
@@ -128,7 +129,7 @@ func a2aSign(args []string, getenv func(string) string, stdout io.Writer) error 
 	if err != nil {
 		return err
 	}
-	signed, err := runtime.SignEnvelope(raw, alg, keyID, sign)
+	signed, err := a2a.SignEnvelope(raw, alg, keyID, sign)
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
@@ -148,7 +149,7 @@ func envelopeSigner(keyFile, hmacID string, getenv func(string) string) (string,
 		if !ok {
 			return "", "", nil, fmt.Errorf("AGENT_CONTEXT_A2A_HMAC_KEYS has no key %q", hmacID)
 		}
-		return contract.SignatureHMACSHA256, hmacID, runtime.HMACSigner(secret), nil
+		return contract.SignatureHMACSHA256, hmacID, a2a.HMACSigner(secret), nil
 	}
 	data, err := os.ReadFile(keyFile)
 	if err != nil {

@@ -21,6 +21,9 @@ import (
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
+	"github.com/agent-context/agent-context/runtime/transfer"
 	"github.com/agent-context/agent-context/server"
 )
 
@@ -88,7 +91,7 @@ type Config struct {
 	A2ASweepInterval  time.Duration
 	// Rate limits (07-a2a.md): the per-minute budgets of the three levels (0: off)
 	// and where the buckets live (memory: per replica; postgres: shared).
-	RateLimits       runtime.RateLimits
+	RateLimits       ratelimit.RateLimits
 	RateLimitBackend string
 	// Export artifacts (05-entries.md): how long one lives from its creation, and how
 	// often the purge job removes expired ones.
@@ -134,10 +137,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, postgres.DefaultJobWorkers, postgres.DefaultRescueAfter
 	cfg.ProjectionSweepInterval = postgres.DefaultProjectionSweepInterval
 	cfg.Embedder, cfg.EmbeddingTimeout = EmbedderLocal, openai.DefaultTimeout
-	cfg.A2AMaxMessages, cfg.A2ATaskRetention = contract.DefaultA2AMaxMessages, runtime.DefaultA2ATaskRetention
-	cfg.A2AEventRetention, cfg.A2ASweepInterval = runtime.DefaultA2AEventRetention, time.Minute
-	cfg.RateLimits, cfg.RateLimitBackend = runtime.DefaultRateLimits, RateLimitMemory
-	cfg.ExportTTL, cfg.ExportPurgeInterval = runtime.DefaultExportTTL, DefaultExportPurgeInterval
+	cfg.A2AMaxMessages, cfg.A2ATaskRetention = contract.DefaultA2AMaxMessages, a2a.DefaultA2ATaskRetention
+	cfg.A2AEventRetention, cfg.A2ASweepInterval = a2a.DefaultA2AEventRetention, time.Minute
+	cfg.RateLimits, cfg.RateLimitBackend = ratelimit.DefaultRateLimits, RateLimitMemory
+	cfg.ExportTTL, cfg.ExportPurgeInterval = transfer.DefaultExportTTL, DefaultExportPurgeInterval
 	var errs []string
 	str := func(name string, dst *string) {
 		if v := getenv(name); v != "" {
@@ -420,9 +423,9 @@ func loadRateLimitConfig(getenv func(string) string, cfg *Config) []string {
 				continue
 			}
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || n > runtime.MaxRatePerMin {
+			if err != nil || n < 0 || n > ratelimit.MaxRatePerMin {
 				errs = append(errs, fmt.Sprintf("%s must be an integer from 0 (off) to %d requests a minute, got %q",
-					name, int64(runtime.MaxRatePerMin), v))
+					name, int64(ratelimit.MaxRatePerMin), v))
 			}
 			*level.dst = n
 			break

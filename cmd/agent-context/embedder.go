@@ -11,6 +11,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding/local"
 	"github.com/agent-context/agent-context/adapters/embedding/openai"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // newEmbedder builds the embedder cfg.Embedder names (set cfg.Embedder to build another
@@ -18,7 +19,7 @@ import (
 // checks its model here, so a missing model stops the start with one line naming
 // `make setup` and AGENT_CONTEXT_MODEL_DIR, never a silent fallback; the openai one
 // does not call its endpoint until the first Embed.
-func newEmbedder(cfg Config) (runtime.Embedder, error) {
+func newEmbedder(cfg Config) (memory.Embedder, error) {
 	switch cfg.Embedder {
 	case EmbedderHash:
 		return hash.New(), nil
@@ -43,18 +44,18 @@ func newEmbedder(cfg Config) (runtime.Embedder, error) {
 type embedderSet struct {
 	cfg        Config
 	metrics    *embedding.Metrics
-	configured runtime.Embedder
+	configured memory.Embedder
 
 	mu    sync.Mutex
 	built map[string]builtEmbedder
 }
 
 type builtEmbedder struct {
-	e   runtime.Embedder
+	e   memory.Embedder
 	err error
 }
 
-var _ runtime.Embedders = (*embedderSet)(nil)
+var _ memory.Embedders = (*embedderSet)(nil)
 
 // newEmbedders builds the configured embedder; its failure (the local model missing)
 // fails the start.
@@ -74,7 +75,7 @@ func newEmbedders(cfg Config, metrics *embedding.Metrics) (*embedderSet, error) 
 
 // build returns the embedder of name, building it on first use; a failure is kept
 // too, so a model that is missing is not looked for on every call.
-func (s *embedderSet) build(name string) (runtime.Embedder, error) {
+func (s *embedderSet) build(name string) (memory.Embedder, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b, ok := s.built[name]; ok {
@@ -93,10 +94,10 @@ func (s *embedderSet) build(name string) (runtime.Embedder, error) {
 }
 
 // Configured implements runtime.Embedders.
-func (s *embedderSet) Configured() runtime.Embedder { return s.configured }
+func (s *embedderSet) Configured() memory.Embedder { return s.configured }
 
 // Named implements runtime.Embedders.
-func (s *embedderSet) Named(name string) (runtime.Embedder, error) {
+func (s *embedderSet) Named(name string) (memory.Embedder, error) {
 	e, err := s.build(name)
 	if err != nil {
 		return nil, runtime.Invalid("embedder", "the %s embedder cannot run on this service: %v", name, err)
@@ -106,7 +107,7 @@ func (s *embedderSet) Named(name string) (runtime.Embedder, error) {
 
 // ForModel implements runtime.Embedders. The model ID tells which embedder made it;
 // the local model is loaded only for its own ID.
-func (s *embedderSet) ForModel(id string) (runtime.Embedder, bool) {
+func (s *embedderSet) ForModel(id string) (memory.Embedder, bool) {
 	if s.configured.Model().ID == id {
 		return s.configured, true
 	}

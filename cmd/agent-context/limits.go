@@ -9,22 +9,23 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/ratelimit/memory"
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/cost"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // loadPricing reads and checks the pricing file; no file means no prices (every
 // model costs 0). A bad file stops the start with one line naming it.
-func loadPricing(path string) (runtime.Pricing, error) {
+func loadPricing(path string) (cost.Pricing, error) {
 	if path == "" {
-		return runtime.Pricing{}, nil
+		return cost.Pricing{}, nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return runtime.Pricing{}, fmt.Errorf("AGENT_CONTEXT_PRICING_FILE: %w", err)
+		return cost.Pricing{}, fmt.Errorf("AGENT_CONTEXT_PRICING_FILE: %w", err)
 	}
-	pricing, err := runtime.ParsePricing(data)
+	pricing, err := cost.ParsePricing(data)
 	if err != nil {
-		return runtime.Pricing{}, fmt.Errorf("AGENT_CONTEXT_PRICING_FILE %s: %v", path, err)
+		return cost.Pricing{}, fmt.Errorf("AGENT_CONTEXT_PRICING_FILE %s: %v", path, err)
 	}
 	return pricing, nil
 }
@@ -42,13 +43,13 @@ const (
 // that a bucket's row lock lasts the statement only (a crash may lose the last
 // moments of takes: buckets a little fuller, never a record lost), and run the check
 // on its generic plan: planning it each time costs ten times its execution.
-func (m *Main) startRateLimits(ctx context.Context, dsn string) (*runtime.RateLimit, error) {
+func (m *Main) startRateLimits(ctx context.Context, dsn string) (*ratelimit.RateLimit, error) {
 	cfg := m.Config
 	if cfg.RateLimits.Off() {
 		return nil, nil
 	}
 	if cfg.RateLimitBackend == RateLimitMemory {
-		return runtime.NewRateLimit(memory.NewLimiter(m.rateClock), cfg.RateLimits), nil
+		return ratelimit.NewRateLimit(memory.NewLimiter(m.rateClock), cfg.RateLimits), nil
 	}
 	var err error
 	m.ratePool, err = postgres.NewPool(ctx, dsn, postgres.PoolOptions{
@@ -77,7 +78,7 @@ func (m *Main) startRateLimits(ctx context.Context, dsn string) (*runtime.RateLi
 			}
 		}
 	}()
-	return runtime.NewRateLimit(limiter, cfg.RateLimits), nil
+	return ratelimit.NewRateLimit(limiter, cfg.RateLimits), nil
 }
 
 // sweepRateLimits deletes the idle buckets in batches until none is left.

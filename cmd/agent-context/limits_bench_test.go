@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // BenchmarkRateLimitLatency measures what rate limiting adds to a request: the same
@@ -25,8 +25,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkRateLimitLatency -benchtime 3x ./cmd/agent-context
 func BenchmarkRateLimitLatency(b *testing.B) {
-	unlimited := runtime.RateLimits{GlobalPerMin: runtime.MaxRatePerMin, AgentPerMin: runtime.MaxRatePerMin,
-		ToolPerMin: runtime.MaxRatePerMin}
+	unlimited := ratelimit.RateLimits{GlobalPerMin: ratelimit.MaxRatePerMin, AgentPerMin: ratelimit.MaxRatePerMin,
+		ToolPerMin: ratelimit.MaxRatePerMin}
 	servers := []struct {
 		name string
 		app  *msgBenchApp

@@ -19,7 +19,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/adapters/ratelimit/ratelimittest"
 	"github.com/agent-context/agent-context/contract"
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // limitedRead is a cheap authenticated request (open mode) of agent subject.
@@ -90,7 +90,7 @@ func TestRateLimitsSharedByReplicas(t *testing.T) {
 	const budget = 30
 	dsn := pgtest.NewDSN(t)
 	limits := func(c *Config) {
-		c.RateLimits, c.RateLimitBackend = runtime.RateLimits{AgentPerMin: budget}, RateLimitPostgres
+		c.RateLimits, c.RateLimitBackend = ratelimit.RateLimits{AgentPerMin: budget}, RateLimitPostgres
 	}
 	apps := []*testApp{startAppOn(t, dsn, nil, limits), startAppOn(t, dsn, nil, limits)}
 	pool := openPool(t, dsn)
@@ -108,7 +108,7 @@ func TestRateLimitsPerReplicaInMemory(t *testing.T) {
 	t.Parallel()
 	const budget = 30
 	dsn := pgtest.NewDSN(t)
-	limits := func(c *Config) { c.RateLimits = runtime.RateLimits{AgentPerMin: budget} }
+	limits := func(c *Config) { c.RateLimits = ratelimit.RateLimits{AgentPerMin: budget} }
 	apps := []*testApp{startAppOn(t, dsn, nil, limits), startAppOn(t, dsn, nil, limits)}
 	for _, app := range apps {
 		start := time.Now()
@@ -124,7 +124,7 @@ func TestRetryAfterOnTheMemoryClock(t *testing.T) {
 	t.Parallel()
 	clock := ratelimittest.NewClock()
 	app := startAppOn(t, pgtest.NewDSN(t), func(m *Main) { m.rateClock = clock },
-		func(c *Config) { c.RateLimits = runtime.RateLimits{AgentPerMin: 6, GlobalPerMin: 1000} })
+		func(c *Config) { c.RateLimits = ratelimit.RateLimits{AgentPerMin: 6, GlobalPerMin: 1000} })
 	for range 6 {
 		app.limitedRead(t, "a").requireOK(t, http.StatusOK, nil)
 	}
@@ -146,7 +146,7 @@ func TestRetryAfterOnTheDatabaseClock(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	app := startAppOn(t, dsn, nil, func(c *Config) {
-		c.RateLimits, c.RateLimitBackend = runtime.RateLimits{AgentPerMin: 100}, RateLimitPostgres
+		c.RateLimits, c.RateLimitBackend = ratelimit.RateLimits{AgentPerMin: 100}, RateLimitPostgres
 	})
 	pool := openPool(t, dsn)
 	proven := false
@@ -188,7 +188,7 @@ func TestRetryAfterOnTheDatabaseClock(t *testing.T) {
 // authentication, so one its token's capabilities then forbid counts too.
 func TestRateLimitsCountAuthenticatedRequests(t *testing.T) {
 	t.Parallel()
-	app, minter := startSecuredApp(t, func(c *Config) { c.RateLimits = runtime.RateLimits{AgentPerMin: 2} })
+	app, minter := startSecuredApp(t, func(c *Config) { c.RateLimits = ratelimit.RateLimits{AgentPerMin: 2} })
 	forbidden, allowed := minter.bearer(contract.CapContextRead), minter.bearer(contract.CapMessagesRead)
 	body := map[string]any{"scope": map[string]any{"conversationId": "c"}}
 	for range 2 {
@@ -213,7 +213,7 @@ func TestRateLimitConfig(t *testing.T) {
 	}
 	cfg, err := load(nil)
 	require.NoError(t, err)
-	require.Equal(t, runtime.RateLimits{AgentPerMin: 6000}, cfg.RateLimits, "the contract's defaults")
+	require.Equal(t, ratelimit.RateLimits{AgentPerMin: 6000}, cfg.RateLimits, "the contract's defaults")
 	require.Equal(t, RateLimitMemory, cfg.RateLimitBackend)
 
 	cfg, err = load(map[string]string{
@@ -223,7 +223,7 @@ func TestRateLimitConfig(t *testing.T) {
 		"AGENT_CONTEXT_RATE_LIMIT_BACKEND": "postgres",
 	})
 	require.NoError(t, err)
-	require.Equal(t, runtime.RateLimits{GlobalPerMin: 3600, AgentPerMin: 1800}, cfg.RateLimits,
+	require.Equal(t, ratelimit.RateLimits{GlobalPerMin: 3600, AgentPerMin: 1800}, cfg.RateLimits,
 		"the seed's names are aliases; the contract's name comes first, then LEAN_CTX_, then LCTX_")
 	require.Equal(t, RateLimitPostgres, cfg.RateLimitBackend)
 

@@ -21,6 +21,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 var (
@@ -676,7 +677,7 @@ func startBenchMain(b *testing.B, dsn string, opts ...func(*Config)) *Main {
 	require.NoError(b, err)
 	cfg.Bind, cfg.DatabaseURL, cfg.AutoMigrate = "127.0.0.1:0", dsn, false
 	cfg.LogLevel, cfg.DrainTimeout, cfg.DrainDelay = 8, 5*time.Second, 0
-	cfg.RateLimits, cfg.Embedder = runtime.RateLimits{}, EmbedderHash
+	cfg.RateLimits, cfg.Embedder = ratelimit.RateLimits{}, EmbedderHash
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/knowledge/knowledgetest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/contract/client"
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // contractRig is a running Main, a contract check on the wire, and typed clients with
@@ -741,7 +741,7 @@ func TestOpenAPIContract(t *testing.T) {
 	})
 
 	t.Run("every route's rate limit", func(t *testing.T) {
-		limited := newContractRig(t, func(c *Config) { c.RateLimits = runtime.RateLimits{AgentPerMin: 1} })
+		limited := newContractRig(t, func(c *Config) { c.RateLimits = ratelimit.RateLimits{AgentPerMin: 1} })
 		limited.check = rig.check
 		limited.hc.Transport = rig.check
 		_, err := limited.full.MaintenanceStatus(ctx)

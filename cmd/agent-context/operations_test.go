@@ -17,6 +17,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 var (
@@ -582,7 +583,7 @@ func TestOperationSurvivesRestart(t *testing.T) {
 	pool := openPool(t, first.dsn)
 	db, err := postgres.NewDB(pool, postgres.DBOptions{})
 	require.NoError(t, err)
-	dead := runtime.NewOperations(runtime.OperationsConfig{DB: db.Operation(), Schema: db, BatchSize: 4})
+	dead := operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db, BatchSize: 4})
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
 	for _, id := range []string{ret.ID, del.ID} {
 		for range 2 {

@@ -16,12 +16,19 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/embedding"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
-	"github.com/agent-context/agent-context/adapters/knowledge"
+	providers "github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/peerregistry"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/conversation"
+	"github.com/agent-context/agent-context/runtime/cost"
+	"github.com/agent-context/agent-context/runtime/knowledge"
+	"github.com/agent-context/agent-context/runtime/memory"
+	"github.com/agent-context/agent-context/runtime/operation"
+	"github.com/agent-context/agent-context/runtime/transfer"
 	"github.com/agent-context/agent-context/server"
 )
 
@@ -39,7 +46,7 @@ type Main struct {
 	listener           net.Listener
 	served             chan error
 	jobs               *postgres.Jobs
-	knowledgeProviders *knowledge.Client
+	knowledgeProviders *providers.Client
 	hub                *postgres.EventHub
 	// Instruments (instruments.go). A test may set tracing before Run; uninstrumented
 	// (benchmarks only) leaves out request metrics and tracing.
@@ -130,21 +137,21 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("load the cursor secret: %w", err)
 	}
 	cursors := runtime.NewCursorCodec(cursorSecret)
-	messages := runtime.NewMessages(db.Messages(), cursors, runtime.SystemClock{})
-	windows := runtime.NewWindows(db.Conversation(), runtime.SystemClock{})
-	projection := runtime.NewProjection(runtime.ProjectionConfig{DB: db.Memory(), Embedders: embedders, Logger: m.Log,
-		Bounds: runtime.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}})
+	messages := conversation.NewMessages(db.Messages(), cursors, runtime.SystemClock{})
+	windows := conversation.NewWindows(db.Conversation(), runtime.SystemClock{})
+	projection := memory.NewProjection(memory.ProjectionConfig{DB: db.Memory(), Embedders: embedders, Logger: m.Log,
+		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}})
 	if err := m.prepareProjection(ctx, db, projection); err != nil {
 		return err
 	}
-	entries := runtime.NewEntries(db.Memory(), runtime.SystemClock{}, embedders.Configured().Model())
-	recall := runtime.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{})
-	exports := runtime.NewExports(runtime.ExportsConfig{DB: db.Transfer(), Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
-		Bounds: runtime.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
-	operations := runtime.NewOperations(runtime.OperationsConfig{DB: db.Operation(), Schema: db,
+	entries := memory.NewEntries(db.Memory(), runtime.SystemClock{}, embedders.Configured().Model())
+	recall := memory.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{})
+	exports := transfer.NewExports(transfer.ExportsConfig{DB: db.Transfer(), Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
+		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
+	operations := operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db,
 		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter),
 		Projection: projection, Rebuilds: projection, Exports: exports})
-	if m.knowledgeProviders, err = knowledge.New(cfg.Knowledge, knowledge.Options{Logger: m.Log,
+	if m.knowledgeProviders, err = providers.New(cfg.Knowledge, providers.Options{Logger: m.Log,
 		Registerer: m.registry, Transport: m.tracing.Transport}); err != nil {
 		return err
 	}
@@ -152,7 +159,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry}); err != nil {
 		return err
 	}
-	a2aCfg := runtime.A2AConfig{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
+	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
 		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
 	if cfg.A2APeersFile != "" {
@@ -162,21 +169,21 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		a2aCfg.Peers = peers
 	}
-	a2a := runtime.NewA2A(a2aCfg)
+	coordination := a2a.New(a2aCfg)
 	rateLimits, err := m.startRateLimits(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
-		Windows: windows, Operations: operations, Knowledge: runtime.NewKnowledge(m.knowledgeProviders), A2A: a2a,
-		Costs: runtime.NewCosts(db.Costs(), pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
+		Windows: windows, Operations: operations, Knowledge: knowledge.New(m.knowledgeProviders), A2A: coordination,
+		Costs: cost.NewCosts(db.Costs(), pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
 		Entries: entries, Recall: recall, Projection: projection, Exports: exports,
 		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
 		PublicURL: cfg.PublicURL, Version: version})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
-			Metrics: m.registry, A2ASweeper: a2a, A2ASweepInterval: cfg.A2ASweepInterval,
+			Metrics: m.registry, A2ASweeper: coordination, A2ASweepInterval: cfg.A2ASweepInterval,
 			Projection: projection, ProjectionSweepInterval: cfg.ProjectionSweepInterval,
 			ExportPurger: exports, ExportPurgeInterval: cfg.ExportPurgeInterval}
 		if cfg.RetentionMaxAge > 0 {
@@ -204,7 +211,7 @@ func (m *Main) Run(ctx context.Context) error {
 // prepareProjection creates the configured embedder's vector table. A database whose
 // migrations are pending is left alone (/ready reports it; the table is created at
 // the next start).
-func (m *Main) prepareProjection(ctx context.Context, db *postgres.DB, projection *runtime.Projection) error {
+func (m *Main) prepareProjection(ctx context.Context, db *postgres.DB, projection *memory.Projection) error {
 	current, latest, err := db.Versions(ctx)
 	if err != nil {
 		return fmt.Errorf("read the schema version: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/conversation"
 )
 
 // throughputClients is how many clients read at once, in each reader of the benchmark.
@@ -76,7 +77,7 @@ func BenchmarkMessagesRecentThroughput(b *testing.B) {
 	app.post(b, pathRecent, []byte(`{"scope":{"conversationId":"conv-1"},"limit":50}`), &checked)
 	require.Len(b, checked.Messages, 50)
 	directRead := func(rng *rand.Rand) error {
-		msgs, _, err := store.ListMessages(ctx, scope, runtime.MessageQuery{
+		msgs, _, err := store.ListMessages(ctx, scope, conversation.MessageQuery{
 			ConversationID: fmt.Sprintf("conv-%d", rng.IntN(conversations)), Descending: true, Limit: 50,
 			MaxBytes: contract.MaxMessagesResponseBytes,
 		})

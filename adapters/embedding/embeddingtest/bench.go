@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // shortMemories are entry-sized texts (8–12 words), the typical content of a memory.
@@ -26,7 +26,7 @@ const query = "how do we deploy the staging cluster on weekdays?"
 // BenchmarkThroughput embeds batches of 32 distinct short memories from as many
 // goroutines as -cpu says (run with -cpu 1,2 for one and two workers) and reports
 // texts/s.
-func BenchmarkThroughput(b *testing.B, e runtime.Embedder) {
+func BenchmarkThroughput(b *testing.B, e memory.Embedder) {
 	batch := make([]string, 32)
 	for i := range batch {
 		batch[i] = fmt.Sprintf("%s (%d)", shortMemories[i%len(shortMemories)], i)
@@ -44,7 +44,7 @@ func BenchmarkThroughput(b *testing.B, e runtime.Embedder) {
 }
 
 // BenchmarkQuery measures the latency of embedding one 10-word query alone (ns/op).
-func BenchmarkQuery(b *testing.B, e runtime.Embedder) {
+func BenchmarkQuery(b *testing.B, e memory.Embedder) {
 	for b.Loop() {
 		if _, err := e.Embed(context.Background(), []string{query}); err != nil {
 			b.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // texts mixes short, long, non-ASCII and whitespace-only inputs.
@@ -27,7 +27,7 @@ var texts = []string{
 // Run checks what the port promises: one L2-normalized vector of Model().Dimensions per
 // text, in order; the same text gives the same vector in any batch and any call;
 // nothing is sent for an empty batch; concurrent calls are safe (run under -race).
-func Run(t *testing.T, e runtime.Embedder) {
+func Run(t *testing.T, e memory.Embedder) {
 	t.Helper()
 	ctx := context.Background()
 	model := e.Model()

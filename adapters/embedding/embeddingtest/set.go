@@ -2,12 +2,13 @@ package embeddingtest
 
 import (
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // Named is an embedder with the name a rebuild request gives it.
 type Named struct {
 	Name     string
-	Embedder runtime.Embedder
+	Embedder memory.Embedder
 }
 
 // Set is a runtime.Embedders of fixed embedders for tests and benchmarks of the
@@ -15,7 +16,7 @@ type Named struct {
 // name and ForModel by its model ID.
 type Set struct {
 	names     []string
-	embedders []runtime.Embedder
+	embedders []memory.Embedder
 }
 
 // NewSet returns the set of configured and more.
@@ -29,10 +30,10 @@ func NewSet(configured Named, more ...Named) *Set {
 }
 
 // Configured implements runtime.Embedders.
-func (s *Set) Configured() runtime.Embedder { return s.embedders[0] }
+func (s *Set) Configured() memory.Embedder { return s.embedders[0] }
 
 // Named implements runtime.Embedders.
-func (s *Set) Named(name string) (runtime.Embedder, error) {
+func (s *Set) Named(name string) (memory.Embedder, error) {
 	for i, n := range s.names {
 		if n == name {
 			return s.embedders[i], nil
@@ -42,7 +43,7 @@ func (s *Set) Named(name string) (runtime.Embedder, error) {
 }
 
 // ForModel implements runtime.Embedders.
-func (s *Set) ForModel(id string) (runtime.Embedder, bool) {
+func (s *Set) ForModel(id string) (memory.Embedder, bool) {
 	for _, e := range s.embedders {
 		if e.Model().ID == id {
 			return e, true

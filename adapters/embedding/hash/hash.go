@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 const (
@@ -36,14 +36,14 @@ const (
 // Embedder is the hash embedder. The zero value is ready; it is safe for concurrent use.
 type Embedder struct{}
 
-var _ runtime.Embedder = Embedder{}
+var _ memory.Embedder = Embedder{}
 
 // New returns the hash embedder.
 func New() Embedder { return Embedder{} }
 
 // Model returns ModelID and Dimensions.
-func (Embedder) Model() runtime.EmbeddingModel {
-	return runtime.EmbeddingModel{ID: ModelID, Dimensions: Dimensions}
+func (Embedder) Model() memory.EmbeddingModel {
+	return memory.EmbeddingModel{ID: ModelID, Dimensions: Dimensions}
 }
 
 // Embed never fails: it computes every vector locally.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // batchTokens bounds the tokens one forward pass computes at once, and with it the
@@ -24,7 +24,7 @@ type Embedder struct {
 	lattices sync.Pool
 }
 
-var _ runtime.Embedder = (*Embedder)(nil)
+var _ memory.Embedder = (*Embedder)(nil)
 
 // New loads the model from modelDir/Subdir, where `make setup` (deploy/local/fetch-model.sh)
 // puts it. Missing files fail with one line naming `make setup` and
@@ -52,8 +52,8 @@ func New(modelDir string) (*Embedder, error) {
 }
 
 // Model returns ModelID and Dimensions.
-func (e *Embedder) Model() runtime.EmbeddingModel {
-	return runtime.EmbeddingModel{ID: ModelID, Dimensions: Dimensions}
+func (e *Embedder) Model() memory.EmbeddingModel {
+	return memory.EmbeddingModel{ID: ModelID, Dimensions: Dimensions}
 }
 
 // Embed tokenizes every text (English; after NFKC, clipped at 128 pieces) and runs the
@@ -71,7 +71,7 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 		seq := e.tok.encode(text, lat)
 		if tokens+len(seq) > batchTokens {
 			if err := ctx.Err(); err != nil {
-				return nil, runtime.EmbeddingUnavailable(err)
+				return nil, memory.EmbeddingUnavailable(err)
 			}
 			e.enc.forward(seqs, out[first:i], s)
 			seqs, first, tokens = seqs[:0], i, 0
@@ -80,7 +80,7 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 		tokens += len(seq)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, runtime.EmbeddingUnavailable(err)
+		return nil, memory.EmbeddingUnavailable(err)
 	}
 	if len(seqs) > 0 {
 		e.enc.forward(seqs, out[first:], s)

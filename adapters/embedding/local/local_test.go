@@ -15,6 +15,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding/local/localtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // MustEmbedder is the model every test shares.
@@ -145,7 +146,7 @@ func TestCanceled(t *testing.T) {
 	cancel()
 	got, err := e.Embed(ctx, []string{"hello"})
 	require.Nil(t, got)
-	require.ErrorIs(t, err, runtime.ErrEmbeddingUnavailable)
+	require.ErrorIs(t, err, memory.ErrEmbeddingUnavailable)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, contract.CodeEmbeddingUnavailable, runtime.ErrorCode(err))
 }

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // Defaults of the tunables a Config leaves zero.
@@ -72,12 +72,12 @@ type Config struct {
 type Embedder struct {
 	cfg      Config
 	endpoint string
-	model    runtime.EmbeddingModel
+	model    memory.EmbeddingModel
 	// sleep waits d or until ctx ends; tests replace it to observe the waits.
 	sleep func(ctx context.Context, d time.Duration) error
 }
 
-var _ runtime.Embedder = (*Embedder)(nil)
+var _ memory.Embedder = (*Embedder)(nil)
 
 // New checks cfg and returns the embedder. It does not call the endpoint.
 func New(cfg Config) (*Embedder, error) {
@@ -113,13 +113,13 @@ func New(cfg Config) (*Embedder, error) {
 	return &Embedder{
 		cfg:      cfg,
 		endpoint: base + "/v1/embeddings",
-		model:    runtime.EmbeddingModel{ID: fmt.Sprintf("openai:%s/%d", cfg.Model, cfg.Dimensions), Dimensions: cfg.Dimensions},
+		model:    memory.EmbeddingModel{ID: fmt.Sprintf("openai:%s/%d", cfg.Model, cfg.Dimensions), Dimensions: cfg.Dimensions},
 		sleep:    sleep,
 	}, nil
 }
 
 // Model returns "openai:<model>/<dimensions>" and the configured dimensions.
-func (e *Embedder) Model() runtime.EmbeddingModel { return e.model }
+func (e *Embedder) Model() memory.EmbeddingModel { return e.model }
 
 // Embed sends the texts in batches of BatchSize, one batch after the other, and
 // returns their vectors L2-normalized (not every server normalizes). Any batch failing
@@ -130,7 +130,7 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 		batch := texts[start:min(start+e.cfg.BatchSize, len(texts))]
 		vectors, err := e.embedBatch(ctx, batch)
 		if err != nil {
-			return nil, runtime.EmbeddingUnavailable(err)
+			return nil, memory.EmbeddingUnavailable(err)
 		}
 		out = append(out, vectors...)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding/hash"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // server is an OpenAI-compatible embeddings endpoint backed by the hash embedder. It
@@ -126,7 +127,7 @@ func newEmbedder(t *testing.T, s *server, mutate ...func(*Config)) (*Embedder, *
 func requireUnavailable(t *testing.T, vectors [][]float32, err error) {
 	t.Helper()
 	require.Nil(t, vectors)
-	require.ErrorIs(t, err, runtime.ErrEmbeddingUnavailable)
+	require.ErrorIs(t, err, memory.ErrEmbeddingUnavailable)
 	require.Equal(t, contract.CodeEmbeddingUnavailable, runtime.ErrorCode(err))
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/knowledge"
 	"github.com/agent-context/agent-context/adapters/knowledge/markdown"
 	"github.com/agent-context/agent-context/contract"
-	"github.com/agent-context/agent-context/runtime"
+	rtknowledge "github.com/agent-context/agent-context/runtime/knowledge"
 )
 
 func writeFiles(t *testing.T, files map[string]string) string {
@@ -60,8 +60,8 @@ func serve(t *testing.T, dir string) (*httptest.Server, *knowledge.Client) {
 func TestQueryScoresSections(t *testing.T) {
 	t.Parallel()
 	_, client := serve(t, writeFiles(t, docs))
-	hits, err := client.Query(context.Background(), "docs", runtime.KnowledgeCredentials{},
-		runtime.KnowledgeQuery{Text: "Deploy POLICY", TopK: 10})
+	hits, err := client.Query(context.Background(), "docs", rtknowledge.Credentials{},
+		rtknowledge.Query{Text: "Deploy POLICY", TopK: 10})
 	require.NoError(t, err)
 	type row struct {
 		ref, segment string
@@ -82,28 +82,28 @@ func TestQueryScoresSections(t *testing.T) {
 	require.Contains(t, hitFor(t, hits, "ops/deploy.md").Excerpt, "second reviewer")
 	require.True(t, strings.HasPrefix(*hits[0].URI, "file://"))
 
-	hits, err = client.Query(context.Background(), "docs", runtime.KnowledgeCredentials{},
-		runtime.KnowledgeQuery{Text: "deploy", TopK: 1})
+	hits, err = client.Query(context.Background(), "docs", rtknowledge.Credentials{},
+		rtknowledge.Query{Text: "deploy", TopK: 1})
 	require.NoError(t, err)
 	require.Len(t, hits, 1)
 
 	scope := "people"
-	hits, err = client.Query(context.Background(), "docs", runtime.KnowledgeCredentials{},
-		runtime.KnowledgeQuery{Text: "deploy", TopK: 10, ScopeRef: &scope})
+	hits, err = client.Query(context.Background(), "docs", rtknowledge.Credentials{},
+		rtknowledge.Query{Text: "deploy", TopK: 10, ScopeRef: &scope})
 	require.NoError(t, err)
 	require.Len(t, hits, 1)
 	require.Equal(t, "people/onboarding.md", hits[0].ResourceRef)
 
 	// A word also finds the words it begins.
-	hits, err = client.Query(context.Background(), "docs", runtime.KnowledgeCredentials{},
-		runtime.KnowledgeQuery{Text: "week", TopK: 10})
+	hits, err = client.Query(context.Background(), "docs", rtknowledge.Credentials{},
+		rtknowledge.Query{Text: "week", TopK: 10})
 	require.NoError(t, err)
 	require.Len(t, hits, 2, "weekdays and week")
 	require.Equal(t, "ops/deploy.md", hits[0].ResourceRef)
 	require.Equal(t, "people/onboarding.md", hits[1].ResourceRef)
 
-	hits, err = client.Query(context.Background(), "docs", runtime.KnowledgeCredentials{},
-		runtime.KnowledgeQuery{Text: "zebra", TopK: 10})
+	hits, err = client.Query(context.Background(), "docs", rtknowledge.Credentials{},
+		rtknowledge.Query{Text: "zebra", TopK: 10})
 	require.NoError(t, err)
 	require.Empty(t, hits)
 }
@@ -123,8 +123,8 @@ func hitFor(t *testing.T, hits []contract.KnowledgeHit, ref string) contract.Kno
 func TestLongSectionIsCut(t *testing.T) {
 	t.Parallel()
 	_, client := serve(t, writeFiles(t, map[string]string{"big.md": "# Big\n\n" + strings.Repeat("needle ", 20000)}))
-	hits, err := client.Query(context.Background(), "docs", runtime.KnowledgeCredentials{},
-		runtime.KnowledgeQuery{Text: "needle", TopK: 1})
+	hits, err := client.Query(context.Background(), "docs", rtknowledge.Credentials{},
+		rtknowledge.Query{Text: "needle", TopK: 1})
 	require.NoError(t, err)
 	require.True(t, hits[0].Truncated)
 	require.Len(t, hits[0].Excerpt, contract.MaxKnowledgeExcerptBytes)
@@ -133,7 +133,7 @@ func TestLongSectionIsCut(t *testing.T) {
 func TestResolveAndCapabilities(t *testing.T) {
 	t.Parallel()
 	srv, client := serve(t, writeFiles(t, docs))
-	resources, err := client.Resolve(context.Background(), "docs", runtime.KnowledgeCredentials{},
+	resources, err := client.Resolve(context.Background(), "docs", rtknowledge.Credentials{},
 		[]string{"people/onboarding.md", "nope.md"})
 	require.NoError(t, err)
 	require.Len(t, resources, 1)

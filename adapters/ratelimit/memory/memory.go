@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // Limiter implements runtime.RateLimiter in memory.
@@ -16,7 +17,7 @@ type Limiter struct {
 	clock runtime.Clock
 
 	mu      sync.Mutex
-	buckets map[key]runtime.TokenBucket
+	buckets map[key]ratelimit.TokenBucket
 	// takes counts the calls since the last sweep. The map is swept of the buckets
 	// that are full again once the count reaches both sweepEvery and the map's size,
 	// which keeps it to the buckets used in about the last minute at a cost per take
@@ -24,7 +25,7 @@ type Limiter struct {
 	takes int
 }
 
-var _ runtime.RateLimiter = (*Limiter)(nil)
+var _ ratelimit.RateLimiter = (*Limiter)(nil)
 
 type key struct {
 	level, tenant, name string
@@ -42,11 +43,11 @@ func NewLimiter(clock runtime.Clock) *Limiter {
 	if clock == nil {
 		clock = runtime.SystemClock{}
 	}
-	return &Limiter{clock: clock, buckets: map[key]runtime.TokenBucket{}}
+	return &Limiter{clock: clock, buckets: map[key]ratelimit.TokenBucket{}}
 }
 
 // Take implements runtime.RateLimiter. It never fails.
-func (l *Limiter) Take(_ context.Context, buckets []runtime.RateBucket) (bool, []time.Duration, error) {
+func (l *Limiter) Take(_ context.Context, buckets []ratelimit.RateBucket) (bool, []time.Duration, error) {
 	nowUs := l.clock.Now().UnixMicro()
 	waits := make([]time.Duration, len(buckets))
 	available := make([]int64, len(buckets))
@@ -57,18 +58,18 @@ func (l *Limiter) Take(_ context.Context, buckets []runtime.RateBucket) (bool, [
 	for i, b := range buckets {
 		state, ok := l.buckets[key{b.Level, b.Tenant, b.Name}]
 		if !ok {
-			state = runtime.TokenBucket{Units: runtime.RateCapacity(b.PerMin, 1), AtUs: nowUs}
+			state = ratelimit.TokenBucket{Units: ratelimit.RateCapacity(b.PerMin, 1), AtUs: nowUs}
 		}
 		available[i] = state.Available(b.PerMin, 1, nowUs)
-		waits[i] = runtime.RateWait(available[i], b.PerMin, 1)
+		waits[i] = ratelimit.RateWait(available[i], b.PerMin, 1)
 		taken = taken && waits[i] == 0
 	}
 	if !taken {
 		return false, waits, nil
 	}
 	for i, b := range buckets {
-		l.buckets[key{b.Level, b.Tenant, b.Name}] = runtime.TokenBucket{
-			Units: available[i] - runtime.RateUnitsPerToken, AtUs: nowUs}
+		l.buckets[key{b.Level, b.Tenant, b.Name}] = ratelimit.TokenBucket{
+			Units: available[i] - ratelimit.RateUnitsPerToken, AtUs: nowUs}
 	}
 	return true, waits, nil
 }

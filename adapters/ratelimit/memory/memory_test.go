@@ -12,11 +12,12 @@ import (
 	"github.com/agent-context/agent-context/adapters/ratelimit/ratelimittest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 func TestLimiterContract(t *testing.T) {
 	t.Parallel()
-	ratelimittest.Run(t, func(_ *testing.T, clock runtime.Clock) runtime.RateLimiter {
+	ratelimittest.Run(t, func(_ *testing.T, clock runtime.Clock) ratelimit.RateLimiter {
 		return memory.NewLimiter(clock)
 	})
 }
@@ -28,8 +29,8 @@ func TestIdleBucketsAreSwept(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock()
 	l := memory.NewLimiter(clock)
-	bucket := func(i int) []runtime.RateBucket {
-		return []runtime.RateBucket{{Level: contract.RateLevelAgent, Tenant: "t", Name: fmt.Sprint("agent-", i), PerMin: 1}}
+	bucket := func(i int) []ratelimit.RateBucket {
+		return []ratelimit.RateBucket{{Level: contract.RateLevelAgent, Tenant: "t", Name: fmt.Sprint("agent-", i), PerMin: 1}}
 	}
 	for i := range 5000 {
 		taken, _, err := l.Take(ctx, bucket(i))

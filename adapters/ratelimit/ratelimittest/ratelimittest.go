@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // Clock is a runtime.Clock that stands still until the test moves it.
@@ -41,30 +42,30 @@ func (c *Clock) Advance(d time.Duration) {
 }
 
 // NewLimiterFunc returns a fresh limiter, with no buckets, reading clock.
-type NewLimiterFunc func(t *testing.T, clock runtime.Clock) runtime.RateLimiter
+type NewLimiterFunc func(t *testing.T, clock runtime.Clock) ratelimit.RateLimiter
 
 // Run runs the contract suite against the limiters newLimiter returns. Budgets stay
 // under 128 a minute, where no limiter may split a bucket (runtime.RateShards), so
 // that every limiter's answers are exact.
 func Run(t *testing.T, newLimiter NewLimiterFunc) {
 	ctx := context.Background()
-	agent := func(tenant, subject string, perMin int64) runtime.RateBucket {
-		return runtime.RateBucket{Level: contract.RateLevelAgent, Tenant: tenant, Name: subject, PerMin: perMin}
+	agent := func(tenant, subject string, perMin int64) ratelimit.RateBucket {
+		return ratelimit.RateBucket{Level: contract.RateLevelAgent, Tenant: tenant, Name: subject, PerMin: perMin}
 	}
-	tool := func(tenant, route string, perMin int64) runtime.RateBucket {
-		return runtime.RateBucket{Level: contract.RateLevelTool, Tenant: tenant, Name: route, PerMin: perMin}
+	tool := func(tenant, route string, perMin int64) ratelimit.RateBucket {
+		return ratelimit.RateBucket{Level: contract.RateLevelTool, Tenant: tenant, Name: route, PerMin: perMin}
 	}
-	global := func(perMin int64) runtime.RateBucket {
-		return runtime.RateBucket{Level: contract.RateLevelGlobal, PerMin: perMin}
+	global := func(perMin int64) ratelimit.RateBucket {
+		return ratelimit.RateBucket{Level: contract.RateLevelGlobal, PerMin: perMin}
 	}
-	take := func(t *testing.T, l runtime.RateLimiter, buckets ...runtime.RateBucket) (bool, []time.Duration) {
+	take := func(t *testing.T, l ratelimit.RateLimiter, buckets ...ratelimit.RateBucket) (bool, []time.Duration) {
 		t.Helper()
 		taken, waits, err := l.Take(ctx, buckets)
 		require.NoError(t, err)
 		require.Len(t, waits, len(buckets))
 		return taken, waits
 	}
-	drain := func(t *testing.T, l runtime.RateLimiter, buckets ...runtime.RateBucket) int {
+	drain := func(t *testing.T, l ratelimit.RateLimiter, buckets ...ratelimit.RateBucket) int {
 		t.Helper()
 		return int(Drain(t, l, buckets...))
 	}
@@ -147,7 +148,7 @@ func Run(t *testing.T, newLimiter NewLimiterFunc) {
 		t.Parallel()
 		l := newLimiter(t, NewClock())
 		require.Equal(t, 2, drain(t, l, agent("t1", "a", 2)))
-		for _, b := range []runtime.RateBucket{
+		for _, b := range []ratelimit.RateBucket{
 			agent("t2", "a", 2), agent("t1", "b", 2), tool("t1", "a", 2), {Level: contract.RateLevelGlobal, Tenant: "t1", Name: "a", PerMin: 2},
 		} {
 			require.Equal(t, 2, drain(t, l, b), "%+v", b)
@@ -179,7 +180,7 @@ func Run(t *testing.T, newLimiter NewLimiterFunc) {
 }
 
 // Drain takes from buckets until l refuses and returns how many takes succeeded.
-func Drain(t *testing.T, l runtime.RateLimiter, buckets ...runtime.RateBucket) int64 {
+func Drain(t *testing.T, l ratelimit.RateLimiter, buckets ...ratelimit.RateBucket) int64 {
 	t.Helper()
 	for n := int64(0); ; n++ {
 		require.Less(t, n, int64(1_000_000), "the bucket never runs dry")
@@ -194,7 +195,7 @@ func Drain(t *testing.T, l runtime.RateLimiter, buckets ...runtime.RateBucket) i
 
 // Burst runs workers goroutines that each take attempts times from buckets at once
 // and returns how many takes succeeded.
-func Burst(t *testing.T, l runtime.RateLimiter, workers, attempts int, buckets ...runtime.RateBucket) int64 {
+func Burst(t *testing.T, l ratelimit.RateLimiter, workers, attempts int, buckets ...ratelimit.RateBucket) int64 {
 	t.Helper()
 	var admitted atomic.Int64
 	var wg sync.WaitGroup

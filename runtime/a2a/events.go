@@ -1,0 +1,133 @@
+package a2a
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// pollScanRows bounds the events one poll statement examines, so a filter that
+// matches rarely costs bounded work per statement (the cursor still advances past
+// what it examined).
+const pollScanRows = 5000
+
+// eventsBinding binds an events cursor to the scope only: it is a position in the
+// scope's log, valid with any filter (07-a2a.md).
+func eventsBinding(scope runtime.Scope) runtime.CursorBinding {
+	return runtime.CursorBinding{Kind: "a2a-events", Scope: scope}
+}
+
+// PollEvents returns the caller's next events after the cursor that match the filter,
+// waiting up to waitMs for one to commit when there is none yet. The next cursor
+// advances past every event examined, so a filtered poller never reads a row twice.
+func (a *Service) PollEvents(ctx context.Context, p runtime.Principal, req *contract.PollEventsRequest) (*contract.EventPage, error) {
+	q, err := a.eventQuery(p, req)
+	if err != nil {
+		return nil, err
+	}
+	var wait time.Duration
+	if req.WaitMs != nil {
+		if *req.WaitMs < 0 || *req.WaitMs > contract.MaxPollWaitMs {
+			return nil, runtime.TooMany("waitMs", contract.MaxPollWaitMs, "waitMs must be between 0 and %d", contract.MaxPollWaitMs)
+		}
+		wait = time.Duration(*req.WaitMs) * time.Millisecond
+	}
+	var sub runtime.EventSubscription
+	if wait > 0 && a.notifier != nil {
+		// Subscribed before the first query, so a commit between that query and the
+		// wait still wakes it.
+		sub = a.notifier.Subscribe(p.Scope)
+		defer sub.Close()
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for first := true; ; first = false {
+		batch, err := a.stores.Events.PollEvents(ctx, p.Scope, q)
+		if err != nil {
+			// A re-check after a wake-up may meet the database restarting; the
+			// notifier wakes the poll again once it is back.
+			if first || sub == nil || runtime.ErrorCode(err) != contract.CodeServiceUnavailable || !sub.Wait(waitCtx) {
+				return nil, err
+			}
+			continue
+		}
+		q.After = batch.Next
+		if len(batch.Events) > 0 || sub == nil || waitCtx.Err() != nil {
+			return a.eventPage(p.Scope, batch.Events, q.After), nil
+		}
+		if !batch.AtHead {
+			continue
+		}
+		if !sub.Wait(waitCtx) {
+			return a.eventPage(p.Scope, nil, q.After), nil
+		}
+	}
+}
+
+func (a *Service) eventPage(scope runtime.Scope, events []contract.Event, next int64) *contract.EventPage {
+	if events == nil {
+		events = []contract.Event{}
+	}
+	return &contract.EventPage{Events: events, NextCursor: a.cursors.Encode(eventsBinding(scope), next)}
+}
+
+// eventQuery validates a poll request and returns its first query.
+func (a *Service) eventQuery(p runtime.Principal, req *contract.PollEventsRequest) (runtime.EventQuery, error) {
+	q := runtime.EventQuery{Agent: p.Subject, Scan: pollScanRows}
+	var err error
+	if q.Limit, err = runtime.OptionalCount("limit", req.Limit, contract.DefaultA2ALimit, contract.MaxPollLimit); err != nil {
+		return q, err
+	}
+	if req.Cursor != nil {
+		if q.After, err = a.cursors.Decode(eventsBinding(p.Scope), *req.Cursor); err != nil {
+			return q, err
+		}
+	}
+	f := req.Filter
+	if f == nil {
+		return q, nil
+	}
+	if len(f.Kinds) > len(contract.EventKinds) {
+		return q, runtime.TooMany("filter.kinds", int64(len(contract.EventKinds)), "filter.kinds holds at most %d kinds", len(contract.EventKinds))
+	}
+	for i, k := range f.Kinds {
+		if !slices.Contains(contract.EventKinds, k) {
+			return q, runtime.OneOf(fmt.Sprintf("filter.kinds[%d]", i), contract.EventKinds)
+		}
+	}
+	if len(f.Actors) > contract.MaxPollActors {
+		return q, runtime.TooMany("filter.actors", contract.MaxPollActors, "filter.actors holds at most %d agents", contract.MaxPollActors)
+	}
+	for i, actor := range f.Actors {
+		if err := runtime.ValidateID(fmt.Sprintf("filter.actors[%d]", i), actor); err != nil {
+			return q, err
+		}
+	}
+	// An empty list filters nothing, like an absent one.
+	q.Kinds, q.Actors = nonEmpty(f.Kinds), nonEmpty(f.Actors)
+	if f.MinConsistency != nil {
+		level, err := enumOr("filter.minConsistency", f.MinConsistency, "", contract.ConsistencyLevels)
+		if err != nil {
+			return q, err
+		}
+		q.MinConsistency = runtime.ConsistencyRank(level)
+	}
+	if f.TaskID != nil {
+		if err := runtime.ValidateID("filter.taskId", *f.TaskID); err != nil {
+			return q, err
+		}
+		q.TaskID = *f.TaskID
+	}
+	return q, nil
+}
+
+func nonEmpty(v []string) []string {
+	if len(v) == 0 {
+		return nil
+	}
+	return slices.Clone(v)
+}

@@ -1,0 +1,522 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
+)
+
+// The vector projection (05-entries.md, docs/entries.md): every scope has generations
+// of (entry, vector) rows, each embedded with one model. The active generation serves
+// recall; a rebuild fills a new one while the active one keeps serving, switches, and
+// drops the old one. Entries reach the projection through a queue written in the
+// entry's own transaction and drained by background jobs, in batches.
+
+// Embedders are the embedders this process can run.
+type Embedders interface {
+	// Configured is the embedder the configuration names: a scope's projection starts
+	// with it, and a scope that follows the configuration is rebuilt when it changes.
+	Configured() Embedder
+	// Named returns the embedder of a name of contract.Embedders. Errors:
+	// VALIDATION_FAILED (field embedder) for a name this process cannot run (an
+	// unknown one, openai without its endpoint, local without its model).
+	Named(name string) (Embedder, error)
+	// ForModel returns the embedder whose vectors have the model ID, when this
+	// process can run it.
+	ForModel(modelID string) (Embedder, bool)
+}
+
+// Generation is one generation of a scope's projection.
+type Generation struct {
+	Number int64
+	Model  EmbeddingModel
+}
+
+// ProjectionStatus is the state of a scope's projection. Generation is 0 while the
+// scope has none (no entry was ever written and no rebuild ran).
+type ProjectionStatus struct {
+	Generation Generation
+	// Pending counts the scope's queued entries; IndexedThroughMs is the creation
+	// time through which every entry is embedded (0 when the scope has none).
+	Pending          int64
+	IndexedThroughMs int64
+}
+
+// Backlog is a batch of queued entries claimed by one worker until its lease ends,
+// with the generations they are to be embedded into.
+type Backlog struct {
+	Claim       string
+	Generations []Generation
+	Entries     []EmbedInput
+}
+
+// RebuildCursor is where a vector_rebuild operation stands, kept with the operation.
+type RebuildCursor struct {
+	// Phase is "fill" (embedding the active entries after After into Generation) or
+	// "drop" (the generation switched; retired generations are being removed).
+	Phase      string `json:"phase"`
+	Generation int64  `json:"generation"`
+	Model      string `json:"model"`
+	Dimensions int    `json:"dimensions"`
+	After      string `json:"after"`
+	Embedded   int64  `json:"embedded"`
+	// Pinned records that the rebuild named its embedder.
+	Pinned bool `json:"pinned"`
+}
+
+// Rebuild phases.
+const (
+	RebuildFill = "fill"
+	RebuildDrop = "drop"
+)
+
+// ErrProjectionChanged is returned by StoreBacklog when the scope's live generations
+// are no longer those the vectors were computed for (a rebuild started or switched).
+var ErrProjectionChanged = errors.New("the projection's generations changed")
+
+// ProjectionStore is the storage of the vector projection. Every method is confined
+// to scope (the sweeps walk them all).
+type ProjectionStore interface {
+	// EnsureModel creates the vector table of model when there is none. It is DDL,
+	// serialized between replicas. Errors: SERVICE_UNAVAILABLE.
+	EnsureModel(ctx context.Context, model EmbeddingModel) error
+	// Enqueue queues new active entries for embedding, in the writer's transaction,
+	// and starts the scope's projection at a generation of model when it has no active
+	// one. Errors: SERVICE_UNAVAILABLE.
+	Enqueue(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, model EmbeddingModel) error
+	// Retire removes entries that stopped being active from the projection: their
+	// vectors in every generation and their queue rows. Errors: SERVICE_UNAVAILABLE.
+	Retire(ctx context.Context, scope runtime.Scope, ids []string) error
+	// Status returns the scope's projection state. Errors: SERVICE_UNAVAILABLE.
+	Status(ctx context.Context, scope runtime.Scope) (ProjectionStatus, error)
+
+	// ClaimBacklog claims up to limit queued entries that no live lease holds, until
+	// nowMs + lease, and returns them (content included) with the scope's live
+	// generations; queue rows of entries that are no longer active are dropped.
+	ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (Backlog, error)
+	// ReleaseBacklog gives up a claim, so the next worker takes its rows at once.
+	ReleaseBacklog(ctx context.Context, scope runtime.Scope, claim string) error
+	// StoreBacklog stores the vectors of a claim (vectors[model][i] is the vector of
+	// the claim's i-th entry, ids[i]) into every live generation and removes the
+	// claim's queue rows, in one transaction. A vector is stored only for an entry
+	// that is still active. Errors: ErrProjectionChanged when a live generation has a
+	// model vectors lacks, SERVICE_UNAVAILABLE.
+	StoreBacklog(ctx context.Context, scope runtime.Scope, claim string, ids []string, vectors map[string][][]float32) error
+
+	// LockProjection creates the scope's projection head when it has none and locks
+	// it until the transaction ends. Errors: SERVICE_UNAVAILABLE.
+	LockProjection(ctx context.Context, scope runtime.Scope) error
+	// InFlightRebuild returns the scope's pending or running vector_rebuild
+	// operation. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
+	InFlightRebuild(ctx context.Context, scope runtime.Scope) (contract.Operation, error)
+	// RebuildCursor returns the cursor of a rebuild operation, nil before its first
+	// step. Errors: SERVICE_UNAVAILABLE.
+	RebuildCursor(ctx context.Context, scope runtime.Scope, operationID string) (*RebuildCursor, error)
+	// StartRebuild creates the building generation of a running rebuild operation
+	// (any older non-active generation is retired), sets its cursor and counts the
+	// scope's active entries into its progress. An operation that already started
+	// keeps its cursor. pinned records whether the rebuild named its embedder.
+	StartRebuild(ctx context.Context, scope runtime.Scope, operationID string, model EmbeddingModel, pinned bool, nowMs int64) error
+	// FillRebuild stores the vectors of ids into the operation's building generation
+	// (for entries still active) and advances its cursor from cur to next, in one
+	// transaction; nothing happens when the operation is no longer running or its
+	// cursor is no longer cur.
+	FillRebuild(ctx context.Context, scope runtime.Scope, operationID string, cur, next RebuildCursor, ids []string, vectors [][]float32, nowMs int64) error
+	// SwitchGeneration makes the operation's building generation the active one and
+	// retires the previous one, atomically, and moves the cursor to the drop phase.
+	SwitchGeneration(ctx context.Context, scope runtime.Scope, operationID string, cur RebuildCursor, nowMs int64) error
+	// DropRetiredStep deletes rows of the scope's retired generations within bounds;
+	// when none is left it forgets them, drops the vector tables no generation uses
+	// any more (except keep's) and marks the operation succeeded with result.
+	DropRetiredStep(ctx context.Context, scope runtime.Scope, operationID string, bounds operation.StepBounds, keep string, result contract.RebuildProjectionResult, nowMs int64) (done bool, err error)
+
+	// BacklogScopes examines up to limit scopes holding queued entries no live lease
+	// holds, in order after after (nil: from the first), and returns them and the
+	// last one examined (nil when none was left).
+	BacklogScopes(ctx context.Context, after *runtime.Scope, limit int, nowMs int64) (due []runtime.Scope, last *runtime.Scope, err error)
+	// StaleScopes examines up to limit scopes whose projection follows the
+	// configuration (not pinned) and whose active generation has another model than
+	// model, in order after after, and returns those with no rebuild in flight and the
+	// last one examined.
+	StaleScopes(ctx context.Context, model string, after *runtime.Scope, limit int) (due []runtime.Scope, last *runtime.Scope, err error)
+}
+
+// ProjectionJob embeds the queued entries of one scope.
+type ProjectionJob struct {
+	TenantID  string `json:"tenantId"`
+	ProjectID string `json:"projectId"`
+}
+
+// Kind implements Job.
+func (ProjectionJob) Kind() string { return "agent_context_entry_projection" }
+
+// ProjectionConfig configures the projection use cases.
+type ProjectionConfig struct {
+	DB        runtime.UnitOfWork[Stores]
+	Embedders Embedders
+	Clock     runtime.Clock
+	Logger    *slog.Logger
+	// Batch is how many entries one Embed call and one step take (default 64).
+	Batch int
+	// Lease is how long a claimed batch stays with its worker (default 2 minutes); a
+	// worker that died leaves it to another after this.
+	Lease time.Duration
+	// Bounds bound a step that drops a retired generation.
+	Bounds operation.StepBounds
+}
+
+// Projection holds the use cases of the vector projection: its background work (the
+// backlog, the sweep, rebuilds), the rebuild route and its status.
+type Projection struct {
+	db        runtime.UnitOfWork[Stores]
+	store     ProjectionStore
+	entries   EntryStore
+	embedders Embedders
+	clock     runtime.Clock
+	log       *slog.Logger
+	batch     int
+	lease     time.Duration
+	bounds    operation.StepBounds
+}
+
+// Defaults of the projection.
+const (
+	DefaultProjectionBatch = 64
+	DefaultProjectionLease = 2 * time.Minute
+)
+
+// NewProjection returns the projection use cases.
+func NewProjection(cfg ProjectionConfig) *Projection {
+	p := &Projection{db: cfg.DB, store: cfg.DB.Stores().Projection, entries: cfg.DB.Stores().Entries,
+		embedders: cfg.Embedders, clock: cfg.Clock, log: cfg.Logger, batch: cfg.Batch, lease: cfg.Lease, bounds: cfg.Bounds}
+	if p.clock == nil {
+		p.clock = runtime.SystemClock{}
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	if p.batch <= 0 {
+		p.batch = DefaultProjectionBatch
+	}
+	if p.lease <= 0 {
+		p.lease = DefaultProjectionLease
+	}
+	p.bounds = p.bounds.WithDefaults()
+	return p
+}
+
+// Prepare creates the vector table of the configured embedder, so that writes can
+// start scopes on it. The service calls it once at start.
+func (p *Projection) Prepare(ctx context.Context) error {
+	return p.store.EnsureModel(ctx, p.embedders.Configured().Model())
+}
+
+// Status reports the scope's projection for the maintenance status. A scope without
+// one reports the generation its first entry will start: 1, of the configured model.
+func (p *Projection) Status(ctx context.Context, scope runtime.Scope) (contract.VectorProjectionStatus, error) {
+	st, err := p.status(ctx, scope)
+	if err != nil {
+		return contract.VectorProjectionStatus{}, err
+	}
+	return contract.VectorProjectionStatus{
+		Generation: st.Generation.Number, Model: st.Generation.Model.ID, Dimensions: st.Generation.Model.Dimensions,
+		PendingEntries: st.Pending, IndexedThroughMs: st.IndexedThroughMs,
+	}, nil
+}
+
+func (p *Projection) status(ctx context.Context, scope runtime.Scope) (ProjectionStatus, error) {
+	st, err := p.store.Status(ctx, scope)
+	if err != nil {
+		return ProjectionStatus{}, err
+	}
+	if st.Generation.Number == 0 {
+		st.Generation = Generation{Number: 1, Model: p.embedders.Configured().Model()}
+	}
+	return st, nil
+}
+
+// EmbedBacklog embeds the scope's queued entries, batch by batch, until none is left
+// to claim or deadline has passed, and reports whether it finished. Entries whose
+// generation's model this process cannot run stay queued (the rebuild that the model
+// change starts embeds them); an error (the provider is down) is transient.
+func (p *Projection) EmbedBacklog(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
+	for {
+		b, err := p.store.ClaimBacklog(ctx, scope, p.batch, p.clock.Now().UnixMilli(), p.lease)
+		if err != nil || len(b.Entries) == 0 {
+			return err == nil, err
+		}
+		vectors, err := p.embedBacklog(ctx, b)
+		if err == nil {
+			err = p.store.StoreBacklog(ctx, scope, b.Claim, inputIDs(b.Entries), vectors)
+		}
+		switch {
+		case errors.Is(err, errNoEmbedder):
+			p.log.WarnContext(ctx, "entries wait for a rebuild: no embedder for their generation's model",
+				slog.String("tenant", scope.TenantID), slog.String("project", scope.ProjectID), slog.Any("error", err))
+			return true, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim)
+		case errors.Is(err, ErrProjectionChanged):
+			// Claimed again at once, with the generations as they are now.
+			if err := p.store.ReleaseBacklog(ctx, scope, b.Claim); err != nil {
+				return false, err
+			}
+		case err != nil:
+			return false, errors.Join(err, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim))
+		}
+		if !p.clock.Now().Before(deadline) {
+			return false, nil
+		}
+	}
+}
+
+var errNoEmbedder = errors.New("no embedder for the model")
+
+// embedBacklog embeds a claim's texts once per model of its live generations.
+func (p *Projection) embedBacklog(ctx context.Context, b Backlog) (map[string][][]float32, error) {
+	texts := make([]string, len(b.Entries))
+	for i, e := range b.Entries {
+		texts[i] = e.Content
+	}
+	vectors := map[string][][]float32{}
+	for _, g := range b.Generations {
+		if _, done := vectors[g.Model.ID]; done {
+			continue
+		}
+		emb, ok := p.embedders.ForModel(g.Model.ID)
+		if !ok {
+			return nil, fmt.Errorf("%w %s (generation %d)", errNoEmbedder, g.Model.ID, g.Number)
+		}
+		v, err := EmbedChecked(ctx, emb, g.Model, texts)
+		if err != nil {
+			return nil, err
+		}
+		vectors[g.Model.ID] = v
+	}
+	return vectors, nil
+}
+
+func inputIDs(in []EmbedInput) []string {
+	ids := make([]string, len(in))
+	for i, e := range in {
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+// EmbedChecked embeds texts with emb, which must produce model's vectors, and checks
+// the answer before anything stores it: one vector per text, each of model's length,
+// finite and of unit length. An embedder that answers anything else (a provider
+// returning garbage or another dimension) fails with EMBEDDING_UNAVAILABLE, so a bad
+// answer never reaches the projection.
+func EmbedChecked(ctx context.Context, emb Embedder, model EmbeddingModel, texts []string) ([][]float32, error) {
+	if got := emb.Model(); got != model {
+		return nil, EmbeddingUnavailable(fmt.Errorf("the embedder produces %s/%d, not %s/%d", got.ID, got.Dimensions, model.ID, model.Dimensions))
+	}
+	vectors, err := emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	if len(vectors) != len(texts) {
+		return nil, EmbeddingUnavailable(fmt.Errorf("the embedder answered %d vectors for %d texts", len(vectors), len(texts)))
+	}
+	for i, v := range vectors {
+		if len(v) != model.Dimensions {
+			return nil, EmbeddingUnavailable(fmt.Errorf("vector %d has %d dimensions, not %d", i, len(v), model.Dimensions))
+		}
+		var norm float64
+		for _, x := range v {
+			norm += float64(x) * float64(x)
+		}
+		if math.IsNaN(norm) || math.IsInf(norm, 0) || math.Abs(math.Sqrt(norm)-1) > 1e-3 {
+			return nil, EmbeddingUnavailable(fmt.Errorf("vector %d is not a finite unit vector (length %g)", i, math.Sqrt(norm)))
+		}
+	}
+	return vectors, nil
+}
+
+// sweepBatch is how many scopes one sweep transaction examines.
+const sweepBatch = 500
+
+// Sweep is the projection's periodic safety net, until deadline (it reports whether
+// it finished): it enqueues a job for every scope whose queue holds entries no job is
+// working on (a job that ran out of attempts, entries that waited for a rebuild), and
+// starts a rebuild in every scope that follows the configuration but whose active
+// generation has another model (the configured embedder changed).
+func (p *Projection) Sweep(ctx context.Context, deadline time.Time) (bool, error) {
+	for _, walk := range []sweepWalk{p.backlogJobs, p.staleRebuilds} {
+		var after *runtime.Scope
+		for {
+			var last *runtime.Scope
+			err := p.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+				examined, jobs, err := walk(ctx, tx, after)
+				last = examined
+				if err != nil {
+					return err
+				}
+				return tx.Jobs.Enqueue(ctx, jobs...)
+			})
+			if err != nil {
+				return false, err
+			}
+			if !p.clock.Now().Before(deadline) {
+				return false, nil
+			}
+			if last == nil {
+				break
+			}
+			after = last
+		}
+	}
+	return true, nil
+}
+
+// sweepWalk examines a batch of scopes after after, in one transaction, and returns
+// the last one examined (nil: none was left) and the jobs to enqueue for them.
+type sweepWalk func(ctx context.Context, tx Stores, after *runtime.Scope) (*runtime.Scope, []runtime.Job, error)
+
+// backlogJobs is a projection job for every scope whose queue holds unclaimed entries.
+func (p *Projection) backlogJobs(ctx context.Context, tx Stores, after *runtime.Scope) (*runtime.Scope, []runtime.Job, error) {
+	due, last, err := tx.Projection.BacklogScopes(ctx, after, sweepBatch, p.clock.Now().UnixMilli())
+	jobs := make([]runtime.Job, len(due))
+	for i, sc := range due {
+		jobs[i] = ProjectionJob{TenantID: sc.TenantID, ProjectID: sc.ProjectID}
+	}
+	return last, jobs, err
+}
+
+// staleRebuilds starts a rebuild, with the configured embedder, in every scope that
+// follows the configuration but whose active generation has another model.
+func (p *Projection) staleRebuilds(ctx context.Context, tx Stores, after *runtime.Scope) (*runtime.Scope, []runtime.Job, error) {
+	due, last, err := tx.Projection.StaleScopes(ctx, p.embedders.Configured().Model().ID, after, sweepBatch)
+	if err != nil || len(due) == 0 {
+		return last, nil, err
+	}
+	ops := make([]operation.NewOperation, len(due))
+	jobs := make([]runtime.Job, len(due))
+	for i, sc := range due {
+		op, err := operation.PendingOperation(contract.OperationVectorRebuild, contract.RebuildProjectionRequest{}, p.clock.Now())
+		if err != nil {
+			return nil, nil, err
+		}
+		ops[i], jobs[i] = operation.NewOperation{Scope: sc, Operation: op}, runtime.NewOperationJob(sc, op.ID)
+	}
+	return last, jobs, tx.Operations.CreateOperations(ctx, ops)
+}
+
+// Rebuild starts a rebuild of the caller's projection as an operation, stored with
+// its job in one transaction. It reports whether the operation was created now: while
+// a rebuild of the same request is in flight, that one is returned; one of another
+// request is CONFLICT.
+func (p *Projection) Rebuild(ctx context.Context, scope runtime.Scope, req *contract.RebuildProjectionRequest) (*contract.OperationResponse, bool, error) {
+	if req.Embedder != nil {
+		if !slices.Contains(contract.Embedders, *req.Embedder) {
+			return nil, false, runtime.OneOf("embedder", contract.Embedders)
+		}
+		if _, err := p.embedders.Named(*req.Embedder); err != nil {
+			return nil, false, err
+		}
+	}
+	norm := contract.RebuildProjectionRequest{Embedder: req.Embedder}
+	op, err := operation.PendingOperation(contract.OperationVectorRebuild, norm, p.clock.Now())
+	if err != nil {
+		return nil, false, err
+	}
+	stored, created := op, true
+	err = p.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+		if err := tx.Projection.LockProjection(ctx, scope); err != nil {
+			return err
+		}
+		existing, err := tx.Projection.InFlightRebuild(ctx, scope)
+		switch {
+		case err == nil && runtime.SameJSON(existing.Request, op.Request):
+			stored, created = existing, false
+			return nil
+		case err == nil:
+			return runtime.Errorf(contract.CodeConflict, "another rebuild of the projection is in flight").
+				With("reason", "rebuild_in_progress").With("operationId", existing.ID)
+		case runtime.ErrorCode(err) != contract.CodeNotFound:
+			return err
+		}
+		if err := tx.Operations.CreateOperations(ctx, []operation.NewOperation{{Scope: scope, Operation: op}}); err != nil {
+			return err
+		}
+		return tx.Jobs.Enqueue(ctx, runtime.NewOperationJob(scope, op.ID))
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return &contract.OperationResponse{Operation: stored}, created, nil
+}
+
+// RebuildStep returns the step of a vector_rebuild operation, or a permanent error
+// when it cannot run (its request names an embedder this process cannot run).
+// Each step embeds one batch of the scope's active entries into the new generation;
+// then the generation switches, and the retired ones are dropped.
+func (p *Projection) RebuildStep(op contract.Operation) (func(ctx context.Context, scope runtime.Scope, nowMs int64) (bool, error), error) {
+	var req contract.RebuildProjectionRequest
+	if err := json.Unmarshal(op.Request, &req); err != nil {
+		return nil, fmt.Errorf("decode the request of operation %s: %w", op.ID, err)
+	}
+	emb := p.embedders.Configured()
+	if req.Embedder != nil {
+		var err error
+		if emb, err = p.embedders.Named(*req.Embedder); err != nil {
+			return nil, err
+		}
+	}
+	model := emb.Model()
+	return func(ctx context.Context, scope runtime.Scope, nowMs int64) (bool, error) {
+		cur, err := p.store.RebuildCursor(ctx, scope, op.ID)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case cur == nil:
+			if err := p.store.EnsureModel(ctx, model); err != nil {
+				return false, err
+			}
+			return false, p.store.StartRebuild(ctx, scope, op.ID, model, req.Embedder != nil, nowMs)
+		case cur.Phase == RebuildFill:
+			return false, p.fill(ctx, scope, op.ID, *cur, nowMs)
+		}
+		return p.store.DropRetiredStep(ctx, scope, op.ID, p.bounds, p.embedders.Configured().Model().ID,
+			contract.RebuildProjectionResult{Generation: cur.Generation, Model: cur.Model, Dimensions: cur.Dimensions,
+				EmbeddedEntries: cur.Embedded}, nowMs)
+	}, nil
+}
+
+// fill embeds the next batch of active entries into the building generation, or
+// switches generations when none is left.
+func (p *Projection) fill(ctx context.Context, scope runtime.Scope, opID string, cur RebuildCursor, nowMs int64) error {
+	model := EmbeddingModel{ID: cur.Model, Dimensions: cur.Dimensions}
+	emb, ok := p.embedders.ForModel(model.ID)
+	if !ok {
+		return EmbeddingUnavailable(fmt.Errorf("%w %s", errNoEmbedder, model.ID))
+	}
+	batch, err := p.entries.ActiveEntries(ctx, scope, cur.After, p.batch, nowMs)
+	if err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		return p.store.SwitchGeneration(ctx, scope, opID, cur, nowMs)
+	}
+	texts := make([]string, len(batch))
+	for i, e := range batch {
+		texts[i] = e.Content
+	}
+	vectors, err := EmbedChecked(ctx, emb, model, texts)
+	if err != nil {
+		return err
+	}
+	next := cur
+	next.After, next.Embedded = batch[len(batch)-1].ID, cur.Embedded+int64(len(batch))
+	return p.store.FillRebuild(ctx, scope, opID, cur, next, inputIDs(batch), vectors, nowMs)
+}

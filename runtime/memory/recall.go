@@ -1,0 +1,303 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+)
+
+// RecallFilter selects the entries a recall considers, besides the caller's scope:
+// only active entries not expired at NowMs, of one of Kinds (empty: any), of
+// ConversationID (empty: any) and carrying every one of Tags.
+type RecallFilter struct {
+	Kinds          []string
+	ConversationID string
+	Tags           []string
+	NowMs          int64
+}
+
+// VectorRecall is the vector half of a recall: the Limit entries nearest to Vector
+// (cosine) in the scope's Generation, embedded with Model.
+type VectorRecall struct {
+	RecallFilter
+	Generation Generation
+	Vector     []float32
+	Limit      int
+}
+
+// TextRecall is the text half of a recall: the Limit entries that best match any
+// word of Text.
+type TextRecall struct {
+	RecallFilter
+	Text  string
+	Limit int
+}
+
+// RecallHit is an entry one half of a recall found, with its score there: the cosine
+// similarity in the vector half, the full-text rank in the text half.
+type RecallHit struct {
+	Entry contract.ContextEntry
+	Score float64
+}
+
+// RecallStore searches the entries of a scope. Both searches apply the whole filter
+// inside the search, so that a selective filter still returns Limit hits when that
+// many match, and skip entries of deleted conversations.
+type RecallStore interface {
+	// VectorSearch returns the nearest entries, nearest first. Errors:
+	// SERVICE_UNAVAILABLE.
+	VectorSearch(ctx context.Context, scope runtime.Scope, q VectorRecall) ([]RecallHit, error)
+	// TextSearch returns the best matching entries, best first. Errors:
+	// SERVICE_UNAVAILABLE.
+	TextSearch(ctx context.Context, scope runtime.Scope, q TextRecall) ([]RecallHit, error)
+}
+
+// Recall holds the recall use case (05-entries.md).
+type Recall struct {
+	store      RecallStore
+	projection *Projection
+	embedders  Embedders
+	clock      runtime.Clock
+}
+
+// NewRecall returns the recall use case; projection reports the watermark.
+func NewRecall(store RecallStore, projection *Projection, embedders Embedders, clock runtime.Clock) *Recall {
+	if clock == nil {
+		clock = runtime.SystemClock{}
+	}
+	return &Recall{store: store, projection: projection, embedders: embedders, clock: clock}
+}
+
+// rrfK is the constant of reciprocal rank fusion: a result's fused score is the sum,
+// over the halves that found it, of 1 / (rrfK + its rank there).
+const rrfK = 60
+
+// Candidates one half of a hybrid recall contributes, relative to topK: fusion needs
+// more than topK from each half, since the best fused results need not be the best of
+// either.
+const (
+	hybridCandidateFactor = 2
+	minHybridCandidates   = 20
+)
+
+// recallQuery is a validated recall request.
+type recallQuery struct {
+	text     string
+	topK     int
+	mode     string
+	filter   RecallFilter
+	minScore *float64
+}
+
+// Recall finds the entries of the caller's scope that best answer the query.
+func (r *Recall) Recall(ctx context.Context, p runtime.Principal, req *contract.RecallRequest) (*contract.RecallResponse, error) {
+	q, err := validateRecall(req, r.clock.Now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	candidates := q.topK
+	if q.mode == contract.RecallHybrid {
+		candidates = min(max(q.topK*hybridCandidateFactor, minHybridCandidates), 2*contract.MaxRecallTopK)
+	}
+	var (
+		wg                sync.WaitGroup
+		textHits          []RecallHit
+		textErr           error
+		vectorHits        []RecallHit
+		vectorErr, embErr error
+	)
+	if q.mode != contract.RecallVector {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			textHits, textErr = r.store.TextSearch(ctx, p.Scope, TextRecall{RecallFilter: q.filter, Text: q.text, Limit: candidates})
+		}()
+	}
+	st, err := r.projection.status(ctx, p.Scope)
+	if err == nil && q.mode != contract.RecallText {
+		var vec []float32
+		vec, embErr = r.embedQuery(ctx, st.Generation.Model, q.text)
+		if embErr == nil {
+			vectorHits, vectorErr = r.store.VectorSearch(ctx, p.Scope, VectorRecall{
+				RecallFilter: q.filter, Generation: st.Generation, Vector: vec, Limit: candidates,
+			})
+		}
+	}
+	wg.Wait()
+	if err = errors.Join(err, textErr, vectorErr); err != nil {
+		return nil, err
+	}
+	res := &contract.RecallResponse{Watermark: contract.RecallWatermark{
+		Generation: st.Generation.Number, PendingEntries: st.Pending, IndexedThroughMs: st.IndexedThroughMs,
+	}}
+	if embErr != nil {
+		if q.mode == contract.RecallVector || !errors.Is(embErr, ErrEmbeddingUnavailable) {
+			return nil, embErr
+		}
+		reason := contract.DegradationEmbeddingUnavailable
+		res.Degraded, res.DegradationReason = true, &reason
+	}
+	switch q.mode {
+	case contract.RecallVector:
+		res.Results = single(vectorHits, q, func(b *contract.RecallBreakdown, rank int, score float64) {
+			b.VectorRank, b.VectorScore = &rank, &score
+		})
+	case contract.RecallText:
+		res.Results = single(textHits, q, func(b *contract.RecallBreakdown, rank int, score float64) {
+			b.TextRank, b.TextScore = &rank, &score
+		})
+	default:
+		res.Results = fuse(vectorHits, textHits, q)
+	}
+	return res, nil
+}
+
+// embedQuery embeds the query with the embedder of the generation's model.
+func (r *Recall) embedQuery(ctx context.Context, model EmbeddingModel, text string) ([]float32, error) {
+	emb, ok := r.embedders.ForModel(model.ID)
+	if !ok {
+		return nil, EmbeddingUnavailable(fmt.Errorf("no embedder for the projection's model %s", model.ID))
+	}
+	v, err := EmbedChecked(ctx, emb, model, []string{text})
+	if err != nil {
+		return nil, err
+	}
+	return v[0], nil
+}
+
+// single ranks the hits of one half: the score is that half's.
+func single(hits []RecallHit, q recallQuery, mark func(b *contract.RecallBreakdown, rank int, score float64)) []contract.RecallResult {
+	out := []contract.RecallResult{}
+	for i, h := range hits {
+		if len(out) == q.topK {
+			break
+		}
+		if q.minScore != nil && h.Score < *q.minScore {
+			continue
+		}
+		res := contract.RecallResult{Entry: h.Entry, Score: h.Score}
+		mark(&res.Breakdown, i+1, h.Score)
+		out = append(out, res)
+	}
+	return out
+}
+
+// fuse merges the two halves of a hybrid recall by reciprocal rank fusion, best
+// first; ties go to the result with the better rank in either half, then to the
+// newer entry, then to the smaller ID.
+func fuse(vector, text []RecallHit, q recallQuery) []contract.RecallResult {
+	type fused struct {
+		res  contract.RecallResult
+		best int
+	}
+	byID := map[string]*fused{}
+	var order []*fused
+	add := func(hits []RecallHit, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
+		for i, h := range hits {
+			rank, f := i+1, byID[h.Entry.ID]
+			if f == nil {
+				f = &fused{res: contract.RecallResult{Entry: h.Entry}, best: rank}
+				byID[h.Entry.ID] = f
+				order = append(order, f)
+			}
+			f.res.Score += 1 / float64(rrfK+rank)
+			f.best = min(f.best, rank)
+			mark(&f.res.Breakdown, rank, h.Score)
+		}
+	}
+	add(vector, func(b *contract.RecallBreakdown, rank int, score float64) {
+		b.VectorRank, b.VectorScore = &rank, &score
+	})
+	add(text, func(b *contract.RecallBreakdown, rank int, score float64) { b.TextRank, b.TextScore = &rank, &score })
+	slices.SortStableFunc(order, func(a, b *fused) int {
+		switch {
+		case a.res.Score != b.res.Score:
+			return cmpDesc(a.res.Score, b.res.Score)
+		case a.best != b.best:
+			return a.best - b.best
+		case a.res.Entry.CreatedAtMs != b.res.Entry.CreatedAtMs:
+			return cmpDesc(float64(a.res.Entry.CreatedAtMs), float64(b.res.Entry.CreatedAtMs))
+		}
+		return strings.Compare(a.res.Entry.ID, b.res.Entry.ID)
+	})
+	out := []contract.RecallResult{}
+	for _, f := range order {
+		if len(out) == q.topK {
+			break
+		}
+		if q.minScore != nil && f.res.Score < *q.minScore {
+			continue
+		}
+		out = append(out, f.res)
+	}
+	return out
+}
+
+func cmpDesc(a, b float64) int {
+	if a > b {
+		return -1
+	}
+	return 1
+}
+
+// validateRecall checks a recall request and returns its normalized form.
+func validateRecall(req *contract.RecallRequest, nowMs int64) (recallQuery, error) {
+	q := recallQuery{text: req.Query, topK: contract.DefaultRecallTopK, mode: req.Mode, filter: RecallFilter{NowMs: nowMs}}
+	if len(req.Query) > contract.MaxRecallQueryBytes {
+		return q, runtime.TooLarge("query", contract.MaxRecallQueryBytes)
+	}
+	if strings.TrimSpace(req.Query) == "" {
+		return q, runtime.Invalid("query", "query must not be empty")
+	}
+	if req.TopK != nil {
+		if *req.TopK < 1 || *req.TopK > contract.MaxRecallTopK {
+			return q, runtime.TooMany("topK", contract.MaxRecallTopK, "topK must be between 1 and %d", contract.MaxRecallTopK).
+				With("minimum", 1)
+		}
+		q.topK = *req.TopK
+	}
+	switch req.Mode {
+	case "":
+		q.mode = contract.RecallHybrid
+	case contract.RecallHybrid, contract.RecallVector, contract.RecallText:
+	default:
+		return q, runtime.OneOf("mode", contract.RecallModes)
+	}
+	if req.MinScore != nil {
+		if math.IsNaN(*req.MinScore) || math.IsInf(*req.MinScore, 0) {
+			return q, runtime.Invalid("minScore", "minScore must be a finite number")
+		}
+		q.minScore = req.MinScore
+	}
+	if f := req.Filter; f != nil {
+		for i, k := range f.Kinds {
+			if !slices.Contains(contract.EntryKinds, k) {
+				return q, runtime.OneOf(fmt.Sprintf("filter.kinds[%d]", i), contract.EntryKinds)
+			}
+		}
+		q.filter.Kinds = slices.Compact(slices.Sorted(slices.Values(f.Kinds)))
+		if f.ConversationID != nil {
+			if err := runtime.ValidateID("filter.conversationId", *f.ConversationID); err != nil {
+				return q, err
+			}
+			q.filter.ConversationID = *f.ConversationID
+		}
+		if len(f.Tags) > contract.MaxEntryTags {
+			return q, runtime.TooMany("filter.tags", contract.MaxEntryTags, "filter.tags holds at most %d tags", contract.MaxEntryTags)
+		}
+		for i, t := range f.Tags {
+			if err := runtime.ValidateID(fmt.Sprintf("filter.tags[%d]", i), t); err != nil {
+				return q, err
+			}
+		}
+		q.filter.Tags = slices.Compact(slices.Sorted(slices.Values(f.Tags)))
+	}
+	return q, nil
+}

@@ -1,0 +1,178 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
+	"github.com/agent-context/agent-context/runtime/runtimetest"
+)
+
+// stubRecall answers both halves with fixed hits.
+type stubRecall struct {
+	vector, text []memory.RecallHit
+	queries      []memory.VectorRecall
+}
+
+func (s *stubRecall) VectorSearch(_ context.Context, _ runtime.Scope, q memory.VectorRecall) ([]memory.RecallHit, error) {
+	s.queries = append(s.queries, q)
+	return s.vector, nil
+}
+
+func (s *stubRecall) TextSearch(context.Context, runtime.Scope, memory.TextRecall) ([]memory.RecallHit, error) {
+	return s.text, nil
+}
+
+// stubProjection reports a fixed status; the projection's other methods are not
+// called by recall.
+type stubProjection struct {
+	memory.ProjectionStore
+	status memory.ProjectionStatus
+}
+
+func (s stubProjection) Status(context.Context, runtime.Scope) (memory.ProjectionStatus, error) {
+	return s.status, nil
+}
+
+// unitEmbedder embeds every text as the first axis; err, when set, is its failure.
+type unitEmbedder struct {
+	model memory.EmbeddingModel
+	err   error
+	out   [][]float32
+}
+
+func (e unitEmbedder) Model() memory.EmbeddingModel { return e.model }
+
+func (e unitEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	if e.out != nil {
+		return e.out, nil
+	}
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = make([]float32, e.model.Dimensions)
+		out[i][0] = 1
+	}
+	return out, nil
+}
+
+type oneEmbedder struct{ e memory.Embedder }
+
+func (s oneEmbedder) Configured() memory.Embedder                { return s.e }
+func (s oneEmbedder) Named(string) (memory.Embedder, error)      { return s.e, nil }
+func (s oneEmbedder) ForModel(id string) (memory.Embedder, bool) { return s.e, id == s.e.Model().ID }
+
+var testModel = memory.EmbeddingModel{ID: "m", Dimensions: 3}
+
+func hit(id string, created int64, score float64) memory.RecallHit {
+	return memory.RecallHit{Entry: contract.ContextEntry{ID: id, CreatedAtMs: created}, Score: score}
+}
+
+func newRecall(t *testing.T, store *stubRecall, emb memory.Embedder) *memory.Recall {
+	t.Helper()
+	db := runtimetest.DB[memory.Stores]{S: memory.Stores{
+		Projection: stubProjection{status: memory.ProjectionStatus{Generation: memory.Generation{Number: 3, Model: testModel}, Pending: 2, IndexedThroughMs: 9}}}}
+	embedders := oneEmbedder{emb}
+	projection := memory.NewProjection(memory.ProjectionConfig{DB: db, Embedders: embedders})
+	return memory.NewRecall(store, projection, embedders, nil)
+}
+
+// Reciprocal rank fusion: the sum of 1/(60 + rank) over the halves; ties go to the
+// better single rank, then the newer entry, then the smaller ID; minScore and topK
+// cut the fused list.
+func TestRecallFusion(t *testing.T) {
+	t.Parallel()
+	store := &stubRecall{
+		vector: []memory.RecallHit{hit("a", 1, 0.9), hit("b", 1, 0.8), hit("c", 1, 0.7)},
+		text:   []memory.RecallHit{hit("c", 1, 0.5), hit("d", 5, 0.4), hit("e", 9, 0.3)},
+	}
+	r := newRecall(t, store, unitEmbedder{model: testModel})
+	res, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
+	require.NoError(t, err)
+	ids := []string{}
+	for _, x := range res.Results {
+		ids = append(ids, x.Entry.ID)
+	}
+	// c: 1/63 + 1/61; a: 1/61 (vector 1); then b (vector 2) and d (text 2) tie at
+	// 1/62 and the newer, d, wins; e: 1/63.
+	require.Equal(t, []string{"c", "a", "d", "b", "e"}, ids)
+	require.InDelta(t, 1.0/63+1.0/61, res.Results[0].Score, 1e-15)
+	c := res.Results[0].Breakdown
+	require.Equal(t, 3, *c.VectorRank)
+	require.Equal(t, 0.7, *c.VectorScore)
+	require.Equal(t, 1, *c.TextRank)
+	require.Equal(t, 0.5, *c.TextScore)
+	require.Nil(t, res.Results[1].Breakdown.TextRank)
+	require.Equal(t, contract.RecallWatermark{Generation: 3, PendingEntries: 2, IndexedThroughMs: 9}, res.Watermark)
+	require.Equal(t, 20, store.queries[0].Limit, "a hybrid half asks for more candidates than topK")
+	require.Equal(t, memory.Generation{Number: 3, Model: testModel}, store.queries[0].Generation)
+
+	top := 2
+	min := 1.0 / 61
+	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", TopK: &top, MinScore: &min})
+	require.NoError(t, err)
+	require.Len(t, res.Results, 2)
+	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", MinScore: &min, Mode: "vector"})
+	require.NoError(t, err)
+	require.Len(t, res.Results, 3, "vector scores are similarities: all pass 1/61")
+	require.Equal(t, 10, store.queries[len(store.queries)-1].Limit)
+}
+
+// An embedder failure degrades hybrid recall and fails vector recall; any other
+// failure fails both.
+func TestRecallDegradation(t *testing.T) {
+	t.Parallel()
+	store := &stubRecall{text: []memory.RecallHit{hit("t", 1, 0.2)}}
+	down := unitEmbedder{model: testModel, err: memory.EmbeddingUnavailable(errors.New("connection refused"))}
+	r := newRecall(t, store, down)
+	res, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
+	require.NoError(t, err)
+	require.True(t, res.Degraded)
+	require.Equal(t, contract.DegradationEmbeddingUnavailable, *res.DegradationReason)
+	require.Len(t, res.Results, 1)
+	_, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", Mode: "vector"})
+	require.Equal(t, contract.CodeEmbeddingUnavailable, runtime.ErrorCode(err))
+	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", Mode: "text"})
+	require.NoError(t, err)
+	require.False(t, res.Degraded)
+
+	broken := newRecall(t, store, unitEmbedder{model: testModel, err: errors.New("a bug")})
+	_, err = broken.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
+	require.Equal(t, contract.CodeInternal, runtime.ErrorCode(err))
+}
+
+// EmbedChecked refuses every answer that could corrupt the projection.
+func TestEmbedCheckedRefusesGarbage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	texts := []string{"a", "b"}
+	v, err := memory.EmbedChecked(ctx, unitEmbedder{model: testModel}, testModel, texts)
+	require.NoError(t, err)
+	require.Len(t, v, 2)
+	nan := float32(math.NaN())
+	for name, out := range map[string][][]float32{
+		"one vector short":    {{1, 0, 0}},
+		"a dimension short":   {{1, 0, 0}, {1, 0}},
+		"a dimension more":    {{1, 0, 0}, {1, 0, 0, 0}},
+		"NaN":                 {{1, 0, 0}, {nan, 0, 0}},
+		"infinite":            {{1, 0, 0}, {float32(math.Inf(1)), 0, 0}},
+		"zero":                {{1, 0, 0}, {0, 0, 0}},
+		"not unit length":     {{1, 0, 0}, {3, 4, 0}},
+		"no vectors at all":   {},
+		"more vectors than 2": {{1, 0, 0}, {1, 0, 0}, {1, 0, 0}},
+	} {
+		_, err := memory.EmbedChecked(ctx, unitEmbedder{model: testModel, out: out}, testModel, texts)
+		require.Equal(t, contract.CodeEmbeddingUnavailable, runtime.ErrorCode(err), name)
+		require.ErrorIs(t, err, memory.ErrEmbeddingUnavailable, name)
+	}
+	_, err = memory.EmbedChecked(ctx, unitEmbedder{model: memory.EmbeddingModel{ID: "other", Dimensions: 3}}, testModel, texts)
+	require.Equal(t, contract.CodeEmbeddingUnavailable, runtime.ErrorCode(err), "another model's vectors")
+}
