@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,26 +15,68 @@ import (
 
 const module = "github.com/agent-context/agent-context"
 
-// rule forbids packages matching From from depending (directly or transitively) on
-// packages matching any of Deny.
+// rule forbids packages matching From (the package itself, and its subpackages unless
+// Exact; never those in Except) from depending (directly or transitively) on packages matching any of Deny.
 type rule struct {
-	From string
-	Deny []string
+	From   string
+	Exact  bool
+	Except []string
+	Deny   []string
 }
 
+// areas are runtime's bounded contexts, one package each; allowed lists the areas each
+// may use. Only transfer reads several (it exports and imports conversations, windows,
+// entries and runs its steps as operations), and memory rebuilds its projection as an
+// operation. Every other area uses the shared base alone.
+var (
+	areas   = []string{"a2a", "conversation", "cost", "knowledge", "memory", "operation", "ratelimit", "transfer"}
+	allowed = map[string][]string{
+		"transfer": {"conversation", "memory", "operation"},
+		"memory":   {"operation"},
+	}
+)
+
 // The dependency direction of the design card: server → runtime ← adapters, contract a
-// leaf. runtime must stay free of HTTP, database drivers and adapters.
-var rules = []rule{
-	{From: module + "/runtime", Deny: []string{
+// leaf. runtime must stay free of HTTP, database drivers and adapters; its shared base
+// depends on no area, and an area on no other area but those allowed.
+var rules = append([]rule{
+	// The test stand-ins assert with testify, which brings net/http; only tests import them.
+	{From: module + "/runtime", Except: []string{module + "/runtime/runtimetest"}, Deny: []string{
 		"net/http", "github.com/labstack/echo", "github.com/jackc/pgx", "github.com/pgvector",
 		module + "/adapters", module + "/server", module + "/cmd",
 	}},
+	{From: module + "/runtime", Exact: true, Deny: areaPaths(areas...)},
 	{From: module + "/contract", Deny: []string{
 		module + "/runtime", module + "/adapters", module + "/server", module + "/cmd",
 		"github.com/labstack/echo", "github.com/jackc/pgx",
 	}},
 	{From: module + "/adapters", Deny: []string{module + "/server", module + "/cmd", "github.com/labstack/echo"}},
 	{From: module + "/server", Deny: []string{module + "/adapters", module + "/cmd", "github.com/jackc/pgx"}},
+}, areaRules()...)
+
+func areaPaths(names ...string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = module + "/runtime/" + n
+	}
+	return out
+}
+
+// areaRules forbids each area every other area it is not allowed, and every package
+// but the test stand-ins' own tests the stand-ins.
+func areaRules() []rule {
+	var out []rule
+	for _, a := range areas {
+		var deny []string
+		for _, other := range areas {
+			if other != a && !slices.Contains(allowed[a], other) {
+				deny = append(deny, other)
+			}
+		}
+		out = append(out, rule{From: module + "/runtime/" + a, Deny: append(areaPaths(deny...), module+"/runtime/runtimetest")})
+	}
+	return append(out, rule{From: module + "/server", Deny: []string{module + "/runtime/runtimetest"}},
+		rule{From: module + "/adapters", Deny: []string{module + "/runtime/runtimetest"}})
 }
 
 type goPackage struct {
@@ -50,7 +93,7 @@ func violations(pkgs []goPackage, rules []rule) []string {
 	var out []string
 	for _, p := range pkgs {
 		for _, r := range rules {
-			if !matches(p.ImportPath, r.From) {
+			if r.Exact && p.ImportPath != r.From || !matches(p.ImportPath, r.From) || slices.Contains(r.Except, p.ImportPath) {
 				continue
 			}
 			for _, dep := range p.Deps {
@@ -94,9 +137,18 @@ func TestImportDirectionDetectsViolations(t *testing.T) {
 		{ImportPath: module + "/runtime", Deps: []string{"context", "net/http", module + "/contract"}},
 		{ImportPath: module + "/runtime/sub", Deps: []string{"github.com/jackc/pgx/v5"}},
 		{ImportPath: module + "/server", Deps: []string{module + "/runtime"}},
+		{ImportPath: module + "/runtime/a2a", Deps: []string{module + "/runtime", module + "/runtime/conversation"}},
+		{ImportPath: module + "/runtime/transfer", Deps: []string{module + "/runtime/memory", module + "/runtime/operation"}},
+		{ImportPath: module + "/runtime/memory", Deps: []string{module + "/runtime/operation", module + "/runtime/transfer"}},
+		{ImportPath: module + "/runtime", Deps: []string{module + "/runtime/cost"}},
+		{ImportPath: module + "/runtime/cost", Deps: []string{module + "/runtime/runtimetest"}},
 	}
 	require.Equal(t, []string{
 		module + "/runtime depends on net/http",
 		module + "/runtime/sub depends on github.com/jackc/pgx/v5",
+		module + "/runtime/a2a depends on " + module + "/runtime/conversation",
+		module + "/runtime/memory depends on " + module + "/runtime/transfer",
+		module + "/runtime depends on " + module + "/runtime/cost",
+		module + "/runtime/cost depends on " + module + "/runtime/runtimetest",
 	}, violations(pkgs, rules))
 }
