@@ -50,7 +50,7 @@ type instrumented struct {
 	m *Metrics
 }
 
-// Embed implements runtime.Embedder.
+// Embed implements memory.Embedder.
 func (e instrumented) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	start := time.Now()
 	v, err := e.Embedder.Embed(ctx, texts)

@@ -57,7 +57,7 @@ type Options struct {
 
 // Client calls the configured knowledge providers over HTTP, each with its own
 // timeout, response bounds and circuit breaker. It implements
-// runtime.KnowledgeProviders. Start begins the background probes; Close ends them.
+// rtknowledge.Providers. Start begins the background probes; Close ends them.
 type Client struct {
 	def           string
 	probeInterval time.Duration
@@ -323,7 +323,7 @@ func (c *Client) probe(ctx context.Context, p *provider) {
 }
 
 // call runs one provider call through the provider's circuit breaker and returns
-// nil, a *runtime.KnowledgeProviderError, or the caller's context error.
+// nil, a *rtknowledge.ProviderError, or the caller's context error.
 func (c *Client) call(ctx context.Context, p *provider, operation string, creds *rtknowledge.Credentials,
 	method, path string, body any, limit int64, decode func([]byte) error) error {
 	start := time.Now()

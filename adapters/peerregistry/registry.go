@@ -71,7 +71,7 @@ func Open(path string, log *slog.Logger) (*Registry, error) {
 	return r, nil
 }
 
-// Ed25519Key implements runtime.PeerKeys.
+// Ed25519Key implements a2a.PeerKeys.
 func (r *Registry) Ed25519Key(agent, keyID string) (ed25519.PublicKey, bool) {
 	key, ok := r.current().keys[agent][keyID]
 	return key, ok

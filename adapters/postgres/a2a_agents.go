@@ -25,7 +25,7 @@ func scanAgent(row pgx.Row) (contract.Agent, error) {
 	return a, err
 }
 
-// RegisterAgent implements runtime.AgentStore: an insert for a new agent; for a known
+// RegisterAgent implements a2a.AgentStore: an insert for a new agent; for a known
 // one, the stored registration is locked and read, then overwritten, in one round
 // trip, so concurrent registrations of one agent each see the one they replace.
 func (s *AgentStore) RegisterAgent(ctx context.Context, scope runtime.Scope, a *contract.Agent) (contract.Agent, *contract.Agent, error) {
@@ -72,7 +72,7 @@ func (s *AgentStore) RegisterAgent(ctx context.Context, scope runtime.Scope, a *
 	return stored, previous, err
 }
 
-// ListAgents implements runtime.AgentStore along the primary key.
+// ListAgents implements a2a.AgentStore along the primary key.
 func (s *AgentStore) ListAgents(ctx context.Context, scope runtime.Scope, afterID string, limit int) ([]contract.Agent, bool, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT `+agentColumns+` FROM a2a_agents

@@ -29,7 +29,7 @@ func scanEnvelope(row pgx.Row) (a2a.EnvelopeRecord, error) {
 	return e, err
 }
 
-// CreateEnvelope implements runtime.EnvelopeStore. ON CONFLICT DO NOTHING waits for a
+// CreateEnvelope implements a2a.EnvelopeStore. ON CONFLICT DO NOTHING waits for a
 // concurrent insert of the same ID to commit or roll back, and the lookup that follows
 // a conflict sees the row that won.
 func (s *EnvelopeStore) CreateEnvelope(ctx context.Context, scope runtime.Scope, e *a2a.EnvelopeRecord) (a2a.EnvelopeRecord, bool, error) {
@@ -51,7 +51,7 @@ func (s *EnvelopeStore) CreateEnvelope(ctx context.Context, scope runtime.Scope,
 	return stored, false, err
 }
 
-// GetEnvelope implements runtime.EnvelopeStore.
+// GetEnvelope implements a2a.EnvelopeStore.
 func (s *EnvelopeStore) GetEnvelope(ctx context.Context, scope runtime.Scope, messageID string) (a2a.EnvelopeRecord, error) {
 	e, err := scanEnvelope(s.db.QueryRow(ctx, `SELECT `+envelopeColumns+` FROM a2a_envelopes
 		WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3`, scope.TenantID, scope.ProjectID, messageID))
@@ -64,7 +64,7 @@ func (s *EnvelopeStore) GetEnvelope(ctx context.Context, scope runtime.Scope, me
 	return e, nil
 }
 
-// PurgeEnvelopes implements runtime.EnvelopeStore, by the expiry index.
+// PurgeEnvelopes implements a2a.EnvelopeStore, by the expiry index.
 func (s *EnvelopeStore) PurgeEnvelopes(ctx context.Context, scope runtime.Scope, expiredBeforeMs, acceptedBeforeMs int64, limit int) (int, error) {
 	tag, err := s.db.Exec(ctx, `
 		DELETE FROM a2a_envelopes e

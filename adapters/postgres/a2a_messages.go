@@ -62,7 +62,7 @@ const goneMarks = `marks AS (
 // noPurgeLimit lets a purge take every expired message: at most the scope's bound.
 const noPurgeLimit = 1 << 30
 
-// PostMessage implements runtime.AgentMessageStore in one round trip: a batch, which
+// PostMessage implements a2a.AgentMessageStore in one round trip: a batch, which
 // Postgres runs as one transaction of its own outside a unit of work (an implicit
 // one, ended by the batch's Sync) and as part of the unit's inside one. It locks the
 // head, purges, inserts, evicts beyond the bound and reads the stored message back,
@@ -134,7 +134,7 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 	return stored, inserted == 1, nil
 }
 
-// ReadMessages implements runtime.AgentMessageStore in one round trip when nothing
+// ReadMessages implements a2a.AgentMessageStore in one round trip when nothing
 // has expired: one batch (one transaction) probes for expired messages, runs the read,
 // which marks what it picked in the same statement, and advances the reader's
 // watermark. A concurrent read of the same agent that picked the same unread message
@@ -259,7 +259,7 @@ func readMessagesSQL(scope runtime.Scope, q a2a.AgentMessageQuery) (string, []an
 		[]any{scope.TenantID, scope.ProjectID, q.NowMs, q.Agent, q.Category, q.TaskID, q.IncludeRead, q.Limit, q.MarkRead}
 }
 
-// PurgeExpiredMessages implements runtime.AgentMessageStore with one batch: the head's
+// PurgeExpiredMessages implements a2a.AgentMessageStore with one batch: the head's
 // lock, then the purge.
 func (s *AgentMessageStore) PurgeExpiredMessages(ctx context.Context, scope runtime.Scope, nowMs int64, limit int) (int, error) {
 	b := &pgx.Batch{}
@@ -280,7 +280,7 @@ func (s *AgentMessageStore) PurgeExpiredMessages(ctx context.Context, scope runt
 	return int(n), translate(err)
 }
 
-// PurgeOrphanMarks implements runtime.AgentMessageStore: an anti join of the scope's
+// PurgeOrphanMarks implements a2a.AgentMessageStore: an anti join of the scope's
 // marks with its messages' sequences.
 func (s *AgentMessageStore) PurgeOrphanMarks(ctx context.Context, scope runtime.Scope, limit int) (int, error) {
 	tag, err := s.db.Exec(ctx, `

@@ -47,7 +47,7 @@ func partsJSON(parts []contract.Part) (string, error) {
 	return string(raw), err
 }
 
-// CreateTask implements runtime.TaskStore with one batch: the header, then its history
+// CreateTask implements a2a.TaskStore with one batch: the header, then its history
 // entry and first message only where the header is the one this create inserted
 // (its list_seq, taken under the scope's lock, is this create's alone), then the
 // stored header's list position and digest. An existing task is read back whole.
@@ -126,7 +126,7 @@ func queueTaskMessage(b *pgx.Batch, scope runtime.Scope, taskID string, ordinal 
 	return nil
 }
 
-// LockTask implements runtime.TaskStore: the header FOR UPDATE and the artifact sizes,
+// LockTask implements a2a.TaskStore: the header FOR UPDATE and the artifact sizes,
 // in one round trip.
 func (s *TaskStore) LockTask(ctx context.Context, scope runtime.Scope, taskID string) (a2a.LockedTask, error) {
 	b := &pgx.Batch{}
@@ -162,7 +162,7 @@ func (s *TaskStore) LockTask(ctx context.Context, scope runtime.Scope, taskID st
 	return lt, nil
 }
 
-// UpdateTask implements runtime.TaskStore: one batch writes the header, the history
+// UpdateTask implements a2a.TaskStore: one batch writes the header, the history
 // entry, the message and the artifacts (an artifact ID the task holds is replaced in
 // place, keeping its position).
 func (s *TaskStore) UpdateTask(ctx context.Context, scope runtime.Scope, c *a2a.TaskChange) error {
@@ -203,7 +203,7 @@ func (s *TaskStore) UpdateTask(ctx context.Context, scope runtime.Scope, c *a2a.
 	return translate(s.db.SendBatch(ctx, b).Close())
 }
 
-// GetTask implements runtime.TaskStore.
+// GetTask implements a2a.TaskStore.
 func (s *TaskStore) GetTask(ctx context.Context, scope runtime.Scope, taskID string) (contract.Task, error) {
 	return getTask(ctx, s.db, scope, taskID)
 }
@@ -242,7 +242,7 @@ func getTask(ctx context.Context, db DBTX, scope runtime.Scope, taskID string) (
 	return t, nil
 }
 
-// ListTasks implements runtime.TaskStore. A list of either role merges the two index
+// ListTasks implements a2a.TaskStore. A list of either role merges the two index
 // ranges (created by, addressed to) instead of scanning the scope.
 func (s *TaskStore) ListTasks(ctx context.Context, scope runtime.Scope, q a2a.TaskQuery) ([]contract.Task, int64, bool, error) {
 	args := []any{scope.TenantID, scope.ProjectID, q.Limit + 1}
@@ -297,7 +297,7 @@ func (s *TaskStore) ListTasks(ctx context.Context, scope runtime.Scope, q a2a.Ta
 	return tasks, last, false, translate(rows.Err())
 }
 
-// CountTasks implements runtime.TaskStore with one statement over the two index
+// CountTasks implements a2a.TaskStore with one statement over the two index
 // ranges of the agent.
 func (s *TaskStore) CountTasks(ctx context.Context, scope runtime.Scope, agent string) (a2a.TaskCounts, error) {
 	rows, err := s.db.Query(ctx, `
@@ -321,7 +321,7 @@ func (s *TaskStore) CountTasks(ctx context.Context, scope runtime.Scope, agent s
 	return counts, nil
 }
 
-// PurgeTerminalTasks implements runtime.TaskStore; the children go by cascade.
+// PurgeTerminalTasks implements a2a.TaskStore; the children go by cascade.
 func (s *TaskStore) PurgeTerminalTasks(ctx context.Context, scope runtime.Scope, beforeMs int64, limit int) (int, error) {
 	return purgeOldest(ctx, s.db, "a2a_tasks", "task_id", "terminal_at_ms", scope, beforeMs, limit)
 }

@@ -36,14 +36,14 @@ func claimConversation(ctx context.Context, tx DBTX, scope runtime.Scope, id str
 	return nil
 }
 
-// ConversationStore implements runtime.ConversationStore over conversation heads.
+// ConversationStore implements operation.ConversationStore over conversation heads.
 type ConversationStore struct {
 	db DBTX
 }
 
 var _ operation.ConversationStore = (*ConversationStore)(nil)
 
-// Tombstone implements runtime.ConversationStore. The head row is locked like an
+// Tombstone implements operation.ConversationStore. The head row is locked like an
 // appender locks it, so the tombstone commits either before an append (which then sees
 // it) or after (and the deletion removes what the append wrote).
 //

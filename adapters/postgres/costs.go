@@ -16,7 +16,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/cost"
 )
 
-// CostStore implements runtime.CostStore.
+// CostStore implements cost.CostStore.
 //
 // A report over every invocation of a scope reads the running sums the triggers of
 // migration 00012 keep (cost_usage by agent and tool, cost_usage_conversations by
@@ -498,7 +498,7 @@ const (
 	costRankGrowth = 16
 )
 
-// CostReport implements runtime.CostStore: the scope's model numbers and the report
+// CostReport implements cost.CostStore: the scope's model numbers and the report
 // read one snapshot (a model first used in between would otherwise have no price), in
 // a transaction that gives the aggregation costWorkMem and plans the statement for its
 // arguments.

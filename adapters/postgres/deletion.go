@@ -78,7 +78,7 @@ var conversationTables = []conversationTable{
 	{Name: "context_windows", Column: "conversation_id", Size: []string{"metadata"}},
 }
 
-// DeleteConversationStep implements runtime.OperationStore. Rows are picked by ctid so
+// DeleteConversationStep implements operation.OperationStore. Rows are picked by ctid so
 // one statement serves every table whatever its key; a batch runs table by table in
 // the order of conversationTables, each statement taking rows while the bytes of those
 // before it stay under what is left of the budget. Every statement is an index range

@@ -21,7 +21,7 @@ func lockDerivations(ctx context.Context, tx DBTX, scope runtime.Scope) error {
 	return translate(err)
 }
 
-// CreateDerivation implements runtime.WindowStore.
+// CreateDerivation implements conversation.WindowStore.
 func (s *WindowStore) CreateDerivation(ctx context.Context, scope runtime.Scope, d *contract.Derivation) (contract.Derivation, bool, error) {
 	var stored contract.Derivation
 	created := false
@@ -142,7 +142,7 @@ func storedDerivation(ctx context.Context, tx DBTX, scope runtime.Scope, id stri
 	return d, translate(err)
 }
 
-// Lineage implements runtime.WindowStore with one recursive statement. It walks from
+// Lineage implements conversation.WindowStore with one recursive statement. It walks from
 // the window to its sources through at most maxDepth derivations, never through a
 // window of a deleted conversation, and returns each window found with the derivations
 // into it whose source was found too (as a JSON array in contract form).

@@ -85,7 +85,7 @@ func liveConversation(alias string) string {
 	  AND c.conversation_id = ` + alias + `.conversation_id AND c.deleted_at_ms IS NOT NULL)`
 }
 
-// CreateEntry implements runtime.EntryStore: the conversation claim and the insert in
+// CreateEntry implements memory.EntryStore: the conversation claim and the insert in
 // one savepoint, rolled back when the ID is taken, so that a retry writes nothing.
 func (s *EntryStore) CreateEntry(ctx context.Context, scope runtime.Scope, e *contract.ContextEntry, digest string) (contract.ContextEntry, string, bool, error) {
 	var stored contract.ContextEntry
@@ -129,7 +129,7 @@ func (s *EntryStore) CreateEntry(ctx context.Context, scope runtime.Scope, e *co
 	return *e, digest, true, nil
 }
 
-// GetEntry implements runtime.EntryStore.
+// GetEntry implements memory.EntryStore.
 func (s *EntryStore) GetEntry(ctx context.Context, scope runtime.Scope, id string) (contract.ContextEntry, error) {
 	var r entryRow
 	err := s.db.QueryRow(ctx, `SELECT `+entryColumns+` FROM context_entries e
@@ -144,7 +144,7 @@ func (s *EntryStore) GetEntry(ctx context.Context, scope runtime.Scope, id strin
 	return r.entry(), nil
 }
 
-// LockEntries implements runtime.EntryStore. Rows are locked in ID order, so that two
+// LockEntries implements memory.EntryStore. Rows are locked in ID order, so that two
 // transitions over overlapping entries cannot deadlock.
 func (s *EntryStore) LockEntries(ctx context.Context, scope runtime.Scope, ids []string) ([]contract.ContextEntry, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+entryColumns+` FROM context_entries e
@@ -171,7 +171,7 @@ func collectEntries(rows pgx.Rows) ([]contract.ContextEntry, error) {
 	return out, translate(rows.Err())
 }
 
-// UpdateStatus implements runtime.EntryStore with one statement.
+// UpdateStatus implements memory.EntryStore with one statement.
 func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, reason *string) error {
 	n := len(entries)
 	ids, statuses := make([]string, n), make([]string, n)
@@ -192,7 +192,7 @@ func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entr
 	return translate(err)
 }
 
-// ActiveEntries implements runtime.EntryStore, walking the primary key.
+// ActiveEntries implements memory.EntryStore, walking the primary key.
 func (s *EntryStore) ActiveEntries(ctx context.Context, scope runtime.Scope, after string, limit int, nowMs int64) ([]memory.EmbedInput, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT e.entry_id, e.content FROM context_entries e

@@ -39,7 +39,7 @@ func scanArtifact(row pgx.Row) (transfer.Artifact, error) {
 	return a, translate(err)
 }
 
-// CreateArtifact implements runtime.ExportStore.
+// CreateArtifact implements transfer.ArtifactStore.
 func (s *ExportStore) CreateArtifact(ctx context.Context, scope runtime.Scope, a transfer.Artifact, evidenceKey *string) error {
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO export_artifacts (tenant_id, project_id, artifact_id, operation_id, format, evidence_key, state,
@@ -49,14 +49,14 @@ func (s *ExportStore) CreateArtifact(ctx context.Context, scope runtime.Scope, a
 	return translate(err)
 }
 
-// Artifact implements runtime.ExportStore.
+// Artifact implements transfer.ArtifactStore.
 func (s *ExportStore) Artifact(ctx context.Context, scope runtime.Scope, id string) (transfer.Artifact, error) {
 	return scanArtifact(s.db.QueryRow(ctx, `SELECT `+artifactColumns+` FROM export_artifacts
 		WHERE tenant_id = $1 AND project_id = $2 AND artifact_id = $3 AND state <> 'deleting'`,
 		scope.TenantID, scope.ProjectID, id))
 }
 
-// OperationArtifact implements runtime.ExportStore; an artifact being deleted is
+// OperationArtifact implements transfer.ArtifactStore; an artifact being deleted is
 // returned in its state deleting, for the export to fail on.
 func (s *ExportStore) OperationArtifact(ctx context.Context, scope runtime.Scope, operationID string) (transfer.Artifact, error) {
 	return scanArtifact(s.db.QueryRow(ctx, `SELECT `+artifactColumns+` FROM export_artifacts
@@ -64,7 +64,7 @@ func (s *ExportStore) OperationArtifact(ctx context.Context, scope runtime.Scope
 		scope.TenantID, scope.ProjectID, operationID))
 }
 
-// Chunks implements runtime.ExportStore.
+// Chunks implements transfer.ArtifactStore.
 func (s *ExportStore) Chunks(ctx context.Context, scope runtime.Scope, artifactID string, from, limit int, fn func(transfer.ArtifactChunk) error) error {
 	rows, err := s.db.Query(ctx, `
 		SELECT chunk_index, data, sha256 FROM export_chunks
@@ -90,7 +90,7 @@ func (s *ExportStore) Chunks(ctx context.Context, scope runtime.Scope, artifactI
 
 var exportChunkColumns = []string{"tenant_id", "project_id", "artifact_id", "chunk_index", "data", "sha256"}
 
-// WriteChunks implements runtime.ExportStore. The conversations' heads are locked
+// WriteChunks implements transfer.ArtifactStore. The conversations' heads are locked
 // first (FOR SHARE, in ID order, as every writer of a conversation's records holds
 // them), then the artifact: the order a deletion takes them in too (the tombstone,
 // then the artifacts it marks), so the two never deadlock.
@@ -159,7 +159,7 @@ func lockBuilding(ctx context.Context, db DBTX, scope runtime.Scope, artifactID 
 	return nil
 }
 
-// FinishArtifact implements runtime.ExportStore.
+// FinishArtifact implements transfer.ArtifactStore.
 func (s *ExportStore) FinishArtifact(ctx context.Context, scope runtime.Scope, artifactID, sha string) error {
 	if err := lockBuilding(ctx, s.db, scope, artifactID); err != nil {
 		return err
@@ -171,7 +171,7 @@ func (s *ExportStore) FinishArtifact(ctx context.Context, scope runtime.Scope, a
 	return translate(err)
 }
 
-// PurgeArtifactsStep implements runtime.ExportStore. The table holds one row per
+// PurgeArtifactsStep implements transfer.ArtifactStore. The table holds one row per
 // artifact, so the victim is found by a scan of it across every scope (the purge is
 // global); SKIP LOCKED lets replicas purge side by side. A step deletes at most
 // bounds.Bytes of chunks (each at most 1 MiB) and the artifact once none is left.
@@ -264,7 +264,7 @@ func conversationFilter(alias string, n int) string {
 	return fmt.Sprintf(" AND ($%d = '' OR %s.conversation_id = $%d)", n, alias, n)
 }
 
-// ExportMessages implements runtime.ExportStore, walking messages_by_sequence.
+// ExportMessages implements transfer.RecordWalker, walking messages_by_sequence.
 func (s *ExportStore) ExportMessages(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, fn func(*contract.ConversationRecord) error) (bool, error) {
 	where := `m.tenant_id = $1 AND m.project_id = $2 AND (m.conversation_id, m.sequence) > ($3, $4)` +
 		conversationFilter("m", 5) + ` AND ` + liveConversation("m")
@@ -309,7 +309,7 @@ const windowFilter = `w.tenant_id = $1 AND w.project_id = $2 AND w.window_id > $
 	WHERE c.tenant_id = w.tenant_id AND c.project_id = w.project_id
 	  AND c.conversation_id = w.conversation_id AND c.deleted_at_ms IS NOT NULL)`
 
-// ExportWindows implements runtime.ExportStore with three statements: the keys and
+// ExportWindows implements transfer.RecordWalker with three statements: the keys and
 // sizes, the headers up to the last key that fits, and their items as one index range
 // (of the conversation's items when the export has one), ordered like the headers;
 // items of windows the filter left out are skipped.
@@ -443,7 +443,7 @@ const derivationJoins = `
 	JOIN context_windows sw ON sw.tenant_id = d.tenant_id AND sw.project_id = d.project_id AND sw.window_id = d.source_window_id
 	JOIN context_windows tw ON tw.tenant_id = d.tenant_id AND tw.project_id = d.project_id AND tw.window_id = d.target_window_id`
 
-// ExportDerivations implements runtime.ExportStore.
+// ExportDerivations implements transfer.RecordWalker.
 func (s *ExportStore) ExportDerivations(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, fn func(d *contract.Derivation, target, source string) error) (bool, error) {
 	keys, more, err := pickKeys(ctx, s.db, q, func(rows pgx.Rows, k *keyRow) error {
 		return rows.Scan(&k.key.ID, &k.size)
@@ -492,7 +492,7 @@ const invocationFilter = `m.tenant_id = $1 AND m.project_id = $2 AND (m.started_
 	                WHERE c.tenant_id = m.tenant_id AND c.project_id = m.project_id
 	                  AND c.conversation_id = m.conversation_id AND c.deleted_at_ms IS NOT NULL)`
 
-// ExportInvocations implements runtime.ExportStore, walking model_invocations_by_time
+// ExportInvocations implements transfer.RecordWalker, walking model_invocations_by_time
 // (or, for one conversation, model_invocations_by_conversation).
 func (s *ExportStore) ExportInvocations(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, fn func(*contract.ModelInvocation) error) (bool, error) {
 	keys, more, err := pickKeys(ctx, s.db, q, func(rows pgx.Rows, k *keyRow) error {
@@ -529,7 +529,7 @@ func (s *ExportStore) ExportInvocations(ctx context.Context, scope runtime.Scope
 	return more, translate(rows.Err())
 }
 
-// ExportEntries implements runtime.ExportStore, walking the primary key (or, for one
+// ExportEntries implements transfer.RecordWalker, walking the primary key (or, for one
 // conversation, context_entries_by_conversation).
 func (s *ExportStore) ExportEntries(ctx context.Context, scope runtime.Scope, q transfer.ExportQuery, fn func(*contract.ContextEntry) error) (bool, error) {
 	where := `e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id > $3 AND ($4 = '' OR e.conversation_id = $4) AND ` +
@@ -565,7 +565,7 @@ func (s *ExportStore) ExportEntries(ctx context.Context, scope runtime.Scope, q 
 	return more, translate(rows.Err())
 }
 
-// PurgeExpiredEntries implements runtime.ExportStore with one statement over
+// PurgeExpiredEntries implements transfer.MaintenanceStore with one statement over
 // context_entries_by_expiry.
 func (s *ExportStore) PurgeExpiredEntries(ctx context.Context, scope runtime.Scope, cutoffMs int64, after transfer.ExportKey, limit int) ([]string, transfer.ExportKey, bool, error) {
 	var examined int
@@ -599,7 +599,7 @@ func (s *ExportStore) PurgeExpiredEntries(ctx context.Context, scope runtime.Sco
 	return purged, transfer.ExportKey{Time: *lastTime, ID: *lastID}, examined == limit, nil
 }
 
-// ReindexMessages implements runtime.ExportStore: the documents are built here, as
+// ReindexMessages implements transfer.MaintenanceStore: the documents are built here, as
 // appends build them, and written with one statement.
 func (s *ExportStore) ReindexMessages(ctx context.Context, scope runtime.Scope, after transfer.ExportKey, bounds operation.StepBounds) (transfer.ExportKey, int64, bool, error) {
 	var conversations, ids []string
@@ -624,7 +624,7 @@ func (s *ExportStore) ReindexMessages(ctx context.Context, scope runtime.Scope, 
 	return last, int64(len(ids)), more, translate(err)
 }
 
-// ReindexEntries implements runtime.ExportStore.
+// ReindexEntries implements transfer.MaintenanceStore.
 func (s *ExportStore) ReindexEntries(ctx context.Context, scope runtime.Scope, after transfer.ExportKey, bounds operation.StepBounds) (transfer.ExportKey, int64, bool, error) {
 	var ids []string
 	var docs []pgtype.TSVector

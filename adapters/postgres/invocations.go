@@ -42,7 +42,7 @@ func scanInvocation(row pgx.Row) (contract.ModelInvocation, error) {
 	return m, nil
 }
 
-// SaveInvocation implements runtime.WindowStore.
+// SaveInvocation implements conversation.WindowStore.
 func (s *WindowStore) SaveInvocation(ctx context.Context, scope runtime.Scope, inv *contract.ModelInvocation) (contract.ModelInvocation, bool, error) {
 	var stored contract.ModelInvocation
 	created := false
@@ -113,7 +113,7 @@ func (s *WindowStore) SaveInvocation(ctx context.Context, scope runtime.Scope, i
 	return stored, created, nil
 }
 
-// GetInvocation implements runtime.WindowStore.
+// GetInvocation implements conversation.WindowStore.
 func (s *WindowStore) GetInvocation(ctx context.Context, scope runtime.Scope, invocationID string) (contract.ModelInvocation, error) {
 	m, err := scanInvocation(s.db.QueryRow(ctx, `
 		SELECT `+invocationColumns+`

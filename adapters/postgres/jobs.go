@@ -19,7 +19,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/transfer"
 )
 
-// OperationRunner does the work of operations' jobs; runtime.Operations implements it.
+// OperationRunner does the work of operations' jobs; operation.Operations implements it.
 type OperationRunner interface {
 	// RunOperation works on an operation until it is finished or deadline passed,
 	// and reports whether it is finished. An error is transient.
@@ -31,7 +31,7 @@ type OperationRunner interface {
 	ScheduleDefaultRetention(ctx context.Context, since, deadline time.Time) (bool, error)
 }
 
-// ProjectionRunner does the work of the vector projection's jobs; runtime.Projection
+// ProjectionRunner does the work of the vector projection's jobs; memory.Projection
 // implements it.
 type ProjectionRunner interface {
 	// EmbedBacklog embeds a scope's queued entries until none is left or deadline
@@ -42,14 +42,14 @@ type ProjectionRunner interface {
 	Sweep(ctx context.Context, deadline time.Time) (bool, error)
 }
 
-// A2ASweeper purges expired A2A messages, events and tasks; runtime.A2A implements it.
+// A2ASweeper purges expired A2A messages, events and tasks; a2a.Service implements it.
 type A2ASweeper interface {
 	// SweepA2A sweeps every scope not swept since since, until deadline; it reports
 	// whether it finished.
 	SweepA2A(ctx context.Context, since, deadline time.Time) (bool, error)
 }
 
-// ExportPurger removes expired export artifacts; runtime.Exports implements it.
+// ExportPurger removes expired export artifacts; transfer.Exports implements it.
 type ExportPurger interface {
 	// PurgeArtifacts purges until none is left or deadline passed; it reports
 	// whether it finished.
@@ -70,12 +70,12 @@ type JobOptions struct {
 	// queue's leader.
 	RetentionInterval time.Duration
 	// A2ASweeper, with A2ASweepInterval above 0, runs the A2A sweep that often
-	// (runtime.A2ASweepJob), the first run right after this replica becomes the
+	// (a2a.A2ASweepJob), the first run right after this replica becomes the
 	// queue's leader.
 	A2ASweeper       A2ASweeper
 	A2ASweepInterval time.Duration
 	// ExportPurger, with ExportPurgeInterval above 0, removes expired export artifacts
-	// that often (runtime.ExportPurgeJob), the first run right after this replica
+	// that often (transfer.ExportPurgeJob), the first run right after this replica
 	// becomes the queue's leader.
 	ExportPurger        ExportPurger
 	ExportPurgeInterval time.Duration
@@ -119,7 +119,7 @@ func timing(rescueAfter time.Duration) jobTiming {
 }
 
 // StepTimeout is the statement bound of one job step for a queue with rescueAfter
-// (0: DefaultRescueAfter); runtime.OperationsConfig.StepTimeout takes it.
+// (0: DefaultRescueAfter); operation.OperationsConfig.StepTimeout takes it.
 func StepTimeout(rescueAfter time.Duration) time.Duration { return timing(rescueAfter).stepTimeout }
 
 // Jobs runs operations' jobs on River, which coordinates the replicas through the

@@ -126,7 +126,7 @@ const (
 	maxEarlyDocumentBytes = 4 << 20
 )
 
-// AppendMessages implements runtime.MessageStore. The batch costs a fixed number of
+// AppendMessages implements conversation.MessageStore. The batch costs a fixed number of
 // statements whatever its size: one locks and moves the heads (claimHeads), one copies
 // the new rows, and only an append that skips records or carries its own sequences
 // needs a third to correct the heads.
@@ -395,7 +395,7 @@ const (
 		LIMIT $6`
 )
 
-// ListMessages implements runtime.MessageStore. It fetches one row more than the limit
+// ListMessages implements conversation.MessageStore. It fetches one row more than the limit
 // to know whether another follows, and stops early at the byte budget.
 func (s *MessageStore) ListMessages(ctx context.Context, scope runtime.Scope, q conversation.MessageQuery) ([]contract.ConversationRecord, bool, error) {
 	query, after := listAscSQL, q.After
@@ -480,7 +480,7 @@ var searchConversationSQL = strings.NewReplacer(
 	"ORDER BY m.created_at_ms DESC, m.conversation_id DESC, m.sequence DESC", "ORDER BY m.sequence DESC",
 ).Replace(searchSQL)
 
-// SearchMessages implements runtime.MessageStore. The search runs in its own
+// SearchMessages implements conversation.MessageStore. The search runs in its own
 // transaction with a local statement timeout; running out of it is SERVICE_UNAVAILABLE
 // with reason statement_timeout.
 func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, q conversation.SearchQuery) ([]contract.SearchHit, error) {

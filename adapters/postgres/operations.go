@@ -12,7 +12,6 @@ import (
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/operation"
-	"github.com/agent-context/agent-context/runtime/transfer"
 )
 
 // OperationStore keeps operations. Their jobs are enqueued by the use case in the same
@@ -46,7 +45,7 @@ func scanOperation(row pgx.Row) (contract.Operation, error) {
 	return op, nil
 }
 
-// CreateOperations implements runtime.OperationStore with one statement.
+// CreateOperations implements operation.OperationStore with one statement.
 func (s *OperationStore) CreateOperations(ctx context.Context, ops []operation.NewOperation) error {
 	n := len(ops)
 	tenants, projects, ids, kinds := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -69,7 +68,7 @@ func (s *OperationStore) CreateOperations(ctx context.Context, ops []operation.N
 	return translate(err)
 }
 
-// ConversationDeletion implements runtime.OperationStore.
+// ConversationDeletion implements operation.OperationStore.
 func (s *OperationStore) ConversationDeletion(ctx context.Context, scope runtime.Scope, conversationID string) (contract.Operation, error) {
 	return scanOperation(s.db.QueryRow(ctx, `
 		SELECT `+operationColumns+` FROM operations
@@ -77,7 +76,7 @@ func (s *OperationStore) ConversationDeletion(ctx context.Context, scope runtime
 		scope.TenantID, scope.ProjectID, conversationID))
 }
 
-// RestartOperation implements runtime.OperationStore. Progress and cursor stay: the
+// RestartOperation implements operation.OperationStore. Progress and cursor stay: the
 // steps that committed before the failure are not done again.
 func (s *OperationStore) RestartOperation(ctx context.Context, scope runtime.Scope, id string, nowMs int64) (contract.Operation, error) {
 	op, err := scanOperation(s.db.QueryRow(ctx, `
@@ -92,7 +91,7 @@ func (s *OperationStore) RestartOperation(ctx context.Context, scope runtime.Sco
 	return op, err
 }
 
-// Operation implements runtime.OperationStore.
+// Operation implements operation.OperationStore.
 func (s *OperationStore) Operation(ctx context.Context, scope runtime.Scope, id string) (contract.Operation, error) {
 	return scanOperation(s.db.QueryRow(ctx, `
 		SELECT `+operationColumns+` FROM operations
@@ -100,7 +99,7 @@ func (s *OperationStore) Operation(ctx context.Context, scope runtime.Scope, id 
 		scope.TenantID, scope.ProjectID, id))
 }
 
-// MaintenanceCounts implements runtime.OperationStore.
+// MaintenanceCounts implements operation.OperationStore.
 func (s *OperationStore) MaintenanceCounts(ctx context.Context, scope runtime.Scope, failedSinceMs int64) (contract.OperationCounts, *int64, error) {
 	var c contract.OperationCounts
 	var lastRun *int64
@@ -120,7 +119,7 @@ func (s *OperationStore) MaintenanceCounts(ctx context.Context, scope runtime.Sc
 	return c, lastRun, nil
 }
 
-// StartOperation implements runtime.OperationStore.
+// StartOperation implements operation.OperationStore.
 func (s *OperationStore) StartOperation(ctx context.Context, scope runtime.Scope, id string, nowMs int64) (contract.Operation, error) {
 	op, err := scanOperation(s.db.QueryRow(ctx, `
 		UPDATE operations
@@ -134,7 +133,7 @@ func (s *OperationStore) StartOperation(ctx context.Context, scope runtime.Scope
 	return op, err
 }
 
-// FailOperation implements runtime.OperationStore. A failed retention run also forgets
+// FailOperation implements operation.OperationStore. A failed retention run also forgets
 // the conversations it recorded as touched (retention.go).
 func (s *OperationStore) FailOperation(ctx context.Context, scope runtime.Scope, id string, opErr contract.OperationError, nowMs int64) error {
 	_, err := s.db.Exec(ctx, `
@@ -197,9 +196,9 @@ func lockRunning(ctx context.Context, tx DBTX, scope runtime.Scope, id string, c
 	return state == contract.OperationRunning, nil
 }
 
-var _ transfer.StepStore = (*OperationStore)(nil)
+var _ operation.StepStore = (*OperationStore)(nil)
 
-// LockStep implements runtime.StepStore.
+// LockStep implements operation.StepStore.
 func (s *OperationStore) LockStep(ctx context.Context, scope runtime.Scope, id string, timeout time.Duration, cursor any) (bool, error) {
 	if err := setLocalTimeout(ctx, s.db, timeout); err != nil {
 		return false, err
@@ -207,7 +206,7 @@ func (s *OperationStore) LockStep(ctx context.Context, scope runtime.Scope, id s
 	return lockRunning(ctx, s.db, scope, id, cursor)
 }
 
-// SaveStep implements runtime.StepStore.
+// SaveStep implements operation.StepStore.
 func (s *OperationStore) SaveStep(ctx context.Context, scope runtime.Scope, id string, cursor any, done int64, nowMs int64) error {
 	raw, err := json.Marshal(cursor)
 	if err != nil {
@@ -220,7 +219,7 @@ func (s *OperationStore) SaveStep(ctx context.Context, scope runtime.Scope, id s
 	return translate(err)
 }
 
-// SucceedStep implements runtime.StepStore.
+// SucceedStep implements operation.StepStore.
 func (s *OperationStore) SucceedStep(ctx context.Context, scope runtime.Scope, id string, result any, done int64, nowMs int64) error {
 	raw, err := json.Marshal(result)
 	if err != nil {

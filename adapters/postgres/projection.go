@@ -103,7 +103,7 @@ func (c *vectorCatalog) forget(model string) {
 	c.mu.Unlock()
 }
 
-// ProjectionStore implements runtime.ProjectionStore.
+// ProjectionStore implements memory.ProjectionStore.
 type ProjectionStore struct {
 	db      DBTX
 	catalog *vectorCatalog
@@ -114,7 +114,7 @@ var _ memory.ProjectionStore = (*ProjectionStore)(nil)
 // catalogLock serializes the changes of vector_models across replicas.
 const catalogLock = `SELECT pg_advisory_xact_lock(hashtext('agent-context.vector_models'))`
 
-// EnsureModel implements runtime.ProjectionStore. Replicas serialize on an advisory
+// EnsureModel implements memory.ProjectionStore. Replicas serialize on an advisory
 // lock, so a model gets exactly one table.
 func (s *ProjectionStore) EnsureModel(ctx context.Context, model memory.EmbeddingModel) error {
 	if t, err := s.catalog.lookup(ctx, s.db, model.ID); err == nil {
@@ -198,7 +198,7 @@ func quoteLiteral(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
-// Enqueue implements runtime.ProjectionStore.
+// Enqueue implements memory.ProjectionStore.
 func (s *ProjectionStore) Enqueue(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, model memory.EmbeddingModel) error {
 	n := len(entries)
 	ids, conversations, created := make([]string, n), make([]*string, n), make([]int64, n)
@@ -253,7 +253,7 @@ func lockProjectionHead(ctx context.Context, db DBTX, scope runtime.Scope) (int6
 	return next, translate(err)
 }
 
-// LockProjection implements runtime.ProjectionStore.
+// LockProjection implements memory.ProjectionStore.
 func (s *ProjectionStore) LockProjection(ctx context.Context, scope runtime.Scope) error {
 	_, err := lockProjectionHead(ctx, s.db, scope)
 	return err
@@ -291,7 +291,7 @@ func (s *ProjectionStore) scopeTables(ctx context.Context, db DBTX, scope runtim
 	return out, nil
 }
 
-// Retire implements runtime.ProjectionStore: one delete per vector table of the
+// Retire implements memory.ProjectionStore: one delete per vector table of the
 // scope, each an index lookup by (generation, entry) pairs.
 func (s *ProjectionStore) Retire(ctx context.Context, scope runtime.Scope, ids []string) error {
 	if _, err := s.db.Exec(ctx, `
@@ -323,7 +323,7 @@ func (s *ProjectionStore) translateVector(t vectorTable, err error) error {
 	return translate(err)
 }
 
-// Status implements runtime.ProjectionStore with one statement.
+// Status implements memory.ProjectionStore with one statement.
 func (s *ProjectionStore) Status(ctx context.Context, scope runtime.Scope) (memory.ProjectionStatus, error) {
 	var st memory.ProjectionStatus
 	var generation *int64
@@ -380,7 +380,7 @@ func liveGenerations(ctx context.Context, db DBTX, scope runtime.Scope) ([]memor
 	return gens, translate(rows.Err())
 }
 
-// ClaimBacklog implements runtime.ProjectionStore: one statement claims the oldest
+// ClaimBacklog implements memory.ProjectionStore: one statement claims the oldest
 // unleased rows (skipping those another worker is claiming right now) and reads their
 // entries; a second drops the rows whose entry is no longer to be embedded.
 func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (memory.Backlog, error) {
@@ -438,7 +438,7 @@ func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope,
 	return b, nil
 }
 
-// ReleaseBacklog implements runtime.ProjectionStore.
+// ReleaseBacklog implements memory.ProjectionStore.
 func (s *ProjectionStore) ReleaseBacklog(ctx context.Context, scope runtime.Scope, claim string) error {
 	_, err := s.db.Exec(ctx, `
 		UPDATE entry_projection_queue SET claim = NULL, claimed_until_ms = 0
@@ -446,7 +446,7 @@ func (s *ProjectionStore) ReleaseBacklog(ctx context.Context, scope runtime.Scop
 	return translate(err)
 }
 
-// StoreBacklog implements runtime.ProjectionStore. The head is held FOR SHARE, so a
+// StoreBacklog implements memory.ProjectionStore. The head is held FOR SHARE, so a
 // generation switch (which takes it FOR UPDATE) comes entirely before or after.
 func (s *ProjectionStore) StoreBacklog(ctx context.Context, scope runtime.Scope, claim string, ids []string, vectors map[string][][]float32) error {
 	return inTx(ctx, s.db, func(tx pgx.Tx) error {
@@ -505,7 +505,7 @@ func (s *ProjectionStore) storeVectors(ctx context.Context, db DBTX, scope runti
 	return s.translateVector(t, err)
 }
 
-// InFlightRebuild implements runtime.ProjectionStore.
+// InFlightRebuild implements memory.ProjectionStore.
 func (s *ProjectionStore) InFlightRebuild(ctx context.Context, scope runtime.Scope) (contract.Operation, error) {
 	return scanOperation(s.db.QueryRow(ctx, `
 		SELECT `+operationColumns+` FROM operations
@@ -513,7 +513,7 @@ func (s *ProjectionStore) InFlightRebuild(ctx context.Context, scope runtime.Sco
 		ORDER BY created_at_ms LIMIT 1`, scope.TenantID, scope.ProjectID))
 }
 
-// RebuildCursor implements runtime.ProjectionStore.
+// RebuildCursor implements memory.ProjectionStore.
 func (s *ProjectionStore) RebuildCursor(ctx context.Context, scope runtime.Scope, operationID string) (*memory.RebuildCursor, error) {
 	var raw []byte
 	err := s.db.QueryRow(ctx, `SELECT cursor FROM operations WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
@@ -560,7 +560,7 @@ func setCursor(ctx context.Context, tx DBTX, scope runtime.Scope, operationID st
 	return translate(err)
 }
 
-// StartRebuild implements runtime.ProjectionStore.
+// StartRebuild implements memory.ProjectionStore.
 func (s *ProjectionStore) StartRebuild(ctx context.Context, scope runtime.Scope, operationID string, model memory.EmbeddingModel, pinned bool, nowMs int64) error {
 	return rebuildStep(ctx, s.db, scope, operationID, nil, func(tx pgx.Tx) error {
 		next, err := lockProjectionHead(ctx, tx, scope)
@@ -596,7 +596,7 @@ func (s *ProjectionStore) StartRebuild(ctx context.Context, scope runtime.Scope,
 	})
 }
 
-// FillRebuild implements runtime.ProjectionStore.
+// FillRebuild implements memory.ProjectionStore.
 func (s *ProjectionStore) FillRebuild(ctx context.Context, scope runtime.Scope, operationID string, cur, next memory.RebuildCursor, ids []string, vectors [][]float32, nowMs int64) error {
 	return rebuildStep(ctx, s.db, scope, operationID, &cur, func(tx pgx.Tx) error {
 		g := memory.Generation{Number: cur.Generation, Model: memory.EmbeddingModel{ID: cur.Model, Dimensions: cur.Dimensions}}
@@ -607,7 +607,7 @@ func (s *ProjectionStore) FillRebuild(ctx context.Context, scope runtime.Scope, 
 	})
 }
 
-// SwitchGeneration implements runtime.ProjectionStore.
+// SwitchGeneration implements memory.ProjectionStore.
 func (s *ProjectionStore) SwitchGeneration(ctx context.Context, scope runtime.Scope, operationID string, cur memory.RebuildCursor, nowMs int64) error {
 	return rebuildStep(ctx, s.db, scope, operationID, &cur, func(tx pgx.Tx) error {
 		if _, err := lockProjectionHead(ctx, tx, scope); err != nil {
@@ -639,7 +639,7 @@ func (s *ProjectionStore) SwitchGeneration(ctx context.Context, scope runtime.Sc
 	})
 }
 
-// DropRetiredStep implements runtime.ProjectionStore. Each statement deletes an index
+// DropRetiredStep implements memory.ProjectionStore. Each statement deletes an index
 // range of one retired generation, at most the step's rows and about its bytes.
 func (s *ProjectionStore) DropRetiredStep(ctx context.Context, scope runtime.Scope, operationID string, bounds operation.StepBounds, keep string, result contract.RebuildProjectionResult, nowMs int64) (bool, error) {
 	return boundedStep(ctx, s.db, scope, operationID, bounds, func(tx pgx.Tx) (bool, error) {
@@ -713,7 +713,7 @@ func (s *ProjectionStore) dropUnused(ctx context.Context, tx DBTX, t vectorTable
 	return nil
 }
 
-// BacklogScopes implements runtime.ProjectionStore with a loose index scan of the
+// BacklogScopes implements memory.ProjectionStore with a loose index scan of the
 // queue's primary key.
 func (s *ProjectionStore) BacklogScopes(ctx context.Context, after *runtime.Scope, limit int, nowMs int64) ([]runtime.Scope, *runtime.Scope, error) {
 	return scopeWalk(ctx, s.db, after, distinctScopes("entry_projection_queue")+`
@@ -723,7 +723,7 @@ func (s *ProjectionStore) BacklogScopes(ctx context.Context, after *runtime.Scop
 		FROM (SELECT * FROM scopes LIMIT $3) s`, limit, nowMs)
 }
 
-// StaleScopes implements runtime.ProjectionStore. The heads it examines stay locked
+// StaleScopes implements memory.ProjectionStore. The heads it examines stay locked
 // until the transaction ends, so that a rebuild requested meanwhile and the one the
 // sweep starts cannot both begin.
 func (s *ProjectionStore) StaleScopes(ctx context.Context, model string, after *runtime.Scope, limit int) ([]runtime.Scope, *runtime.Scope, error) {

@@ -10,11 +10,11 @@ import (
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
-// RateLimiter implements runtime.RateLimiter on the rate_limit_buckets table, so that
+// RateLimiter implements ratelimit.RateLimiter on the rate_limit_buckets table, so that
 // every replica draws on the same buckets. Each check is one statement; docs/rate-limits.md
 // explains its shape:
 //
-//   - A bucket is split into runtime.RateShards rows (up to 16), each holding its share
+//   - A bucket is split into ratelimit.RateShards rows (up to 16), each holding its share
 //     of the budget, so that concurrent requests spread their row locks.
 //   - Per bucket, in the order of the request's buckets (agent, tool, global), the
 //     statement locks one shard: an unlocked one, preferring one that holds a token,
@@ -41,7 +41,7 @@ func NewRateLimiter(db DBTX, clock runtime.Clock) *RateLimiter {
 
 // rateTakeSQL is the check. $1..$6 describe the buckets in lock order (level, tenant,
 // name, per-minute budget, shards, home shard); $7 is the time in µs, or null for the
-// database's clock. Units and refill follow runtime.TokenBucket.
+// database's clock. Units and refill follow ratelimit.TokenBucket.
 var rateTakeSQL = `
 WITH want AS (
 	SELECT w.level, w.tenant_id, w.name, w.per_min, w.shards, w.home, w.ord,
@@ -116,7 +116,7 @@ var (
 // rateTakeAttempts bounds the runs of one check: the first may only create the rows.
 const rateTakeAttempts = 3
 
-// Take implements runtime.RateLimiter. Errors: SERVICE_UNAVAILABLE.
+// Take implements ratelimit.RateLimiter. Errors: SERVICE_UNAVAILABLE.
 func (l *RateLimiter) Take(ctx context.Context, buckets []ratelimit.RateBucket) (bool, []time.Duration, error) {
 	n := len(buckets)
 	levels, tenants, names := make([]string, n), make([]string, n), make([]string, n)

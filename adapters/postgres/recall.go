@@ -14,7 +14,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/memory"
 )
 
-// RecallStore implements runtime.RecallStore: the two halves of recall.
+// RecallStore implements memory.RecallStore: the two halves of recall.
 type RecallStore struct {
 	db            DBTX
 	catalog       *vectorCatalog
@@ -92,7 +92,7 @@ func vectorSQL(t vectorTable, exact bool) string {
 		ORDER BY nn.distance, e.entry_id`
 }
 
-// VectorSearch implements runtime.RecallStore. When the index comes up short (a
+// VectorSearch implements memory.RecallStore. When the index comes up short (a
 // filter rejects more rows than the iterative scan may visit), the exact scan of the
 // rows that pass the filter answers instead.
 func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q memory.VectorRecall) ([]memory.RecallHit, error) {
@@ -221,7 +221,7 @@ var textSQL = `
 	ORDER BY score DESC, e.created_at_ms DESC, e.entry_id
 	LIMIT $8`
 
-// TextSearch implements runtime.RecallStore.
+// TextSearch implements memory.RecallStore.
 func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q memory.TextRecall) ([]memory.RecallHit, error) {
 	terms := recallTerms(scopeTag(scope), q.Text)
 	hits := []memory.RecallHit{}

@@ -197,7 +197,7 @@ WITH cand AS (
 )
 SELECT (SELECT count(*) FROM hit), (SELECT count(*) FROM touched)`
 
-// RetentionStep implements runtime.OperationStore. A step walks the next candidates of
+// RetentionStep implements operation.OperationStore. A step walks the next candidates of
 // the plan, within bounds, and deletes what the policy selects among them, in one
 // transaction that also advances the cursor and the counts. The walk depends on the
 // policy, so that a run costs in proportion to what it deletes, not to what the scope
@@ -477,7 +477,7 @@ func (st *retentionStep) forget(ctx context.Context) (bool, error) {
 	return tag.RowsAffected() < int64(st.bounds.Rows), nil
 }
 
-// DueRetentionScopes implements runtime.OperationStore. Scopes are found by a loose
+// DueRetentionScopes implements operation.OperationStore. Scopes are found by a loose
 // index scan of messages' primary key (one probe per scope, not a scan of every
 // message).
 func (s *OperationStore) DueRetentionScopes(ctx context.Context, after *runtime.Scope, sinceMs int64, limit int) ([]runtime.Scope, *runtime.Scope, error) {

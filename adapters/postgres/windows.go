@@ -39,7 +39,7 @@ func windowConversationJoin(alias string) string {
 		`.project_id AND c.conversation_id = ` + alias + `.conversation_id AND c.deleted_at_ms IS NULL `
 }
 
-// CreateWindow implements runtime.WindowStore: one insert of the header and one COPY
+// CreateWindow implements conversation.WindowStore: one insert of the header and one COPY
 // of every item, in one transaction that holds the conversation against deletion.
 func (s *WindowStore) CreateWindow(ctx context.Context, scope runtime.Scope, w *contract.Window) (contract.Window, bool, error) {
 	var stored contract.Window
@@ -123,7 +123,7 @@ func windowHeader(ctx context.Context, tx DBTX, scope runtime.Scope, id string) 
 	return w, nil
 }
 
-// GetWindow implements runtime.WindowStore with one statement, so header and items come
+// GetWindow implements conversation.WindowStore with one statement, so header and items come
 // from one snapshot: a header row (part 0) and one row per item (part 1), each item
 // put in its place by ordinal here, whatever order the rows arrive in.
 func (s *WindowStore) GetWindow(ctx context.Context, scope runtime.Scope, windowID string) (contract.Window, error) {

@@ -38,7 +38,7 @@ func newEmbedder(cfg Config) (memory.Embedder, error) {
 	}
 }
 
-// embedderSet implements runtime.Embedders over the configuration: the configured
+// embedderSet implements memory.Embedders over the configuration: the configured
 // embedder is built at start, any other one (a rebuild naming it, a scope still on an
 // older model) when first asked for, once per process. Every one is timed by metrics.
 type embedderSet struct {
@@ -93,10 +93,10 @@ func (s *embedderSet) build(name string) (memory.Embedder, error) {
 	return b.e, b.err
 }
 
-// Configured implements runtime.Embedders.
+// Configured implements memory.Embedders.
 func (s *embedderSet) Configured() memory.Embedder { return s.configured }
 
-// Named implements runtime.Embedders.
+// Named implements memory.Embedders.
 func (s *embedderSet) Named(name string) (memory.Embedder, error) {
 	e, err := s.build(name)
 	if err != nil {
@@ -105,7 +105,7 @@ func (s *embedderSet) Named(name string) (memory.Embedder, error) {
 	return e, nil
 }
 
-// ForModel implements runtime.Embedders. The model ID tells which embedder made it;
+// ForModel implements memory.Embedders. The model ID tells which embedder made it;
 // the local model is loaded only for its own ID.
 func (s *embedderSet) ForModel(id string) (memory.Embedder, bool) {
 	if s.configured.Model().ID == id {

@@ -25,7 +25,7 @@ type Stores struct {
 	Artifacts   ArtifactStore
 	Walks       RecordWalker
 	Maintenance MaintenanceStore
-	Steps       StepStore
+	Steps       operation.StepStore
 	Operations  operation.OperationStore
 	Jobs        runtime.JobQueue
 	Messages    conversation.MessageStore
@@ -148,21 +148,6 @@ type MaintenanceStore interface {
 	// SERVICE_UNAVAILABLE.
 	ReindexMessages(ctx context.Context, scope runtime.Scope, after ExportKey, bounds operation.StepBounds) (last ExportKey, n int64, more bool, err error)
 	ReindexEntries(ctx context.Context, scope runtime.Scope, after ExportKey, bounds operation.StepBounds) (last ExportKey, n int64, more bool, err error)
-}
-
-// StepStore runs the steps of operations whose work runtime drives (exports and the
-// advanced operations), inside a unit of work.
-type StepStore interface {
-	// LockStep bounds the transaction's statements by timeout (0: unchanged), locks
-	// the operation's row until the transaction ends and decodes its cursor into
-	// cursor; it reports whether the operation is still running. Errors:
-	// SERVICE_UNAVAILABLE.
-	LockStep(ctx context.Context, scope runtime.Scope, id string, timeout time.Duration, cursor any) (running bool, err error)
-	// SaveStep stores the operation's cursor and adds done to its progress.
-	SaveStep(ctx context.Context, scope runtime.Scope, id string, cursor any, done int64, nowMs int64) error
-	// SucceedStep marks a pending or running operation succeeded with result, adding
-	// done to its progress, which becomes its total.
-	SucceedStep(ctx context.Context, scope runtime.Scope, id string, result any, done int64, nowMs int64) error
 }
 
 // ExportsConfig configures the export, import and advanced operation use cases.

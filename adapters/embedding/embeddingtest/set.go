@@ -11,7 +11,7 @@ type Named struct {
 	Embedder memory.Embedder
 }
 
-// Set is a runtime.Embedders of fixed embedders for tests and benchmarks of the
+// Set is a memory.Embedders of fixed embedders for tests and benchmarks of the
 // projection and recall: the first is the configured one, Named finds each by its
 // name and ForModel by its model ID.
 type Set struct {
@@ -29,10 +29,10 @@ func NewSet(configured Named, more ...Named) *Set {
 	return s
 }
 
-// Configured implements runtime.Embedders.
+// Configured implements memory.Embedders.
 func (s *Set) Configured() memory.Embedder { return s.embedders[0] }
 
-// Named implements runtime.Embedders.
+// Named implements memory.Embedders.
 func (s *Set) Named(name string) (memory.Embedder, error) {
 	for i, n := range s.names {
 		if n == name {
@@ -42,7 +42,7 @@ func (s *Set) Named(name string) (memory.Embedder, error) {
 	return nil, runtime.Invalid("embedder", "the %s embedder is not in this set", name)
 }
 
-// ForModel implements runtime.Embedders.
+// ForModel implements memory.Embedders.
 func (s *Set) ForModel(id string) (memory.Embedder, bool) {
 	for _, e := range s.embedders {
 		if e.Model().ID == id {

@@ -12,7 +12,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
-// Limiter implements runtime.RateLimiter in memory.
+// Limiter implements ratelimit.RateLimiter in memory.
 type Limiter struct {
 	clock runtime.Clock
 
@@ -46,7 +46,7 @@ func NewLimiter(clock runtime.Clock) *Limiter {
 	return &Limiter{clock: clock, buckets: map[key]ratelimit.TokenBucket{}}
 }
 
-// Take implements runtime.RateLimiter. It never fails.
+// Take implements ratelimit.RateLimiter. It never fails.
 func (l *Limiter) Take(_ context.Context, buckets []ratelimit.RateBucket) (bool, []time.Duration, error) {
 	nowUs := l.clock.Now().UnixMicro()
 	waits := make([]time.Duration, len(buckets))

@@ -1,4 +1,4 @@
-// Package ratelimittest is the contract suite of runtime.RateLimiter: every limiter
+// Package ratelimittest is the contract suite of ratelimit.RateLimiter: every limiter
 // (adapters/ratelimit/memory, adapters/postgres) runs it, on a clock the test moves.
 package ratelimittest
 
@@ -45,7 +45,7 @@ func (c *Clock) Advance(d time.Duration) {
 type NewLimiterFunc func(t *testing.T, clock runtime.Clock) ratelimit.RateLimiter
 
 // Run runs the contract suite against the limiters newLimiter returns. Budgets stay
-// under 128 a minute, where no limiter may split a bucket (runtime.RateShards), so
+// under 128 a minute, where no limiter may split a bucket (ratelimit.RateShards), so
 // that every limiter's answers are exact.
 func Run(t *testing.T, newLimiter NewLimiterFunc) {
 	ctx := context.Background()
