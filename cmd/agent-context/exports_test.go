@@ -626,7 +626,9 @@ func TestVerifyIntegrityFindsTampering(t *testing.T) {
 func TestAdvancedPurgeAndReindex(t *testing.T) {
 	t.Parallel()
 	app := startApp(t)
-	soon := time.Now().Add(1500 * time.Millisecond).UnixMilli()
+	// e-soon and e-old expire in an hour; their expiry is moved into the past below, as
+	// the clock would, so that no step of the test races a deadline.
+	soon := time.Now().Add(time.Hour).UnixMilli()
 	app.createEntry(t, map[string]any{"id": "e-soon", "kind": "fact", "content": "expires soon", "expiresAtMs": soon})
 	app.createEntry(t, map[string]any{"id": "e-gone", "kind": "fact", "content": "expired by hand"})
 	app.post(t, pathEntriesExpire, map[string]any{"entryId": "e-gone"}).requireOK(t, http.StatusOK, nil)
@@ -636,9 +638,10 @@ func TestAdvancedPurgeAndReindex(t *testing.T) {
 		"expiresAtMs": time.Now().Add(time.Hour).UnixMilli()}).requireOK(t, http.StatusCreated, nil)
 	app.appendOK(t, batchOf(rec("conv-r", "m-1", "user", "the reindexed capybara")))
 	app.waitProjected(t)
-	for time.Now().UnixMilli() <= soon {
-		time.Sleep(50 * time.Millisecond)
-	}
+	pool := openPool(t, app.dsn)
+	_, err := pool.Exec(context.Background(), `UPDATE context_entries SET expires_at_ms = $1 WHERE expires_at_ms = $2`,
+		time.Now().Add(-time.Second).UnixMilli(), soon)
+	require.NoError(t, err)
 	vectorsBefore := vectorRows(t, app)
 
 	purged := app.advanced(t, contract.AdvancedPurgeExpiredEntries)
@@ -651,8 +654,7 @@ func TestAdvancedPurgeAndReindex(t *testing.T) {
 	require.Equal(t, vectorsBefore-1, vectorRows(t, app), "e-soon's vector goes with it")
 	require.JSONEq(t, `{"purgedEntries":0}`, string(app.advanced(t, contract.AdvancedPurgeExpiredEntries).Result))
 
-	pool := openPool(t, app.dsn)
-	_, err := pool.Exec(context.Background(), `UPDATE messages SET search = ''::tsvector`)
+	_, err = pool.Exec(context.Background(), `UPDATE messages SET search = ''::tsvector`)
 	require.NoError(t, err)
 	_, err = pool.Exec(context.Background(), `UPDATE context_entries SET search = ''::tsvector`)
 	require.NoError(t, err)
@@ -688,9 +690,12 @@ func TestExportArtifactExpiry(t *testing.T) {
 		require.Equal(t, "artifact_expired", e.Details["reason"])
 	}
 
-	purging := startApp(t, func(c *Config) { c.ExportTTL, c.ExportPurgeInterval = time.Second, 200*time.Millisecond })
+	purging := startApp(t, func(c *Config) { c.ExportPurgeInterval = 200 * time.Millisecond })
 	purging.appendOK(t, batchOf(rec("conv-x", "m-1", "user", "short-lived")))
 	gone, _ := purging.export(t, map[string]any{})
+	_, err = openPool(t, purging.dsn).Exec(context.Background(), `UPDATE export_artifacts SET expires_at_ms = $1`,
+		time.Now().Add(-time.Second).UnixMilli())
+	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		return purging.post(t, pathArtifact, map[string]any{"artifactId": gone.ID}).Status == http.StatusNotFound
 	}, time.Minute, 50*time.Millisecond)
