@@ -68,7 +68,7 @@ const (
 	DefaultA2ASweepBatch     = 1000
 )
 
-// A2A holds the use cases of agent-to-agent coordination (07-a2a.md): agents,
+// A2A holds the use cases of agent-to-agent coordination (docs/a2a.md): agents,
 // messages, tasks, the event log with its long poll, the snapshot export, and the
 // sweeper that purges what outlived its retention. Every change commits together with
 // the event that announces it.

@@ -110,7 +110,7 @@ type TaskStore interface {
 	PurgeTerminalTasks(ctx context.Context, scope runtime.Scope, beforeMs int64, limit int) (int, error)
 }
 
-// taskTransitions is the state machine of 07-a2a.md; terminal states have no entry.
+// taskTransitions is the state machine of docs/a2a.md; terminal states have no entry.
 var taskTransitions = map[string][]string{
 	contract.TaskCreated:       {contract.TaskWorking, contract.TaskCanceled, contract.TaskFailed},
 	contract.TaskWorking:       {contract.TaskInputRequired, contract.TaskCompleted, contract.TaskFailed, contract.TaskCanceled},

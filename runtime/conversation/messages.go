@@ -92,7 +92,7 @@ type MessageStore interface {
 }
 
 // Messages holds the use cases of conversation messages: append, recent, page and
-// search (03-conversations.md).
+// search (docs/conversations.md).
 type Messages struct {
 	store   MessageStore
 	cursors *runtime.CursorCodec

@@ -49,9 +49,9 @@ type WindowStore interface {
 }
 
 // Windows holds the use cases of context windows, derivations, lineage and model
-// invocations (04-windows.md). Windows and derivations are immutable; every create is
+// invocations (docs/windows.md). Windows and derivations are immutable; every create is
 // idempotent by ID. A window's creation commits together with its window_created
-// event (07-a2a.md).
+// event (docs/a2a.md).
 type Windows struct {
 	db    runtime.UnitOfWork[Stores]
 	store WindowStore

@@ -55,7 +55,7 @@ type EmbedInput struct {
 }
 
 // Entries holds the use cases of context entries: create, get, correct, merge and
-// expire (05-entries.md). Every write goes through one unit of work that also queues
+// expire (docs/entries.md). Every write goes through one unit of work that also queues
 // the new entries for the vector projection and removes the vectors of entries that
 // stopped being active.
 type Entries struct {
@@ -292,7 +292,7 @@ func (s *Entries) Expire(ctx context.Context, p runtime.Principal, req *contract
 	return res, err
 }
 
-// The actions of entry_written events (07-a2a.md): what a write did to each entry.
+// The actions of entry_written events (docs/a2a.md): what a write did to each entry.
 const (
 	entryCreated    = "created"    // POST /entries
 	entryCorrected  = "corrected"  // the new version a correction created

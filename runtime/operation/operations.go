@@ -153,7 +153,7 @@ type StepRunner interface {
 }
 
 // Operations holds the use cases of conversation deletion, retention, operation lookup
-// and maintenance status (03-conversations.md), and runs the work of their jobs.
+// and maintenance status (docs/operations.md), and runs the work of their jobs.
 type Operations struct {
 	db            runtime.UnitOfWork[Stores]
 	store         OperationStore

@@ -34,7 +34,7 @@ type Stores struct {
 	Projection  memory.ProjectionStore
 }
 
-// Export, import and the advanced operations (05-entries.md, docs/export.md). An export
+// Export, import and the advanced operations (docs/export.md). An export
 // is an operation whose job streams the scope's records, step by step, into the
 // agent-context-ndjson/v1 format and stores the stream as chunks of at most 1 MiB: no
 // step holds more than its budget of records, so a conversation far larger than memory
