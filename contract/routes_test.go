@@ -9,7 +9,7 @@ import (
 	"github.com/agent-context/agent-context/contract"
 )
 
-// specCapabilities is the capability table of docs/auth.md written out by hand, so that a
+// specCapabilities is the capability table of docs/api.md written out by hand, so that a
 // wrong entry in contract.Routes() (which the server enforces as it stands) is caught.
 // A route added to contract.Routes() must be added here too.
 var specCapabilities = map[string][]string{
@@ -77,7 +77,7 @@ func TestRoutesMatchTheSpecTable(t *testing.T) {
 		require.False(t, seen[key], "%s is listed twice", key)
 		seen[key] = true
 		want, ok := specCapabilities[key]
-		require.True(t, ok, "%s is not in the spec table of this test: add it with its capabilities from docs/auth.md", key)
+		require.True(t, ok, "%s is not in the spec table of this test: add it with its capabilities from docs/api.md", key)
 		require.Equal(t, want, r.Capabilities, key)
 		for _, c := range r.Capabilities {
 			require.True(t, slices.Contains(contract.AllCapabilities, c), "%s requires unknown capability %s", key, c)
