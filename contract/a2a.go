@@ -2,7 +2,7 @@ package contract
 
 import "encoding/json"
 
-// Routes of agent-to-agent coordination (07-a2a.md): agents, messages, tasks, events
+// Routes of agent-to-agent coordination (docs/a2a.md): agents, messages, tasks, events
 // and the snapshot export.
 var (
 	RouteA2AAgentsRegister = Route{MethodPost, PrefixA2A + "/agents/register", []string{CapA2ASend}}
@@ -20,7 +20,7 @@ var (
 	RouteA2ASnapshot       = Route{MethodPost, PrefixA2A + "/snapshot", []string{CapA2ARead}}
 )
 
-// Limits of 07-a2a.md, and the bounds docs/a2a.md adds where the contract is silent.
+// Limits of agent-to-agent coordination, with the bounds the service adds where the contract is silent (docs/a2a.md).
 const (
 	MaxAgentMessageContentBytes = 64 << 10
 	MaxTaskDescriptionBytes     = 16 << 10

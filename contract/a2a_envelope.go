@@ -2,7 +2,7 @@ package contract
 
 import "encoding/json"
 
-// Routes of cross-boundary envelopes (07-a2a.md, Envelopes).
+// Routes of cross-boundary envelopes (docs/a2a-protocol.md).
 var (
 	RouteA2AHandoff  = Route{MethodPost, PrefixA2A + "/handoff", []string{CapA2ASend}}
 	RouteA2AVersions = Route{MethodGet, PrefixA2A + "/versions", []string{CapA2ARead}}

@@ -2,7 +2,7 @@ package contract
 
 import "encoding/json"
 
-// Paths and routes of Google A2A protocol compatibility (07-a2a.md): the agent card,
+// Paths and routes of Google A2A protocol compatibility (docs/a2a-protocol.md): the agent card,
 // public, and the JSON-RPC endpoint at the root.
 const (
 	PathWellKnownAgentCard = "/.well-known/agent-card.json"
@@ -49,7 +49,7 @@ const (
 	MethodV1ListTasks        = "ListTasks"
 )
 
-// JSON-RPC error codes of 07-a2a.md, with the ErrorInfo reasons of 1.0 answers.
+// JSON-RPC error codes of docs/a2a-protocol.md, with the ErrorInfo reasons of 1.0 answers.
 const (
 	RPCParseError            = -32700
 	RPCInvalidRequest        = -32600

@@ -1,6 +1,6 @@
 package contract
 
-// Capabilities a runtime token may carry (02-auth.md). A route requires exactly one;
+// Capabilities a runtime token may carry (docs/api.md). A route requires exactly one;
 // a few check a second one after parsing the body.
 const (
 	CapMessagesAppend  = "messages:append"

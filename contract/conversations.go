@@ -2,7 +2,7 @@ package contract
 
 import "encoding/json"
 
-// Routes of conversation messages (03-conversations.md).
+// Routes of conversation messages (docs/conversations.md).
 var (
 	RouteMessagesBatch  = Route{MethodPost, PrefixContext + "/messages/batch", []string{CapMessagesAppend}}
 	RouteMessagesRecent = Route{MethodPost, PrefixContext + "/messages/recent", []string{CapMessagesRead}}
@@ -27,7 +27,7 @@ const (
 	OrderDesc = "desc"
 )
 
-// Limits of conversation messages (01-conventions.md).
+// Limits of conversation messages (docs/api.md).
 const (
 	MaxAppendMessages      = 500
 	MaxMessageContentBytes = 1 << 20

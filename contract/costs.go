@@ -5,7 +5,7 @@ import (
 	"regexp"
 )
 
-// RouteCosts is the cost attribution report (07-a2a.md).
+// RouteCosts is the cost attribution report (docs/costs.md).
 var RouteCosts = Route{MethodPost, PrefixA2A + "/costs", []string{CapCostsRead}}
 
 // Groupings of a cost report (CostsRequest.GroupBy).
@@ -101,7 +101,7 @@ func (d *Decimal) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// PricingFile is the format of the file AGENT_CONTEXT_PRICING_FILE names (07-a2a.md):
+// PricingFile is the format of the file AGENT_CONTEXT_PRICING_FILE names (docs/costs.md):
 // prices in USD per million tokens by model name, aliases (another name → a model of
 // Models) and the price of every other model. Prices are plain decimal numbers such
 // as 0.4.

@@ -2,7 +2,7 @@ package contract
 
 import "encoding/json"
 
-// Routes of context entries, recall and the vector projection (05-entries.md).
+// Routes of context entries, recall and the vector projection (docs/entries.md).
 var (
 	RouteEntriesCreate  = Route{MethodPost, PrefixContext + "/entries", []string{CapContextWrite}}
 	RouteEntriesGet     = Route{MethodPost, PrefixContext + "/entries/get", []string{CapContextRead}}
@@ -13,7 +13,7 @@ var (
 	RouteVectorRebuild  = Route{MethodPost, PrefixContext + "/projections/vector/rebuild", []string{CapContextAdmin}}
 )
 
-// Limits of context entries and recall (01-conventions.md, 05-entries.md).
+// Limits of context entries and recall (docs/api.md, docs/entries.md).
 const (
 	MaxEntryContentBytes = 64 << 10
 	MaxEntryTags         = 32

@@ -1,6 +1,6 @@
 package contract
 
-// Error codes of the contract's code table (01-conventions.md).
+// Error codes of the contract's code table (docs/api.md).
 const (
 	CodeValidationFailed       = "VALIDATION_FAILED"
 	CodeInvalidCursor          = "INVALID_CURSOR"
@@ -24,7 +24,7 @@ const (
 	CodeServiceUnavailable     = "SERVICE_UNAVAILABLE"
 	CodeEmbeddingUnavailable   = "EMBEDDING_UNAVAILABLE"
 	CodeInternal               = "INTERNAL"
-	// The codes 07-a2a.md adds.
+	// The codes of the cross-boundary envelopes (docs/a2a-protocol.md).
 	CodeVersionNotSupported = "VERSION_NOT_SUPPORTED"
 	CodeSignatureInvalid    = "SIGNATURE_INVALID"
 	CodeEnvelopeExpired     = "ENVELOPE_EXPIRED"

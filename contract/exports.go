@@ -2,7 +2,7 @@ package contract
 
 import "encoding/json"
 
-// Routes of export, import and the advanced operations (05-entries.md).
+// Routes of export, import and the advanced operations (docs/export.md).
 var (
 	RouteExports              = Route{MethodPost, PrefixContext + "/exports", []string{CapContextAdmin}}
 	RouteExportArtifactsGet   = Route{MethodPost, PrefixContext + "/export-artifacts/get", []string{CapContextAdmin}}
@@ -23,7 +23,7 @@ const (
 	SnapshotEvidenceKey = "proof:a2a-snapshot-v1"
 )
 
-// Limits of export and import (01-conventions.md).
+// Limits of export and import (docs/api.md).
 const (
 	MaxExportChunkBytes = 1 << 20
 	MaxImportDataBytes  = 16 << 20

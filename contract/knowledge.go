@@ -2,14 +2,14 @@ package contract
 
 import "encoding/json"
 
-// Routes of the external knowledge facade (06-knowledge.md).
+// Routes of the external knowledge facade (docs/knowledge.md).
 var (
 	RouteKnowledgeCapabilities = Route{MethodGet, PrefixKnowledge + "/capabilities", []string{CapKnowledgeRead}}
 	RouteKnowledgeQuery        = Route{MethodPost, PrefixKnowledge + "/query", []string{CapKnowledgeQuery}}
 	RouteKnowledgeResolve      = Route{MethodPost, PrefixKnowledge + "/resolve-resources", []string{CapKnowledgeQuery}}
 )
 
-// Limits of the knowledge facade (01-conventions.md).
+// Limits of the knowledge facade (docs/api.md).
 const (
 	MaxKnowledgeQueryBytes   = 16 << 10
 	DefaultKnowledgeTopK     = 10

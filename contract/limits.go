@@ -1,6 +1,6 @@
 package contract
 
-// Limits of 01-conventions.md.
+// Limits of docs/api.md.
 const (
 	MaxRequestBodyBytes = 32 << 20
 	MaxIDChars          = 191

@@ -50,7 +50,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 			require.NotNil(t, op.Responses.Value(status), "%s documents no %s", key, status)
 		}
 		// POST /a2a answers every body after authentication with HTTP 200 and a
-		// JSON-RPC error (07-a2a.md), never 413 or 415.
+		// JSON-RPC error (docs/a2a-protocol.md), never 413 or 415.
 		if r.Method == contract.MethodPost && r.Path != contract.PathA2AJSONRPC {
 			for _, status := range []string{"413", "415"} {
 				require.NotNil(t, op.Responses.Value(status), "%s documents no %s", key, status)

@@ -3,7 +3,7 @@ package contract
 import "encoding/json"
 
 // Routes of conversation deletion, retention, operations and maintenance status
-// (03-conversations.md).
+// (docs/operations.md).
 var (
 	RouteConversationsDelete    = Route{MethodPost, PrefixContext + "/conversations/delete", []string{CapMessagesDelete}}
 	RouteConversationsRetention = Route{MethodPost, PrefixContext + "/conversations/retention", []string{CapMessagesDelete}}
@@ -86,7 +86,7 @@ type DeleteConversationResult struct {
 	DeletedRecords int64 `json:"deletedRecords"`
 }
 
-// Bounds of a retention policy (03-conversations.md): a shorter age or a keep-last of
+// Bounds of a retention policy (docs/operations.md): a shorter age or a keep-last of
 // 0 would wipe every conversation in scope; deleting a conversation does that.
 const (
 	MinRetentionMaxAgeMs = 60_000

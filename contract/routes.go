@@ -18,7 +18,7 @@ const (
 // Public reports whether the route needs no credential.
 func (r Route) Public() bool { return len(r.Capabilities) == 0 }
 
-// Public routes (02-auth.md lists every route that may be public).
+// Public routes (docs/api.md lists every route that may be public).
 var (
 	RouteHealth      = Route{MethodGet, PathHealth, nil}
 	RouteReady       = Route{MethodGet, PathReady, nil}
@@ -28,7 +28,7 @@ var (
 )
 
 // Routes is the single table of every route the service serves and the capability each
-// requires (02-auth.md). The server registers exactly these, and a test fails when a
+// requires (docs/api.md). The server registers exactly these, and a test fails when a
 // registered route is missing here or a route here has no handler.
 func Routes() []Route {
 	return []Route{

@@ -9,7 +9,7 @@ import (
 	"github.com/agent-context/agent-context/contract"
 )
 
-// specCapabilities is the capability table of 02-auth.md written out by hand, so that a
+// specCapabilities is the capability table of docs/api.md written out by hand, so that a
 // wrong entry in contract.Routes() (which the server enforces as it stands) is caught.
 // A route added to contract.Routes() must be added here too.
 var specCapabilities = map[string][]string{
@@ -77,7 +77,7 @@ func TestRoutesMatchTheSpecTable(t *testing.T) {
 		require.False(t, seen[key], "%s is listed twice", key)
 		seen[key] = true
 		want, ok := specCapabilities[key]
-		require.True(t, ok, "%s is not in the spec table of this test: add it with its capabilities from 02-auth.md", key)
+		require.True(t, ok, "%s is not in the spec table of this test: add it with its capabilities from docs/api.md", key)
 		require.Equal(t, want, r.Capabilities, key)
 		for _, c := range r.Capabilities {
 			require.True(t, slices.Contains(contract.AllCapabilities, c), "%s requires unknown capability %s", key, c)
@@ -103,7 +103,7 @@ func TestCodeTable(t *testing.T) {
 		contract.CodeEmbeddingUnavailable, contract.CodeKnowledgeUnavailable, contract.CodeKnowledgeUpstreamError,
 		contract.CodeRateLimited, contract.CodeServiceUnavailable,
 	}, retryable)
-	// 01-conventions.md has 22; 07-a2a.md adds VERSION_NOT_SUPPORTED, SIGNATURE_INVALID and
+	// The base table has 22; the envelopes add VERSION_NOT_SUPPORTED, SIGNATURE_INVALID and
 	// ENVELOPE_EXPIRED (INVALID_TRANSITION is in both).
 	require.Len(t, contract.Codes, 25)
 }

@@ -2,7 +2,7 @@ package contract
 
 import "encoding/json"
 
-// Routes of context windows, derivations, lineage and model invocations (04-windows.md).
+// Routes of context windows, derivations, lineage and model invocations (docs/windows.md).
 var (
 	RouteWindowsCreate          = Route{MethodPost, PrefixContext + "/windows", []string{CapContextWrite}}
 	RouteWindowsGet             = Route{MethodPost, PrefixContext + "/windows/get", []string{CapContextRead}}
@@ -12,7 +12,7 @@ var (
 	RouteModelInvocationsGet    = Route{MethodPost, PrefixContext + "/model-invocations/get", []string{CapContextRead}}
 )
 
-// Limits of context windows and model invocations (01-conventions.md, 04-windows.md).
+// Limits of context windows and model invocations (docs/api.md, docs/windows.md).
 const (
 	MaxWindowItems             = 2000
 	MaxWindowItemContentBytes  = 4 << 20

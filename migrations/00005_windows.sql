@@ -1,6 +1,6 @@
 -- +goose Up
 -- context_windows holds the header of every context window: the exact, ordered content
--- a model saw (04-windows.md). Windows are immutable; item_count, content_bytes and
+-- a model saw (docs/windows.md). Windows are immutable; item_count, content_bytes and
 -- content_sha256 are computed once at create and never change. metadata is json (not
 -- jsonb) so the client's compacted text comes back as sent.
 CREATE TABLE context_windows (
@@ -113,7 +113,7 @@ CREATE TABLE model_invocations (
     PRIMARY KEY (tenant_id, project_id, invocation_id)
 );
 
--- Cost attribution (07-a2a.md) filters on started_at_ms and groups by agent, tool,
+-- Cost attribution (docs/costs.md) filters on started_at_ms and groups by agent, tool,
 -- model or conversation; the conversation index also serves deletion.
 CREATE INDEX model_invocations_by_time
     ON model_invocations (tenant_id, project_id, started_at_ms);

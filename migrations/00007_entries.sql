@@ -1,5 +1,5 @@
 -- +goose Up
--- context_entries holds context entries (05-entries.md), the source of truth of recall:
+-- context_entries holds context entries (docs/entries.md), the source of truth of recall:
 -- the vector projection below is derived from them and can be rebuilt at any time.
 -- content and the client fields never change after the insert; status, superseded_by,
 -- merged_into, expires_at_ms (set by an expiry), status_reason and updated_at_ms do.

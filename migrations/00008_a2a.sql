@@ -1,5 +1,5 @@
 -- +goose Up
--- Agent-to-agent coordination (07-a2a.md): agents, messages, tasks and the per-scope
+-- Agent-to-agent coordination (docs/a2a.md): agents, messages, tasks and the per-scope
 -- event log. docs/a2a.md explains the locking and ordering these tables serve.
 
 -- a2a_heads is one row per scope that has coordination state. It is the scope's lock:

@@ -1,5 +1,5 @@
 -- +goose Up
--- rate_limit_buckets holds the token buckets of the postgres rate limiter (07-a2a.md),
+-- rate_limit_buckets holds the token buckets of the postgres rate limiter (docs/rate-limits.md),
 -- shared by every replica. A bucket is one level's budget for one key: global (tenant
 -- and name empty), agent (tenant, subject) or tool (tenant, route). It is split into
 -- 1–16 shard rows, each holding its share of the tokens, so that concurrent checks lock

@@ -1,5 +1,5 @@
 -- +goose Up
--- Envelopes accepted by POST /internal/v1/a2a/handoff (07-a2a.md, Envelopes). One row
+-- Envelopes accepted by POST /internal/v1/a2a/handoff (docs/a2a-protocol.md). One row
 -- per message_id is the idempotency record: a replay finds it and answers the first
 -- ack. digest is the SHA-256 of the envelope's canonical form without its signature.
 -- payload is kept for the opaque content types (handoff_bundle, context_package) only;

@@ -1,5 +1,5 @@
 -- +goose Up
--- Export artifacts (05-entries.md, docs/export.md): an export operation streams the
+-- Export artifacts (docs/export.md): an export operation streams the
 -- scope's records into the agent-context-ndjson/v1 format and stores the stream cut
 -- into chunks of at most 1 MiB. The A2A snapshot stores its document the same way
 -- (format a2a-snapshot/v1, evidence key proof:a2a-snapshot-v1).

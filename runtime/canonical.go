@@ -25,7 +25,7 @@ import (
 // directly, so the up to 16 MiB of content is escaped once, streamed into the hash, and
 // never parsed again.
 
-// canonicalJSON returns the RFC 8785 canonical form of the JSON text raw.
+// CanonicalJSON returns the RFC 8785 canonical form of the JSON text raw.
 func CanonicalJSON(raw []byte) ([]byte, error) {
 	v := jsontext.Value(raw).Clone()
 	if err := v.Canonicalize(); err != nil {
@@ -34,7 +34,7 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 	return v, nil
 }
 
-// finiteNumbers reports whether every number in the valid JSON text raw is within the
+// FiniteNumbers reports whether every number in the valid JSON text raw is within the
 // range of an IEEE-754 double. RFC 8785 writes numbers as doubles, so 1e400 has no
 // canonical form: a client's canonicalizer refuses it (or reads Infinity), while
 // jsontext would quietly clamp it to the largest double and hash a value the client
@@ -68,7 +68,7 @@ func WindowDigest(items []contract.WindowItem) (contentBytes int64, contentSHA25
 	return contentBytes, contentSHA256, nil
 }
 
-// windowDigester computes a window's digest item by item, so that a window read as a
+// WindowDigester computes a window's digest item by item, so that a window read as a
 // stream of items (verify_integrity) is never held whole.
 type WindowDigester struct {
 	h     hash.Hash
@@ -83,7 +83,7 @@ func NewWindowDigester() *WindowDigester {
 	return d
 }
 
-// add adds the next item, in ordinal order.
+// Add adds the next item, in ordinal order.
 func (d *WindowDigester) Add(it *contract.WindowItem) error {
 	if d.items > 0 {
 		d.h.Write([]byte{','})
@@ -98,7 +98,7 @@ func (d *WindowDigester) Add(it *contract.WindowItem) error {
 	return nil
 }
 
-// sum returns the item count, contentBytes and contentSha256 of the items added.
+// Sum returns the item count, contentBytes and contentSha256 of the items added.
 func (d *WindowDigester) Sum() (items int, contentBytes int64, contentSHA256 string) {
 	d.h.Write([]byte{']'})
 	return d.items, d.bytes, hex.EncodeToString(d.h.Sum(nil))

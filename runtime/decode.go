@@ -11,19 +11,19 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// DecodeJSON unmarshals data into v with the contract's strictness (01-conventions.md):
+// DecodeJSON unmarshals data into v with the contract's strictness (docs/api.md):
 // member names match case-sensitively, unknown and duplicate members are refused, and
 // nothing may follow the value. Go's encoding/json is too lenient for that
 // (case-insensitive names, last duplicate wins), so the stricter decoder of the json v2
 // prototype does the work. Every failure is a VALIDATION_FAILED error whose
 // details.field is the offending path (body when there is none).
-// Every integer must be within ±(2^53 − 1) (01-conventions.md): beyond it is 400 with
+// Every integer must be within ±(2^53 − 1) (docs/api.md): beyond it is 400 with
 // details.limit, a fraction where an integer belongs 400.
 func DecodeJSON(data []byte, v any) error {
 	return DecodeFailure(json.Unmarshal(data, v, json.RejectUnknownMembers(true), safeIntegers), "body")
 }
 
-// decodeNext unmarshals the next value of dec into v as strictly as DecodeJSON; a
+// DecodeNext unmarshals the next value of dec into v as strictly as DecodeJSON; a
 // failure names its path, or fallback when there is none.
 func DecodeNext(dec *jsontext.Decoder, v any, fallback string) error {
 	return DecodeFailure(json.UnmarshalDecode(dec, v, json.RejectUnknownMembers(true), safeIntegers), fallback)
@@ -41,7 +41,7 @@ var errInvalidUTF8 = func() error {
 	return syntactic.Err
 }()
 
-// decodeFailure turns a failure of the json v2 decoder into a VALIDATION_FAILED error
+// DecodeFailure turns a failure of the json v2 decoder into a VALIDATION_FAILED error
 // naming the offending path (fallback when there is none). Failures are told apart by
 // the library's error types and sentinels: their messages may quote member names,
 // which are the client's text. An *Error in the chain (a reader's failure, which is
@@ -86,7 +86,7 @@ func DecodeFailure(err error, fallback string) error {
 }
 
 // safeIntegers holds every integer of a request to the range JavaScript clients read
-// exactly, ±(2^53 − 1) (01-conventions.md), whatever Go type the field has. A number
+// exactly, ±(2^53 − 1) (docs/api.md), whatever Go type the field has. A number
 // beyond it fails with errUnsafeInteger, one with a fraction or an exponent with
 // errNotInteger; anything else (null, a string) takes the default path
 // (ErrUnsupported), which refuses it as the wrong type.

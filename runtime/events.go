@@ -97,7 +97,7 @@ func ConsistencyLevel(rank int) string {
 	return contract.ConsistencyLevels[rank]
 }
 
-// newEvent returns an event of kind made now by actor. targets, when not empty, are the
+// EventOf returns an event of kind made now by actor. targets, when not empty, are the
 // only agents that may see it.
 func EventOf(kind, actor, correlationID, consistency string, targets []string, payload any, nowMs int64) NewEvent {
 	raw, err := json.Marshal(payload)
@@ -114,7 +114,7 @@ func EventOf(kind, actor, correlationID, consistency string, targets []string, p
 	}}
 }
 
-// participants returns the distinct agents of a directed event.
+// Participants returns the distinct agents of a directed event.
 func Participants(agents ...string) []string {
 	out := slices.Clone(agents)
 	slices.Sort(out)

@@ -11,7 +11,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// TestValidateID covers the ID rules of 01-conventions.md: 1–191 characters (runes,
+// TestValidateID covers the ID rules of docs/api.md: 1–191 characters (runes,
 // not bytes), valid UTF-8, no whitespace and no control characters.
 func TestValidateID(t *testing.T) {
 	t.Parallel()

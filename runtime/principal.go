@@ -29,7 +29,7 @@ type Principal struct {
 	// TrustedHeaders is set when the static token or open mode admitted the caller,
 	// whose trusted x-infra-* headers set the scope and subject. Such a caller may name
 	// the sender of an A2A message or task in the body (local development); a runtime
-	// token's caller may not (07-a2a.md).
+	// token's caller may not (docs/a2a.md).
 	TrustedHeaders bool
 }
 

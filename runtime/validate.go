@@ -12,9 +12,9 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// idOrNew validates a client-chosen ID or, when there is none (absent or null),
+// IDOrNew validates a client-chosen ID or, when there is none (absent or null),
 // generates one. An empty string is a client-chosen ID, and an invalid one.
-func IdOrNew(field string, id *string) (string, error) {
+func IDOrNew(field string, id *string) (string, error) {
 	if id == nil {
 		return NewID(), nil
 	}
@@ -27,7 +27,7 @@ func IdOrNew(field string, id *string) (string, error) {
 	return *id, nil
 }
 
-// validateLabel checks a free-text label such as purpose: 1 to maxChars characters and
+// ValidateLabel checks a free-text label such as purpose: 1 to maxChars characters and
 // no control characters (which also keeps NUL out of Postgres text).
 func ValidateLabel(field, v string, maxChars int) error {
 	if v == "" {
@@ -42,7 +42,7 @@ func ValidateLabel(field, v string, maxChars int) error {
 	return nil
 }
 
-// validateQuery checks a free-text query: at most maxBytes (413) and not blank (400).
+// ValidateQuery checks a free-text query: at most maxBytes (413) and not blank (400).
 func ValidateQuery(field, q string, maxBytes int64) error {
 	if int64(len(q)) > maxBytes {
 		return TooLarge(field, maxBytes)
@@ -53,7 +53,7 @@ func ValidateQuery(field, q string, maxBytes int64) error {
 	return nil
 }
 
-// optionalCount applies the default of an optional count such as limit or topK, and
+// OptionalCount applies the default of an optional count such as limit or topK, and
 // its range 1–maxCount; out of range is 400 with the bound.
 func OptionalCount(field string, n *int, def, maxCount int) (int, error) {
 	if n == nil {
@@ -65,7 +65,7 @@ func OptionalCount(field string, n *int, def, maxCount int) (int, error) {
 	return *n, nil
 }
 
-// listSize checks that a list holds 1 to maxItems entries; noun names one entry.
+// ListSize checks that a list holds 1 to maxItems entries; noun names one entry.
 func ListSize(field string, n, maxItems int, noun string) error {
 	if n == 0 {
 		return Invalid(field, "%s must hold at least one %s", field, noun)
@@ -80,7 +80,7 @@ func OneOf(field string, values []string) error {
 	return Invalid(field, "%s must be one of %s", field, strings.Join(values, ", "))
 }
 
-// normalizeJSON is NormalizeMetadata plus the check that the value has an RFC 8785
+// NormalizeJSON is NormalizeMetadata plus the check that the value has an RFC 8785
 // canonical form, which comparisons and contentSha256 rely on.
 func NormalizeJSON(field string, raw json.RawMessage) (json.RawMessage, error) {
 	v, err := NormalizeMetadata(field, raw)
@@ -105,7 +105,7 @@ func SameOptional[T comparable](a, b *T) bool {
 // the server assigns the next sequence.
 const MaxSequence = 1<<53 - 1
 
-// sameJSON compares two JSON values (nil meaning none) after RFC 8785 canonicalization,
+// SameJSON compares two JSON values (nil meaning none) after RFC 8785 canonicalization,
 // so member order, whitespace, escapes and number spelling (1.0 and 1) do not matter.
 func SameJSON(a, b []byte) bool {
 	if a == nil || b == nil {
@@ -141,7 +141,7 @@ func IdempotencyConflict(id string) error {
 		With("ids", []string{id})
 }
 
-// validateRef checks an opaque provider reference: any non-empty string up to
+// ValidateRef checks an opaque provider reference: any non-empty string up to
 // MaxEvidenceRefChars characters. It is never interpreted.
 func ValidateRef(field, ref string) error {
 	if ref == "" {

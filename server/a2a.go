@@ -8,7 +8,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// a2aRoutes registers the agent-to-agent routes (07-a2a.md): agents, messages, tasks,
+// a2aRoutes registers the agent-to-agent routes (docs/a2a.md): agents, messages, tasks,
 // events and the snapshot.
 func (s *Server) a2aRoutes() {
 	ok := func(v any, err error) (int, any, error) { return http.StatusOK, v, err }

@@ -16,7 +16,7 @@ func (s *Server) protocolRoutes() {
 	s.handle(contract.RouteA2AJSONRPC, s.jsonRPC)
 }
 
-// agentCard serves the hybrid card of 07-a2a.md whatever the request's headers: the SDKs
+// agentCard serves the hybrid card (docs/a2a-protocol.md) whatever the request's headers: the SDKs
 // send no A2A-Version on the card request, so each generation reads its own members.
 // The URLs are AGENT_CONTEXT_PUBLIC_URL, else the request's scheme and Host, so a test
 // server on port 0 advertises a reachable URL.

@@ -12,7 +12,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
-// envelopeRoutes registers POST /handoff and GET /versions (07-a2a.md, Envelopes).
+// envelopeRoutes registers POST /handoff and GET /versions (docs/a2a-protocol.md).
 func (s *Server) envelopeRoutes() {
 	s.handle(contract.RouteA2AHandoff, numberBounds(s.handoff,
 		fieldBounds(map[string]int64{"ttl_ms": contract.MaxEnvelopeTTLMs})))

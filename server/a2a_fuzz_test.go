@@ -41,7 +41,7 @@ func FuzzEnvelopeDecoder(f *testing.F) {
 }
 
 // FuzzJSONRPCDecoder: every body gets an answer: a failure with a JSON-RPC code of
-// 07-a2a.md, or a method and an id that is a string, a number or null; never a panic.
+// docs/a2a-protocol.md, or a method and an id that is a string, a number or null; never a panic.
 func FuzzJSONRPCDecoder(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"parts":[{"kind":"text","text":"x"}]}}}`,

@@ -21,7 +21,7 @@ import (
 )
 
 // This file is POST /a2a: Google A2A JSON-RPC 2.0 in both protocol generations
-// (07-a2a.md). The route middleware has authenticated the caller and checked a2a:tasks;
+// (docs/a2a-protocol.md). The route middleware has authenticated the caller and checked a2a:tasks;
 // from here on every answer is HTTP 200 with a JSON-RPC body. The body is read
 // leniently (unknown members ignored), as the A2A schema does, unlike the REST API.
 
@@ -49,7 +49,7 @@ type rpcMethod struct {
 	op  rpcOp
 }
 
-// rpcMethods is the method table of 07-a2a.md; any other name is -32601.
+// rpcMethods is the method table of docs/a2a-protocol.md; any other name is -32601.
 var rpcMethods = map[string]rpcMethod{
 	contract.MethodV03MessageSend: {gen03, opSend}, contract.MethodV03TasksSend: {gen03, opSend},
 	contract.MethodV03TasksGet: {gen03, opGet}, contract.MethodV03TasksCancel: {gen03, opCancel},
@@ -499,7 +499,7 @@ func rpcTask(t *contract.Task, gen generation, historyLength *int) contract.RPCT
 
 const defaultDataType = "application/json"
 
-// outboundParts writes internal parts for gen (the table of 07-a2a.md).
+// outboundParts writes internal parts for gen (the table in docs/a2a-protocol.md).
 func outboundParts(parts []contract.Part, gen generation) []map[string]any {
 	out := make([]map[string]any, 0, len(parts))
 	for _, part := range parts {

@@ -26,7 +26,7 @@ const (
 	defaultSubject = "service"
 )
 
-// AuthConfig selects the authentication mode (02-auth.md): runtime-token when
+// AuthConfig selects the authentication mode (docs/auth.md): runtime-token when
 // Verifier is set, static-token when StaticToken is set (both may be), open otherwise.
 type AuthConfig struct {
 	StaticToken string

@@ -446,7 +446,7 @@ func TestRouteCapabilityHarness(t *testing.T) {
 }
 
 // TestScopeHeaderIDRules: in static-token and open mode the scope headers follow the ID
-// rules of 01-conventions.md (1–191 characters, no whitespace or control characters,
+// rules of docs/api.md (1–191 characters, no whitespace or control characters,
 // valid UTF-8, given once); a violation is 400 naming the header, and never reaches the
 // handler.
 func TestScopeHeaderIDRules(t *testing.T) {

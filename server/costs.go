@@ -8,7 +8,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// costRoutes registers the cost attribution report (07-a2a.md).
+// costRoutes registers the cost attribution report (docs/costs.md).
 func (s *Server) costRoutes() {
 	s.handle(contract.RouteCosts, jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.CostsRequest) (int, any, error) {

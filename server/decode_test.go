@@ -56,7 +56,7 @@ func TestDecodingErrorsAreClassifiedByType(t *testing.T) {
 }
 
 // TestIntegersAreBoundedToTheSafeRange: every integer of a request, whatever its Go
-// type and wherever it sits, is at most 2^53 − 1 in magnitude (01-conventions.md);
+// type and wherever it sits, is at most 2^53 − 1 in magnitude (docs/api.md);
 // one past it is refused with details.limit, while metadata keeps any JSON number.
 func TestIntegersAreBoundedToTheSafeRange(t *testing.T) {
 	t.Parallel()

@@ -9,7 +9,7 @@ import (
 )
 
 // entryRoutes registers the routes of context entries, recall and the vector
-// projection (05-entries.md).
+// projection (docs/entries.md).
 func (s *Server) entryRoutes() {
 	s.handle(contract.RouteEntriesCreate, jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.CreateEntryRequest) (int, any, error) {

@@ -9,7 +9,7 @@ import (
 )
 
 // exportRoutes registers export, export artifacts, import and the advanced operations
-// (05-entries.md).
+// (docs/export.md).
 func (s *Server) exportRoutes() {
 	s.handle(contract.RouteExports, jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.ExportRequest) (int, any, error) {

@@ -8,7 +8,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// knowledgeRoutes registers the external knowledge facade (06-knowledge.md).
+// knowledgeRoutes registers the external knowledge facade (docs/knowledge.md).
 func (s *Server) knowledgeRoutes() {
 	s.handle(contract.RouteKnowledgeCapabilities, noBody(
 		func(context.Context, runtime.Principal) (int, any, error) {

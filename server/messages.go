@@ -12,7 +12,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// messageRoutes registers the conversation message routes (03-conversations.md).
+// messageRoutes registers the conversation message routes (docs/conversations.md).
 func (s *Server) messageRoutes() {
 	s.handle(contract.RouteMessagesBatch, numberBounds(jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.AppendMessagesRequest) (int, any, error) {
@@ -38,7 +38,7 @@ func (s *Server) messageRoutes() {
 
 // numberBounds completes the decoder's refusal of a number it cannot hold (1e100,
 // 2^63, 2.5) with details.limit, the field's upper bound, so that such a value is
-// answered like any other out-of-range number (01-conventions.md). bound names the
+// answered like any other out-of-range number (docs/api.md). bound names the
 // bound of a field path, or 0 for a field without one. A field's own bound is
 // tighter than the decoder's general 2^53 − 1 and replaces it.
 func numberBounds(h echo.HandlerFunc, bound func(field string) int64) echo.HandlerFunc {

@@ -9,7 +9,7 @@ import (
 )
 
 // operationRoutes registers conversation deletion, retention, operation lookup and the
-// maintenance status (03-conversations.md).
+// maintenance status (docs/operations.md).
 func (s *Server) operationRoutes() {
 	s.handle(contract.RouteConversationsDelete, jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.DeleteConversationRequest) (int, any, error) {

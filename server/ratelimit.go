@@ -10,7 +10,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
-// RateLimiting is the rate limiting of authenticated requests (07-a2a.md).
+// RateLimiting is the rate limiting of authenticated requests (docs/rate-limits.md).
 type RateLimiting struct {
 	// Limits checks every authenticated request; nil admits every one.
 	Limits *ratelimit.RateLimit

@@ -49,7 +49,7 @@ func (a AuthConfig) runtimePrincipal(r *http.Request, token string) (runtime.Pri
 	}, nil
 }
 
-// boundUserAuthorization applies the token binding of 02-auth.md to the end user's
+// boundUserAuthorization applies the token binding of docs/auth.md to the end user's
 // credential in x-infra-user-authorization. A token with user_token_hash admits the
 // request only with that header, once, holding "Bearer <t>" where base64url(sha256(t))
 // is the hash; a token without the claim admits no such header at all, so an unbound

@@ -445,7 +445,7 @@ func TestEveryRouteDeclaresACapability(t *testing.T) {
 			require.Contains(t, []string{contract.PathHealth, contract.PathReady, contract.PathMetrics,
 				contract.PathOpenAPIJSON, contract.PathOpenAPIYAML, contract.RouteA2AAgentCard.Path,
 				contract.PathWellKnownAgentCard, contract.PathWellKnownAgentJSON}, r.Path,
-				"only health, readiness, metrics, the OpenAPI document and the agent card may be public (02-auth.md); %s %s has no capability", r.Method, r.Path)
+				"only health, readiness, metrics, the OpenAPI document and the agent card may be public (docs/api.md); %s %s has no capability", r.Method, r.Path)
 		}
 	}
 }

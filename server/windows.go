@@ -9,7 +9,7 @@ import (
 )
 
 // windowRoutes registers the routes of context windows, derivations, lineage and model
-// invocations (04-windows.md).
+// invocations (docs/windows.md).
 func (s *Server) windowRoutes() {
 	s.handle(contract.RouteWindowsCreate, jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.CreateWindowRequest) (int, any, error) {

@@ -1,4 +1,4 @@
-// Package embedding groups the adapters of the runtime's Embedder port (05-entries.md,
+// Package embedding groups the adapters of the runtime's Embedder port (docs/embeddings.md,
 // "Embeddings and the vector projection"), chosen by AGENT_CONTEXT_EMBEDDER:
 //
 //   - local: Universal Sentence Encoder Lite run in-process in pure Go (the default;

@@ -23,7 +23,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// Fixed rules of 02-auth.md.
+// Fixed rules of docs/auth.md.
 const (
 	// DefaultIssuer is the expected iss when AGENT_CONTEXT_TOKEN_ISSUER is unset.
 	DefaultIssuer = "agent-runtime-identity"
@@ -181,7 +181,7 @@ func (v *Verifier) Close() { v.closed.Do(v.keys.close) }
 func invalid(msg string) *runtime.Error { return runtime.Errorf(contract.CodeTokenInvalid, "%s", msg) }
 func expired(msg string) *runtime.Error { return runtime.Errorf(contract.CodeTokenExpired, "%s", msg) }
 
-// Verify checks token against every rule of 02-auth.md and returns its claims. It
+// Verify checks token against every rule of docs/auth.md and returns its claims. It
 // returns *runtime.Error with INTERNAL_TOKEN_INVALID (malformed, disallowed algorithm,
 // missing or unknown kid, bad signature, wrong issuer or audience, missing or invalid
 // claim, lifetime over the maximum) or INTERNAL_TOKEN_EXPIRED (exp passed, nbf in the

@@ -16,7 +16,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// TestVerifyRefuses is the negative suite of 02-auth.md: every token here is refused
+// TestVerifyRefuses is the negative suite of docs/auth.md: every token here is refused
 // with exactly the code given, and no message reveals an expected value.
 func TestVerifyRefuses(t *testing.T) {
 	t.Parallel()

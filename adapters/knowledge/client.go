@@ -508,7 +508,7 @@ func checkResource(r *contract.KnowledgeResource) error {
 	return err
 }
 
-// checkRef applies the evidence ref rules of 04-windows.md to a ref a provider sent
+// checkRef applies the evidence ref rules of docs/windows.md to a ref a provider sent
 // (nil: absent), so that every hit can be stored as knowledgeEvidence.
 func checkRef(field string, ref *string) error {
 	switch {

@@ -1,5 +1,5 @@
 // Package knowledge is the outbound adapter to external knowledge providers
-// (06-knowledge.md): a bounded HTTP client per provider speaking the provider wire
+// (docs/knowledge.md): a bounded HTTP client per provider speaking the provider wire
 // protocol of docs/knowledge-provider-protocol.md. Each provider has its own timeout,
 // response-size bound, hit cap and circuit breaker (sony/gobreaker); excerpts over
 // 64 KiB are cut. Only the caller's runtime token and, where configured, its

@@ -7,7 +7,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// Metric names (08-operations.md: knowledge provider latency and circuit state).
+// Metric names (docs/knowledge.md, docs/observability.md: knowledge provider latency and circuit state).
 const (
 	MetricCallDuration = "agent_context_knowledge_provider_call_duration_seconds"
 	MetricCircuitState = "agent_context_knowledge_provider_circuit_state"

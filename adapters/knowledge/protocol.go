@@ -8,7 +8,7 @@ import (
 
 // The provider wire protocol (docs/knowledge-provider-protocol.md). Providers are
 // called at these paths below their baseUrl. A provider answers with the contract's
-// hits and resources (06-knowledge.md), so that they pass through unchanged.
+// hits and resources (docs/knowledge.md), so that they pass through unchanged.
 const (
 	PathCapabilities = "/capabilities"
 	PathQuery        = "/query"

@@ -1,5 +1,5 @@
 // Package peerregistry reads the pinned registry of peers' Ed25519 public keys
-// (AGENT_CONTEXT_A2A_PEERS_FILE, 07-a2a.md) and re-reads it when it changes, so keys
+// (AGENT_CONTEXT_A2A_PEERS_FILE, docs/a2a-protocol.md) and re-reads it when it changes, so keys
 // rotate without a restart and are never fetched from a URL per request.
 package peerregistry
 

@@ -38,7 +38,7 @@ type Config struct {
 	LogLevel         slog.Level
 	LogFormat        string
 	StatementTimeout time.Duration
-	// Shutdown (08-operations.md): for DrainDelay after SIGTERM /ready answers 503
+	// Shutdown (docs/deploy.md): for DrainDelay after SIGTERM /ready answers 503
 	// while requests are still served, so load balancers stop routing here; then the
 	// listener closes and in-flight requests have DrainTimeout to finish.
 	DrainDelay   time.Duration
@@ -49,7 +49,7 @@ type Config struct {
 	MaxInFlightBodyBytes int64
 	// LogOutput receives the logs (default os.Stderr); tests capture them.
 	LogOutput io.Writer
-	// Runtime tokens (02-auth.md): a JWKS file or URL switches runtime-token mode on.
+	// Runtime tokens (docs/auth.md): a JWKS file or URL switches runtime-token mode on.
 	JWKSFile        string
 	JWKSURL         string
 	TokenIssuer     string
@@ -58,7 +58,7 @@ type Config struct {
 	// JWKSMaxStaleness is how long a JWKS URL's last good key set keeps verifying
 	// while the key server cannot be reached.
 	JWKSMaxStaleness time.Duration
-	// Background operations (03-conversations.md): the default retention policy (0:
+	// Background operations (docs/operations.md): the default retention policy (0:
 	// none) and how often it runs, and this replica's job workers (0: it runs no jobs,
 	// other replicas do) and stuck-job rescue window.
 	RetentionMaxAge   time.Duration
@@ -68,7 +68,7 @@ type Config struct {
 	// ProjectionSweepInterval is how often the vector projection's sweep looks for
 	// entries its jobs missed and scopes whose embedder changed.
 	ProjectionSweepInterval time.Duration
-	// Embeddings (05-entries.md): the embedder (local, hash or openai), where the local
+	// Embeddings (docs/embeddings.md): the embedder (local, hash or openai), where the local
 	// model lives (default <data dir>/models), and the OpenAI-compatible endpoint.
 	Embedder            string
 	ModelDir            string
@@ -77,23 +77,23 @@ type Config struct {
 	EmbeddingDimensions int
 	EmbeddingAPIKey     string
 	EmbeddingTimeout    time.Duration
-	// Knowledge providers (06-knowledge.md), read and checked from
+	// Knowledge providers (docs/knowledge.md), read and checked from
 	// AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE at start; none when it is unset.
 	KnowledgeProvidersFile string
 	Knowledge              knowledge.Config
 	// Tracing is read from the standard OTEL_* variables (docs/observability.md).
 	Tracing telemetry.Config
-	// Agent-to-agent coordination (07-a2a.md): the live messages kept per scope, how
+	// Agent-to-agent coordination (docs/a2a.md): the live messages kept per scope, how
 	// long terminal tasks and events are kept, and how often the sweeper purges.
 	A2AMaxMessages    int
 	A2ATaskRetention  time.Duration
 	A2AEventRetention time.Duration
 	A2ASweepInterval  time.Duration
-	// Rate limits (07-a2a.md): the per-minute budgets of the three levels (0: off)
+	// Rate limits (docs/rate-limits.md): the per-minute budgets of the three levels (0: off)
 	// and where the buckets live (memory: per replica; postgres: shared).
 	RateLimits       ratelimit.RateLimits
 	RateLimitBackend string
-	// Export artifacts (05-entries.md): how long one lives from its creation, and how
+	// Export artifacts (docs/export.md): how long one lives from its creation, and how
 	// often the purge job removes expired ones.
 	ExportTTL           time.Duration
 	ExportPurgeInterval time.Duration
@@ -103,7 +103,7 @@ type Config struct {
 	// PricingFile holds the model prices of the cost report (unset: every model costs
 	// 0). It is read and checked when serve starts.
 	PricingFile string
-	// Envelopes and the Google A2A endpoint (07-a2a.md): the pinned peer key file, the
+	// Envelopes and the Google A2A endpoint (docs/a2a-protocol.md): the pinned peer key file, the
 	// HMAC keys by key ID, whether unsigned envelopes are refused, the recipient of
 	// tasks sent to POST /a2a without metadata.toAgent, and the URL the agent card
 	// advertises (else derived from each request).

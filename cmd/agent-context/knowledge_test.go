@@ -79,7 +79,7 @@ func reason(s *string) string {
 }
 
 // TestKnowledgeFailureTable runs every way a provider fails through the real Main,
-// for each requirement, and checks the exact answer of 06-knowledge.md's failure table.
+// for each requirement, and checks the exact answer of docs/knowledge.md's failure table.
 func TestKnowledgeFailureTable(t *testing.T) {
 	t.Parallel()
 	huge := strings.Repeat("x", 1<<20)

@@ -669,7 +669,7 @@ func startMsgBenchApp(b *testing.B, opts ...func(*Config)) *msgBenchApp {
 }
 
 // startBenchMain starts Main in open mode on dsn, quiet, with every rate limit off (as
-// 07-a2a.md runs benchmarks) and the hash embedder (no model files needed; the recall
+// docs/a2a.md runs benchmarks) and the hash embedder (no model files needed; the recall
 // benchmarks choose theirs), for a benchmark; opts may change the configuration first.
 func startBenchMain(b *testing.B, dsn string, opts ...func(*Config)) *Main {
 	b.Helper()

@@ -90,7 +90,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if auth.Open() && !loopbackBind(cfg.Bind) && !cfg.AllowOpen {
 		return fmt.Errorf("open mode (no AGENT_CONTEXT_SERVICE_TOKEN and no JWKS) refuses to bind non-loopback address %s; set AGENT_CONTEXT_ALLOW_OPEN=true to override", cfg.Bind)
 	}
-	// The first line says how callers are authenticated (02-auth.md).
+	// The first line says how callers are authenticated (docs/auth.md).
 	m.Log.Info("agent-context starting",
 		slog.String("auth_mode", auth.Mode()),
 		slog.String("bind", cfg.Bind),
@@ -249,7 +249,7 @@ func (m *Main) Addr() string { return m.listener.Addr().String() }
 // Close stops the service as Shutdown does, without cutting the drain delay short.
 func (m *Main) Close() error { return m.Shutdown(context.Background()) }
 
-// Shutdown stops the service the way a load balancer can follow (08-operations.md):
+// Shutdown stops the service the way a load balancer can follow (docs/deploy.md):
 // /ready answers 503 for the drain delay while every request is still served (ctx
 // ending cuts the delay short: a second signal), then the listener closes and
 // in-flight requests have the drain timeout to finish; connections still open after

@@ -444,7 +444,7 @@ func TestModelInvocationsEndToEnd(t *testing.T) {
 	e = app.post(t, pathInvocations, long, winTenantA...).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
 	requireWinField(t, e, "finishReason")
 
-	// Integers on the wire stop at 2^53 − 1 (01-conventions.md), also where no field
+	// Integers on the wire stop at 2^53 − 1 (docs/api.md), also where no field
 	// bound of its own applies; nothing is stored.
 	for _, field := range []string{"inputTokens", "latencyMs", "startedAtMs"} {
 		huge := winInvocation("i4", "c1", "w1")

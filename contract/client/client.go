@@ -76,7 +76,7 @@ func WithRequestID(ctx context.Context, id string) context.Context {
 }
 
 // Error is an error answer of the server. Code, Category, Retryable, RequestID and
-// Details are the envelope's (01-conventions.md); an answer that is not an envelope
+// Details are the envelope's (docs/api.md); an answer that is not an envelope
 // (a proxy's page, say) has an empty Code and the start of the body in Message.
 type Error struct {
 	StatusCode int

@@ -12,7 +12,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// A2AStores are the stores of agent-to-agent coordination.
+// Stores are the stores of agent-to-agent coordination.
 type Stores struct {
 	Agents        AgentStore
 	AgentMessages AgentMessageStore
@@ -22,7 +22,7 @@ type Stores struct {
 	Envelopes EnvelopeStore
 }
 
-// A2AConfig configures the agent-to-agent use cases.
+// Config configures the agent-to-agent use cases.
 type Config struct {
 	DB runtime.UnitOfWork[Stores]
 	// Cursors signs list and poll cursors.
@@ -61,14 +61,14 @@ type SnapshotArtifacts interface {
 	StoreSnapshot(ctx context.Context, scope runtime.Scope, data []byte, request any) (string, error)
 }
 
-// Defaults of A2AConfig.
+// Defaults of Config.
 const (
 	DefaultA2ATaskRetention  = 72 * time.Hour
 	DefaultA2AEventRetention = 7 * 24 * time.Hour
 	DefaultA2ASweepBatch     = 1000
 )
 
-// A2A holds the use cases of agent-to-agent coordination (07-a2a.md): agents,
+// Service holds the use cases of agent-to-agent coordination (docs/a2a.md): agents,
 // messages, tasks, the event log with its long poll, the snapshot export, and the
 // sweeper that purges what outlived its retention. Every change commits together with
 // the event that announces it.
@@ -89,7 +89,7 @@ type Service struct {
 	artifacts      SnapshotArtifacts
 }
 
-// NewA2A returns the A2A use cases.
+// New returns the A2A use cases.
 func New(cfg Config) *Service {
 	a := &Service{db: cfg.DB, stores: cfg.DB.Stores(), cursors: cfg.Cursors, notifier: cfg.Notifier, clock: cfg.Clock,
 		maxMessages: cfg.MaxMessages, taskRetention: cfg.TaskRetention, eventRetention: cfg.EventRetention,

@@ -68,7 +68,7 @@ type Handoff struct {
 	Decode func(data []byte, v any) error
 }
 
-// Handoff verifies and accepts an envelope (07-a2a.md, Envelopes): the signature (or,
+// Handoff verifies and accepts an envelope (docs/a2a-protocol.md): the signature (or,
 // unsigned, that the caller is its sender) over the bytes received, before anything
 // else is read from them; then the envelope's members, the version, the times, and, in
 // one unit of work, the idempotency record, what the content type asks for (a message,

@@ -16,7 +16,7 @@ import (
 const pollScanRows = 5000
 
 // eventsBinding binds an events cursor to the scope only: it is a position in the
-// scope's log, valid with any filter (07-a2a.md).
+// scope's log, valid with any filter (docs/a2a.md).
 func eventsBinding(scope runtime.Scope) runtime.CursorBinding {
 	return runtime.CursorBinding{Kind: "a2a-events", Scope: scope}
 }

@@ -2,7 +2,7 @@ package a2a_test
 
 // Fuzz targets for the A2A request validators, in the harness of fuzz_test.go: a
 // refusal names its field and reaches no store; what is runtimetest.Accepted reaches the store
-// within every limit of 07-a2a.md.
+// within every limit of docs/a2a.md.
 
 import (
 	"context"

@@ -92,7 +92,7 @@ func (a *Service) postMessage(ctx context.Context, tx Stores, scope runtime.Scop
 func validateAgentMessage(p runtime.Principal, req *contract.PostMessageRequest) (contract.AgentMessage, error) {
 	var m contract.AgentMessage
 	var err error
-	if m.ID, err = runtime.IdOrNew("messageId", req.MessageID); err != nil {
+	if m.ID, err = runtime.IDOrNew("messageId", req.MessageID); err != nil {
 		return m, err
 	}
 	m.CorrelationID = m.ID

@@ -12,7 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Redaction replaces secrets in exported text with [REDACTED:<label>] (07-a2a.md):
+// Redaction replaces secrets in exported text with [REDACTED:<label>] (docs/a2a.md):
 // private-key blocks, Authorization values, bearer tokens, JWTs, AWS access keys,
 // GitHub tokens, the values of key=, token=, password= and secret= assignments, and
 // long high-entropy strings. docs/a2a.md lists the exact rules.

@@ -110,7 +110,7 @@ type TaskStore interface {
 	PurgeTerminalTasks(ctx context.Context, scope runtime.Scope, beforeMs int64, limit int) (int, error)
 }
 
-// taskTransitions is the state machine of 07-a2a.md; terminal states have no entry.
+// taskTransitions is the state machine of docs/a2a.md; terminal states have no entry.
 var taskTransitions = map[string][]string{
 	contract.TaskCreated:       {contract.TaskWorking, contract.TaskCanceled, contract.TaskFailed},
 	contract.TaskWorking:       {contract.TaskInputRequired, contract.TaskCompleted, contract.TaskFailed, contract.TaskCanceled},
@@ -193,7 +193,7 @@ func createTask(ctx context.Context, tx Stores, scope runtime.Scope, actor strin
 // validateTask checks a create request and returns the task's first state, the
 // digest of the normalized request and the size of its parts.
 func validateTask(p runtime.Principal, req *contract.CreateTaskRequest) (t contract.Task, digest string, size int64, err error) {
-	if t.ID, err = runtime.IdOrNew("id", req.ID); err != nil {
+	if t.ID, err = runtime.IDOrNew("id", req.ID); err != nil {
 		return t, "", 0, err
 	}
 	t.ContextID = t.ID
@@ -556,7 +556,7 @@ func validateArtifacts(in []contract.TaskArtifactInput) ([]contract.TaskArtifact
 	seen := map[string]bool{}
 	for i, art := range in {
 		prefix := fmt.Sprintf("artifacts[%d]", i)
-		id, err := runtime.IdOrNew(prefix+".artifactId", art.ArtifactID)
+		id, err := runtime.IDOrNew(prefix+".artifactId", art.ArtifactID)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
-// The state machine of 07-a2a.md, every pair of states.
+// The state machine of docs/a2a.md, every pair of states.
 func TestTaskStateMachine(t *testing.T) {
 	t.Parallel()
 	allowed := map[string][]string{

@@ -45,7 +45,7 @@ func (s *Windows) Lineage(ctx context.Context, p runtime.Principal, req *contrac
 // ValidateDerivation checks a create request and returns the derivation to store.
 func ValidateDerivation(req *contract.CreateDerivationRequest) (contract.Derivation, error) {
 	var d contract.Derivation
-	id, err := runtime.IdOrNew("id", req.ID)
+	id, err := runtime.IDOrNew("id", req.ID)
 	if err != nil {
 		return d, err
 	}

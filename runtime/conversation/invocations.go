@@ -42,7 +42,7 @@ func (s *Windows) GetInvocation(ctx context.Context, p runtime.Principal, req *c
 // is the caller, the default agentId.
 func ValidateInvocation(req *contract.CreateModelInvocationRequest, subject string) (contract.ModelInvocation, error) {
 	var inv contract.ModelInvocation
-	id, err := runtime.IdOrNew("id", req.ID)
+	id, err := runtime.IDOrNew("id", req.ID)
 	if err != nil {
 		return inv, err
 	}
@@ -130,7 +130,7 @@ func ValidateInvocation(req *contract.CreateModelInvocationRequest, subject stri
 	}, nil
 }
 
-// sameInvocation compares a save request (normalized into req) with the stored record.
+// SameInvocation compares a save request (normalized into req) with the stored record.
 // Only what the client supplied counts: a zero startedAtMs and an absent agentId were
 // filled by the server (its clock, the caller's subject) and match any stored value.
 func SameInvocation(sent *contract.CreateModelInvocationRequest, req, stored *contract.ModelInvocation) bool {

@@ -92,7 +92,7 @@ type MessageStore interface {
 }
 
 // Messages holds the use cases of conversation messages: append, recent, page and
-// search (03-conversations.md).
+// search (docs/conversations.md).
 type Messages struct {
 	store   MessageStore
 	cursors *runtime.CursorCodec
@@ -320,7 +320,7 @@ func appendID(ids []string, id string) []string {
 	return append(ids, id)
 }
 
-// sameAsStored reports whether m repeats the stored record d.
+// SameAsStored reports whether m repeats the stored record d.
 func SameAsStored(m contract.ConversationRecord, d MessageDigest) bool {
 	return m.Role == d.Role &&
 		sha256.Sum256([]byte(m.Content)) == d.ContentSHA256 &&
@@ -329,7 +329,7 @@ func SameAsStored(m contract.ConversationRecord, d MessageDigest) bool {
 		(m.CreatedAtMs == 0 || m.CreatedAtMs == d.CreatedAtMs)
 }
 
-// sameAsPlanned reports whether m repeats p, a record earlier in the same batch whose
+// SameAsPlanned reports whether m repeats p, a record earlier in the same batch whose
 // sequence and time are already filled in.
 func SameAsPlanned(m, p contract.ConversationRecord) bool {
 	return m.Role == p.Role && m.Content == p.Content && runtime.SameJSON(m.Metadata, p.Metadata) &&
@@ -337,7 +337,7 @@ func SameAsPlanned(m, p contract.ConversationRecord) bool {
 		(m.CreatedAtMs == 0 || m.CreatedAtMs == p.CreatedAtMs)
 }
 
-// validateMessage checks one record of an append and returns it with its metadata
+// ValidateMessage checks one record of an append and returns it with its metadata
 // compacted; prefix is its field path (messages[3]).
 func ValidateMessage(prefix string, r contract.ConversationRecord) (contract.ConversationRecord, error) {
 	if err := runtime.ValidateID(prefix+".id", r.ID); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// ConversationStores are the stores of windows, derivations and invocations.
+// Stores are the stores of windows, derivations and invocations.
 type Stores struct {
 	Messages MessageStore
 	Windows  WindowStore
@@ -49,9 +49,9 @@ type WindowStore interface {
 }
 
 // Windows holds the use cases of context windows, derivations, lineage and model
-// invocations (04-windows.md). Windows and derivations are immutable; every create is
+// invocations (docs/windows.md). Windows and derivations are immutable; every create is
 // idempotent by ID. A window's creation commits together with its window_created
-// event (07-a2a.md).
+// event (docs/a2a.md).
 type Windows struct {
 	db    runtime.UnitOfWork[Stores]
 	store WindowStore
@@ -109,7 +109,7 @@ func (s *Windows) GetWindow(ctx context.Context, p runtime.Principal, req *contr
 // computed.
 func ValidateWindow(req *contract.CreateWindowRequest) (contract.Window, error) {
 	var w contract.Window
-	id, err := runtime.IdOrNew("id", req.ID)
+	id, err := runtime.IDOrNew("id", req.ID)
 	if err != nil {
 		return w, err
 	}
@@ -246,7 +246,7 @@ func validateEvidence(prefix string, e *contract.KnowledgeEvidence) error {
 	return nil
 }
 
-// sameWindow reports whether a create request (normalized) has the content of a stored
+// SameWindow reports whether a create request (normalized) has the content of a stored
 // window: the client fields, with the items compared through their digest.
 func SameWindow(req, stored *contract.Window) bool {
 	return req.Conversation == stored.Conversation && req.Stage == stored.Stage &&

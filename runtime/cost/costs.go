@@ -155,7 +155,7 @@ func checkPrice(path string, mp contract.ModelPrice) (Price, error) {
 	return price, nil
 }
 
-// Costs is the cost attribution report (07-a2a.md): what the model invocations of a
+// Costs is the cost attribution report (docs/costs.md): what the model invocations of a
 // scope cost, priced from the pricing file.
 type Costs struct {
 	store   CostStore

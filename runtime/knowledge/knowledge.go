@@ -79,7 +79,7 @@ func (e *ProviderError) Error() string {
 // Unwrap returns the cause.
 func (e *ProviderError) Unwrap() error { return e.Err }
 
-// failureCodes is the failure table of 06-knowledge.md for a required provider: it
+// failureCodes is the failure table of docs/knowledge.md for a required provider: it
 // could not be reached (503) or it answered wrongly (502).
 var failureCodes = map[string]string{
 	contract.ReasonProviderUnavailable:     contract.CodeKnowledgeUnavailable,
@@ -90,7 +90,7 @@ var failureCodes = map[string]string{
 	contract.ReasonProviderInvalidResponse: contract.CodeKnowledgeUpstreamError,
 }
 
-// Service holds the use cases of the knowledge facade (06-knowledge.md): it
+// Service holds the use cases of the knowledge facade (docs/knowledge.md): it
 // validates, picks the provider, forwards the caller's credentials and normalizes
 // failure. It stores nothing.
 type Service struct {

@@ -10,7 +10,7 @@ import (
 )
 
 // EmbeddingModel names what produced a vector. ID is stored with every vector, and
-// vectors of different IDs are never compared (05-entries.md): changing the embedder is
+// vectors of different IDs are never compared (docs/embeddings.md): changing the embedder is
 // a rebuild into a new projection generation. Dimensions is the length of every vector
 // the model returns, known before the first call, so the projection can declare its
 // vector(n) column up front.

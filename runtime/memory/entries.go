@@ -15,7 +15,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/operation"
 )
 
-// MemoryStores are the stores of entries and their vector projection.
+// Stores are the stores of entries and their vector projection.
 type Stores struct {
 	Entries    EntryStore
 	Projection ProjectionStore
@@ -55,7 +55,7 @@ type EmbedInput struct {
 }
 
 // Entries holds the use cases of context entries: create, get, correct, merge and
-// expire (05-entries.md). Every write goes through one unit of work that also queues
+// expire (docs/entries.md). Every write goes through one unit of work that also queues
 // the new entries for the vector projection and removes the vectors of entries that
 // stopped being active.
 type Entries struct {
@@ -292,7 +292,7 @@ func (s *Entries) Expire(ctx context.Context, p runtime.Principal, req *contract
 	return res, err
 }
 
-// The actions of entry_written events (07-a2a.md): what a write did to each entry.
+// The actions of entry_written events (docs/a2a.md): what a write did to each entry.
 const (
 	entryCreated    = "created"    // POST /entries
 	entryCorrected  = "corrected"  // the new version a correction created
@@ -484,7 +484,7 @@ func inheritFromSources(e *contract.ContextEntry, m *contract.MergedEntry, sourc
 	}
 }
 
-// entryDigest is the lowercase hex SHA-256 of the RFC 8785 canonical JSON of e's
+// EntryDigest is the lowercase hex SHA-256 of the RFC 8785 canonical JSON of e's
 // client fields, normalized (defaults filled in); the server's fields are zeroed.
 func EntryDigest(e *contract.ContextEntry) (string, error) {
 	fields := *e
@@ -514,7 +514,7 @@ func newEntry(e contract.ContextEntry, nowMs int64) contract.ContextEntry {
 // names none.
 func validateEntry(prefix string, in *contract.CreateEntryRequest, nowMs int64) (contract.ContextEntry, error) {
 	var e contract.ContextEntry
-	id, err := runtime.IdOrNew(prefix+"id", in.ID)
+	id, err := runtime.IDOrNew(prefix+"id", in.ID)
 	if err != nil {
 		return e, err
 	}
@@ -564,7 +564,7 @@ func validateEntry(prefix string, in *contract.CreateEntryRequest, nowMs int64) 
 	return newEntry(e, nowMs), nil
 }
 
-// validateEntryContent checks an entry's content: 1 byte to 64 KiB (413 above) of
+// ValidateEntryContent checks an entry's content: 1 byte to 64 KiB (413 above) of
 // text that is not only whitespace and holds no NUL (which Postgres text cannot).
 func ValidateEntryContent(field, content string) error {
 	if len(content) > contract.MaxEntryContentBytes {
@@ -579,7 +579,7 @@ func ValidateEntryContent(field, content string) error {
 	return nil
 }
 
-// validateTags checks a tag list (at most 32 distinct ID-like strings) and returns it,
+// ValidateTags checks a tag list (at most 32 distinct ID-like strings) and returns it,
 // empty rather than nil.
 func ValidateTags(field string, tags []string) ([]string, error) {
 	if len(tags) > contract.MaxEntryTags {

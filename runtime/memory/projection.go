@@ -15,7 +15,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/operation"
 )
 
-// The vector projection (05-entries.md, docs/entries.md): every scope has generations
+// The vector projection (docs/entries.md): every scope has generations
 // of (entry, vector) rows, each embedded with one model. The active generation serves
 // recall; a rebuild fills a new one while the active one keeps serving, switches, and
 // drops the old one. Entries reach the projection through a queue written in the

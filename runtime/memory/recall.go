@@ -59,7 +59,7 @@ type RecallStore interface {
 	TextSearch(ctx context.Context, scope runtime.Scope, q TextRecall) ([]RecallHit, error)
 }
 
-// Recall holds the recall use case (05-entries.md).
+// Recall holds the recall use case (docs/entries.md).
 type Recall struct {
 	store      RecallStore
 	projection *Projection

@@ -12,7 +12,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// OperationStores are the stores of operations, deletion and retention.
+// Stores are the stores of operations, deletion and retention.
 type Stores struct {
 	Operations    OperationStore
 	Conversations ConversationStore
@@ -95,7 +95,7 @@ type StepBounds struct {
 	Timeout time.Duration
 }
 
-// withDefaults fills the row and byte bounds b leaves at 0 with the defaults.
+// WithDefaults fills the row and byte bounds b leaves at 0 with the defaults.
 func (b StepBounds) WithDefaults() StepBounds {
 	if b.Rows <= 0 {
 		b.Rows = DefaultOperationBatch
@@ -153,7 +153,7 @@ type StepRunner interface {
 }
 
 // Operations holds the use cases of conversation deletion, retention, operation lookup
-// and maintenance status (03-conversations.md), and runs the work of their jobs.
+// and maintenance status (docs/operations.md), and runs the work of their jobs.
 type Operations struct {
 	db            runtime.UnitOfWork[Stores]
 	store         OperationStore
@@ -194,7 +194,7 @@ func (o *Operations) pendingOperation(kind string, request any) (contract.Operat
 	return PendingOperation(kind, request, o.clock.Now())
 }
 
-// pendingOperation returns a pending operation created at t with request echoed.
+// PendingOperation returns a pending operation created at t with request echoed.
 func PendingOperation(kind string, request any, t time.Time) (contract.Operation, error) {
 	echo, err := json.Marshal(request)
 	if err != nil {

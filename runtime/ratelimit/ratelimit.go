@@ -8,7 +8,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// RateLimits are the per-minute budgets of the three levels of 07-a2a.md; 0 turns a
+// RateLimits are the per-minute budgets of the three levels (docs/rate-limits.md); 0 turns a
 // level off. Each is a token bucket whose capacity is the per-minute budget, refilled
 // continuously.
 type RateLimits struct {
@@ -104,7 +104,7 @@ func RateWait(available, perMin int64, shards int) time.Duration {
 	return time.Duration((RateUnitsPerToken-available+perMicro-1)/perMicro) * time.Microsecond
 }
 
-// RateLimit is the rate limiting of every authenticated request (07-a2a.md).
+// RateLimit is the rate limiting of every authenticated request (docs/rate-limits.md).
 type RateLimit struct {
 	limiter RateLimiter
 	limits  RateLimits

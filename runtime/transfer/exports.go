@@ -20,7 +20,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/operation"
 )
 
-// TransferStores are the stores of export, import and the advanced operations.
+// Stores are the stores of export, import and the advanced operations.
 type Stores struct {
 	Artifacts   ArtifactStore
 	Walks       RecordWalker
@@ -34,7 +34,7 @@ type Stores struct {
 	Projection  memory.ProjectionStore
 }
 
-// Export, import and the advanced operations (05-entries.md, docs/export.md). An export
+// Export, import and the advanced operations (docs/export.md). An export
 // is an operation whose job streams the scope's records, step by step, into the
 // agent-context-ndjson/v1 format and stores the stream as chunks of at most 1 MiB: no
 // step holds more than its budget of records, so a conversation far larger than memory
