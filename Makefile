@@ -20,6 +20,10 @@ MANIFESTS := deploy/manifests
 # The Google A2A interop tests: a module of their own, so the official SDKs' dependency
 # trees stay out of the service's module.
 INTEROP := interop/a2asdk
+# golangci-lint, pinned in tools/go.mod: a module of its own, so the linter's dependencies
+# stay out of the service's go.mod. `go tool` builds it on first use (then from the build
+# cache); a fresh machine needs nothing but Go. The configuration is .golangci.yml.
+LINTER := $(GO) tool -modfile=$(CURDIR)/tools/go.mod golangci-lint run --config=$(CURDIR)/.golangci.yml
 
 .DEFAULT_GOAL := help
 
@@ -63,11 +67,14 @@ fuzz: ## run every fuzz target (func FuzzX in a _test.go) for FUZZTIME execution
 	done
 
 .PHONY: lint
-lint: ## gofmt and go vet (every module)
+lint: ## gofmt, go vet and golangci-lint (every module)
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd $(MANIFESTS) && $(GO) vet ./...
 	cd $(INTEROP) && $(GO) vet ./...
+	$(LINTER) ./...
+	cd $(MANIFESTS) && $(LINTER) ./...
+	cd $(INTEROP) && $(LINTER) ./...
 
 .PHONY: bench
 bench: setup ## run the benchmarks (figures go in docs/benchmarks.md)

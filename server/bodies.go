@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultMaxInFlightBodyBytes bounds the bytes all requests together hold for their
-// bodies when Config.MaxInFlightBodyBytes is unset: eight maximal (32 MiB) bodies.
+// bodies when Config.Bodies.MaxInFlightBytes is unset: eight maximal (32 MiB) bodies.
 const DefaultMaxInFlightBodyBytes = 256 << 20
 
 // bodyChunkBytes is the first buffer, and the least growth, for a body of unknown

@@ -70,7 +70,7 @@ func (p *pendingBody) finish(t *testing.T, size int) response {
 func TestInFlightBodyBudget(t *testing.T) {
 	t.Parallel()
 	const size = 1 << 10
-	b := setup(t, Config{MaxBodyBytes: size, MaxInFlightBodyBytes: 3 * size})
+	b := setup(t, Config{Bodies: BodyLimits{MaxBytes: size, MaxInFlightBytes: 3 * size}})
 	budget := b.server.maxBody.budget
 
 	pending := make([]*pendingBody, 3)
@@ -121,7 +121,7 @@ func TestInFlightBodyBudget(t *testing.T) {
 func TestInFlightBodyBudgetUnderLoad(t *testing.T) {
 	t.Parallel()
 	const size = 4 << 10
-	b := setup(t, Config{MaxBodyBytes: size, MaxInFlightBodyBytes: 5 * size})
+	b := setup(t, Config{Bodies: BodyLimits{MaxBytes: size, MaxInFlightBytes: 5 * size}})
 	responses := make([]response, 64)
 	var wg sync.WaitGroup
 	for i := range responses {

@@ -34,7 +34,7 @@ func TestDecodingErrorsAreClassifiedByType(t *testing.T) {
 			"counts.unknown object member name has the wrong type or an out-of-range value"},
 		{"wrong type under a key named like the UTF-8 error",
 			`{"counts":{"invalid UTF-8":"x"}}`, "counts.invalid UTF-8", "counts.invalid UTF-8 has the wrong type or an out-of-range value"},
-		{"unknown member", `{"name":"a","nmae":"b"}`, "nmae", `unknown field "nmae"`},
+		{"unknown member", `{"name":"a","nmae":"b"}`, "nmae", `unknown field "nmae"`}, //nolint:misspell // the typo is the test's input
 		{"duplicate member", `{"counts":{"a":1,"a":2}}`, "counts.a", `duplicate field "counts.a"`},
 		{"duplicate member named like an error", `{"counts":{"unknown object member name":1,"unknown object member name":2}}`,
 			"counts.unknown object member name", `duplicate field "counts.unknown object member name"`},

@@ -25,46 +25,82 @@ type ReadinessChecker interface {
 	Versions(ctx context.Context) (current, latest int64, err error)
 }
 
-// Config is what the host needs: its collaborators and its limits.
+// Config is what the host needs: its cross-cutting collaborators and limits, then the
+// use cases of each area, grouped as runtime's packages are.
 type Config struct {
 	Logger *slog.Logger
 	Auth   AuthConfig
 	Ready  ReadinessChecker
-	// MaxBodyBytes bounds every request body (default 32 MiB, the contract's limit).
-	MaxBodyBytes int64
-	// MaxInFlightBodyBytes bounds the bytes all requests together hold for their
-	// bodies (default DefaultMaxInFlightBodyBytes); beyond it a request is refused
-	// with 503 SERVICE_UNAVAILABLE, reason overloaded.
-	MaxInFlightBodyBytes int64
-	// Messages serves the conversation message routes.
+	// Instruments are the request metrics, tracing and what GET /metrics serves.
+	Instruments Instruments
+	// RateLimiting limits every authenticated request.
+	RateLimiting RateLimiting
+	Bodies       BodyLimits
+	// Version is the build's version, shown in the agent card.
+	Version string
+
+	Conversation ConversationConfig
+	Operation    OperationConfig
+	Memory       MemoryConfig
+	A2A          A2AConfig
+	Transfer     TransferConfig
+	Knowledge    KnowledgeConfig
+	Cost         CostConfig
+}
+
+// BodyLimits bound the request bodies.
+type BodyLimits struct {
+	// MaxBytes bounds every request body (default 32 MiB, the contract's limit).
+	MaxBytes int64
+	// MaxInFlightBytes bounds the bytes all requests together hold for their bodies
+	// (default DefaultMaxInFlightBodyBytes); beyond it a request is refused with 503
+	// SERVICE_UNAVAILABLE, reason overloaded.
+	MaxInFlightBytes int64
+}
+
+// ConversationConfig serves the conversation routes.
+type ConversationConfig struct {
+	// Messages serves the message routes.
 	Messages *conversation.Messages
 	// Windows serves the window, derivation, lineage and model invocation routes.
 	Windows *conversation.Windows
-	// Operations serves conversation deletion, retention, operations and the
-	// maintenance status.
+}
+
+// OperationConfig serves conversation deletion, retention, operations and the
+// maintenance status.
+type OperationConfig struct {
 	Operations *operation.Operations
-	// Knowledge serves the external knowledge facade.
-	Knowledge *knowledge.Service
-	// Instruments are the request metrics, tracing and what GET /metrics serves.
-	Instruments Instruments
-	// A2A serves the agent-to-agent routes.
-	A2A *a2a.Service
-	// Costs serves the cost attribution report.
-	Costs *cost.Costs
-	// RateLimiting limits every authenticated request.
-	RateLimiting RateLimiting
-	// Entries, Recall and Projection serve the entry, recall and projection rebuild
-	// routes.
+}
+
+// MemoryConfig serves the entry, recall and projection rebuild routes.
+type MemoryConfig struct {
 	Entries    *memory.Entries
 	Recall     *memory.Recall
 	Projection *memory.Projection
+}
+
+// A2AConfig serves the agent-to-agent routes, the envelopes and the Google A2A
+// endpoint.
+type A2AConfig struct {
+	Service *a2a.Service
 	// PublicURL is the base URL the agent card advertises; empty derives it from
 	// each request.
 	PublicURL string
-	// Version is the build's version, shown in the agent card.
-	Version string
-	// Exports serves export, export artifacts, import and the advanced operations.
+}
+
+// TransferConfig serves export, export artifacts, import and the advanced operations.
+type TransferConfig struct {
 	Exports *transfer.Exports
+}
+
+// KnowledgeConfig serves the external knowledge facade.
+type KnowledgeConfig struct {
+	Service *knowledge.Service
+}
+
+// CostConfig serves the cost attribution report.
+type CostConfig struct {
+	Costs *cost.Costs
 }
 
 // Server is the echo host.
@@ -98,25 +134,24 @@ func New(cfg Config) *Server {
 		log:     cfg.Logger,
 		auth:    cfg.Auth,
 		ready:   cfg.Ready,
-		maxBody: bodyLimits{maxBytes: cfg.MaxBodyBytes},
+		maxBody: bodyLimits{maxBytes: cfg.Bodies.MaxBytes},
 	}
-	s.messages = cfg.Messages
-	s.windows = cfg.Windows
-	s.operations = cfg.Operations
-	s.knowledge = cfg.Knowledge
-	s.a2a = cfg.A2A
-	s.costs = cfg.Costs
+	s.messages, s.windows = cfg.Conversation.Messages, cfg.Conversation.Windows
+	s.operations = cfg.Operation.Operations
+	s.entries, s.recall, s.projection = cfg.Memory.Entries, cfg.Memory.Recall, cfg.Memory.Projection
+	s.a2a, s.publicURL = cfg.A2A.Service, cfg.A2A.PublicURL
+	s.exports = cfg.Transfer.Exports
+	s.knowledge = cfg.Knowledge.Service
+	s.costs = cfg.Cost.Costs
 	s.rateLimiter = newRateLimiter(cfg.RateLimiting)
-	s.entries, s.recall, s.projection = cfg.Entries, cfg.Recall, cfg.Projection
-	s.publicURL, s.version = cfg.PublicURL, cfg.Version
-	s.exports = cfg.Exports
+	s.version = cfg.Version
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	if s.maxBody.maxBytes <= 0 {
 		s.maxBody.maxBytes = contract.MaxRequestBodyBytes
 	}
-	inFlight := cfg.MaxInFlightBodyBytes
+	inFlight := cfg.Bodies.MaxInFlightBytes
 	if inFlight <= 0 {
 		inFlight = DefaultMaxInFlightBodyBytes
 	}

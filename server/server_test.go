@@ -221,7 +221,7 @@ func TestOpenMode(t *testing.T) {
 
 func TestDecodingErrors(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{MaxBodyBytes: 1 << 10})
+	b := setup(t, Config{Bodies: BodyLimits{MaxBytes: 1 << 10}})
 	cases := []struct {
 		name        string
 		contentType string
@@ -316,7 +316,7 @@ func (f failingReader) Read([]byte) (int, error) {
 
 func TestDeclaredLengthOverLimitIsRefusedUnread(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{MaxBodyBytes: 1 << 10})
+	b := setup(t, Config{Bodies: BodyLimits{MaxBytes: 1 << 10}})
 	var read atomic.Bool
 	req := httptest.NewRequest(http.MethodPost, testRoutePath, failingReader{t: t, read: &read})
 	req.ContentLength = 1<<10 + 1

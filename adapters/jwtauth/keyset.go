@@ -221,7 +221,7 @@ func (s *fileSource) load(info os.FileInfo) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	data, err := io.ReadAll(io.LimitReader(f, maxJWKSBytes+1))
 	if err != nil {
 		return err
@@ -425,7 +425,7 @@ func (s *urlSource) get(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxJWKSBytes))
 		return nil, fmt.Errorf("GET %s answered %s", s.url, resp.Status)

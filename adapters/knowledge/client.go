@@ -434,7 +434,7 @@ func (p *provider) do(ctx context.Context, creds *rtknowledge.Credentials, metho
 	if err != nil {
 		return transportFailure(ctx, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		_, _ = io.CopyN(io.Discard, resp.Body, drainBytes)
 		return &failure{reason: contract.ReasonProviderError, healthy: callerSpecific(resp.StatusCode),

@@ -113,7 +113,7 @@ func (r *Registry) load(info os.FileInfo) error {
 		keep()
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err == nil && len(data) > MaxFileBytes {
 		err = fmt.Errorf("larger than %d bytes", MaxFileBytes)

@@ -105,7 +105,7 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 	b.Queue(`SELECT `+agentMessageColumns+` FROM a2a_messages m WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3`,
 		scope.TenantID, scope.ProjectID, m.ID)
 	res := s.db.SendBatch(ctx, b)
-	defer res.Close()
+	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	var inserted int64
 	_, err := res.Exec()
 	for _, dst := range []any{nil, nil, &inserted} {
@@ -266,7 +266,7 @@ func (s *AgentMessageStore) PurgeExpiredMessages(ctx context.Context, scope runt
 	lockHead(b, scope)
 	b.Queue(purgeExpired, scope.TenantID, scope.ProjectID, nowMs, limit)
 	res := s.db.SendBatch(ctx, b)
-	defer res.Close()
+	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	var n int64
 	_, err := res.Exec()
 	for _, dst := range []any{nil, &n} {

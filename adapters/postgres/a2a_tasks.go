@@ -136,7 +136,7 @@ func (s *TaskStore) LockTask(ctx context.Context, scope runtime.Scope, taskID st
 	b.Queue(`SELECT artifact_id, parts_bytes FROM a2a_task_artifacts
 		WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3`, scope.TenantID, scope.ProjectID, taskID)
 	res := s.db.SendBatch(ctx, b)
-	defer res.Close()
+	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	var lt a2a.LockedTask
 	var err error
 	lt.Task, err = scanTaskHeader(res.QueryRow(), &lt.Messages, &lt.Transitions, &lt.PartsBytes)
@@ -159,7 +159,7 @@ func (s *TaskStore) LockTask(ctx context.Context, scope runtime.Scope, taskID st
 	}); err != nil {
 		return lt, translate(err)
 	}
-	return lt, nil
+	return lt, translate(res.Close())
 }
 
 // UpdateTask implements a2a.TaskStore: one batch writes the header, the history

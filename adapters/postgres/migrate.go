@@ -37,17 +37,17 @@ func NewMigrator(dsn string) (*Migrator, error) {
 	}
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("create migration lock: %w", err)
 	}
 	sub, err := fs.Sub(migrations.FS, ".")
 	if err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, err
 	}
 	provider, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker))
 	if err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("create migration provider: %w", err)
 	}
 	return &Migrator{db: db, provider: provider}, nil
@@ -107,6 +107,5 @@ func Migrate(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	return m.Up(ctx)
+	return errors.Join(m.Up(ctx), m.Close())
 }

@@ -118,186 +118,24 @@ type Config struct {
 const DefaultExportPurgeInterval = 5 * time.Minute
 
 // LoadConfig reads the configuration from getenv. A bad value is an error naming the
-// variable, so the service never starts half configured.
+// variable, so the service never starts half configured. Each section's loader sets its
+// defaults, reads its variables and returns one message per bad value; the messages come
+// section by section, in the order below.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	cfg := Config{
-		Bind:                 "127.0.0.1:5120",
-		DataDir:              ".agent-context",
-		LogLevel:             slog.LevelInfo,
-		LogFormat:            "json",
-		StatementTimeout:     30 * time.Second,
-		DrainDelay:           5 * time.Second,
-		DrainTimeout:         20 * time.Second,
-		TokenIssuer:          jwtauth.DefaultIssuer,
-		TokenMaxTTL:          jwtauth.DefaultMaxTTL,
-		TokenAlgorithms:      jwtauth.DefaultAlgorithms,
-		JWKSMaxStaleness:     jwtauth.DefaultMaxStaleness,
-		MaxInFlightBodyBytes: server.DefaultMaxInFlightBodyBytes,
-	}
-	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, postgres.DefaultJobWorkers, postgres.DefaultRescueAfter
-	cfg.ProjectionSweepInterval = postgres.DefaultProjectionSweepInterval
-	cfg.Embedder, cfg.EmbeddingTimeout = EmbedderLocal, openai.DefaultTimeout
-	cfg.A2AMaxMessages, cfg.A2ATaskRetention = contract.DefaultA2AMaxMessages, a2a.DefaultA2ATaskRetention
-	cfg.A2AEventRetention, cfg.A2ASweepInterval = a2a.DefaultA2AEventRetention, time.Minute
-	cfg.RateLimits, cfg.RateLimitBackend = ratelimit.DefaultRateLimits, RateLimitMemory
-	cfg.ExportTTL, cfg.ExportPurgeInterval = transfer.DefaultExportTTL, DefaultExportPurgeInterval
+	var cfg Config
 	var errs []string
-	str := func(name string, dst *string) {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
-	}
-	boolean := func(name string, dst *bool) {
-		if v := getenv(name); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s must be true or false, got %q", name, v))
-				return
-			}
-			*dst = b
-		}
-	}
-	duration := func(name string, dst *time.Duration) {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				errs = append(errs, fmt.Sprintf("%s must be a positive Go duration such as 30s, got %q", name, v))
-				return
-			}
-			*dst = d
-		}
-	}
-	// A duration that may be switched off with 0s.
-	optionalDuration := func(name string, dst *time.Duration) {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				errs = append(errs, fmt.Sprintf("%s must be a Go duration such as 5s (0s for none), got %q", name, v))
-				return
-			}
-			*dst = d
-		}
-	}
-	str("AGENT_CONTEXT_BIND", &cfg.Bind)
-	str("AGENT_CONTEXT_DATABASE_URL", &cfg.DatabaseURL)
-	str("AGENT_CONTEXT_DATA_DIR", &cfg.DataDir)
-	str("AGENT_CONTEXT_SERVICE_TOKEN", &cfg.ServiceToken)
-	str("AGENT_CONTEXT_JWKS_FILE", &cfg.JWKSFile)
-	str("AGENT_CONTEXT_JWKS_URL", &cfg.JWKSURL)
-	str("AGENT_CONTEXT_TOKEN_ISSUER", &cfg.TokenIssuer)
-	duration("AGENT_CONTEXT_TOKEN_MAX_TTL", &cfg.TokenMaxTTL)
-	duration("AGENT_CONTEXT_JWKS_MAX_STALENESS", &cfg.JWKSMaxStaleness)
-	if v := getenv("AGENT_CONTEXT_TOKEN_ALGORITHMS"); v != "" {
-		algs, err := jwtauth.ParseAlgorithms(v)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_TOKEN_ALGORITHMS: %v, got %q", err, v))
-		}
-		cfg.TokenAlgorithms = algs
-	}
-	if strings.IndexFunc(cfg.ServiceToken, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-		// A token read from a file often keeps its newline; no client could send it
-		// (the bearer token ends at the first space), so every call would be refused.
-		errs = append(errs, "AGENT_CONTEXT_SERVICE_TOKEN must not contain whitespace or control characters")
-	}
-	if cfg.JWKSFile != "" && cfg.JWKSURL != "" {
-		errs = append(errs, "set only one of AGENT_CONTEXT_JWKS_FILE and AGENT_CONTEXT_JWKS_URL")
-	}
-	if cfg.JWKSURL != "" {
-		if u, err := url.Parse(cfg.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_JWKS_URL must be an absolute http or https URL, got %q", cfg.JWKSURL))
-		}
-	}
-	boolean("AGENT_CONTEXT_ALLOW_OPEN", &cfg.AllowOpen)
-	cfg.AutoMigrate = cfg.DatabaseURL == ""
-	boolean("AGENT_CONTEXT_AUTO_MIGRATE", &cfg.AutoMigrate)
-	duration("AGENT_CONTEXT_STATEMENT_TIMEOUT", &cfg.StatementTimeout)
-	optionalDuration("AGENT_CONTEXT_DRAIN_DELAY", &cfg.DrainDelay)
-	duration("AGENT_CONTEXT_DRAIN_TIMEOUT", &cfg.DrainTimeout)
-	duration("AGENT_CONTEXT_RETENTION_MAX_AGE", &cfg.RetentionMaxAge)
-	duration("AGENT_CONTEXT_RETENTION_INTERVAL", &cfg.RetentionInterval)
-	duration("AGENT_CONTEXT_JOB_RESCUE_AFTER", &cfg.JobRescueAfter)
-	duration("AGENT_CONTEXT_PROJECTION_SWEEP_INTERVAL", &cfg.ProjectionSweepInterval)
-	if cfg.JobRescueAfter < time.Second {
-		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_JOB_RESCUE_AFTER must be at least 1s, got %q", getenv("AGENT_CONTEXT_JOB_RESCUE_AFTER")))
-	}
-	if v := getenv("AGENT_CONTEXT_JOB_WORKERS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_JOB_WORKERS must be a non-negative integer, got %q", v))
-		}
-		cfg.JobWorkers = n
-	}
-	duration("AGENT_CONTEXT_A2A_TASK_RETENTION", &cfg.A2ATaskRetention)
-	duration("AGENT_CONTEXT_A2A_EVENT_RETENTION", &cfg.A2AEventRetention)
-	duration("AGENT_CONTEXT_A2A_SWEEP_INTERVAL", &cfg.A2ASweepInterval)
-	duration("AGENT_CONTEXT_EXPORT_TTL", &cfg.ExportTTL)
-	duration("AGENT_CONTEXT_EXPORT_PURGE_INTERVAL", &cfg.ExportPurgeInterval)
-	if v := getenv("AGENT_CONTEXT_A2A_MAX_MESSAGES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_A2A_MAX_MESSAGES must be a positive integer, got %q", v))
-		}
-		cfg.A2AMaxMessages = n
-	}
-	str("AGENT_CONTEXT_A2A_PEERS_FILE", &cfg.A2APeersFile)
-	boolean("AGENT_CONTEXT_A2A_REQUIRE_SIGNED", &cfg.A2ARequireSigned)
-	if v := getenv("AGENT_CONTEXT_A2A_HMAC_KEYS"); v != "" {
-		keys, err := parseHMACKeys(v)
-		if err != nil {
-			errs = append(errs, "AGENT_CONTEXT_A2A_HMAC_KEYS "+err.Error())
-		}
-		cfg.A2AHMACKeys = keys
-	}
-	str("AGENT_CONTEXT_A2A_DEFAULT_AGENT", &cfg.A2ADefaultAgent)
-	if cfg.A2ADefaultAgent != "" && runtime.ValidateID("agent", cfg.A2ADefaultAgent) != nil {
-		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_A2A_DEFAULT_AGENT must be an agent ID, got %q", cfg.A2ADefaultAgent))
-	}
-	str("AGENT_CONTEXT_PUBLIC_URL", &cfg.PublicURL)
-	if cfg.PublicURL != "" {
-		if u, err := url.Parse(cfg.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-			u.RawQuery != "" || u.Fragment != "" {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_PUBLIC_URL must be an absolute http or https URL, got %q", cfg.PublicURL))
-		}
-		cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	}
-	if v := getenv("AGENT_CONTEXT_DB_MAX_CONNS"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 1 {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_DB_MAX_CONNS must be a positive integer, got %q", v))
-		}
-		cfg.MaxConns = int32(n)
-	}
-	if v := getenv("AGENT_CONTEXT_MAX_INFLIGHT_BODY_BYTES"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < contract.MaxRequestBodyBytes {
-			// Below one maximal body, a request the contract allows could never be served.
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_MAX_INFLIGHT_BODY_BYTES must be an integer of at least %d (one maximal request body), got %q",
-				contract.MaxRequestBodyBytes, v))
-		}
-		cfg.MaxInFlightBodyBytes = n
-	}
-	if v := getenv("AGENT_CONTEXT_LOG_LEVEL"); v != "" {
-		if err := cfg.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_LOG_LEVEL must be debug, info, warn or error, got %q", v))
-		}
-	}
-	if v := getenv("AGENT_CONTEXT_LOG_FORMAT"); v != "" {
-		if v != "json" && v != "text" {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_LOG_FORMAT must be json or text, got %q", v))
-		}
-		cfg.LogFormat = v
-	}
-	errs = append(errs, loadEmbeddingConfig(getenv, &cfg, duration)...)
-	tracing, err := telemetry.ConfigFromEnv(getenv)
-	if err != nil {
-		errs = append(errs, err.Error())
-	}
-	cfg.Tracing = tracing
+	errs = append(errs, loadAuthConfig(getenv, &cfg)...)
+	errs = append(errs, loadDatabaseConfig(getenv, &cfg)...)
+	errs = append(errs, loadDrainConfig(getenv, &cfg)...)
+	errs = append(errs, loadOperationsConfig(getenv, &cfg)...)
+	errs = append(errs, loadA2AConfig(getenv, &cfg)...)
+	errs = append(errs, loadExportConfig(getenv, &cfg)...)
+	errs = append(errs, loadServerConfig(getenv, &cfg)...)
+	errs = append(errs, loadLogConfig(getenv, &cfg)...)
+	errs = append(errs, loadEmbeddingConfig(getenv, &cfg)...)
+	errs = append(errs, loadTracingConfig(getenv, &cfg)...)
 	errs = append(errs, loadRateLimitConfig(getenv, &cfg)...)
-	str("AGENT_CONTEXT_PRICING_FILE", &cfg.PricingFile)
-	if _, _, err := net.SplitHostPort(cfg.Bind); err != nil {
-		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind))
-	}
+	errs = append(errs, loadCostConfig(getenv, &cfg)...)
 	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
@@ -319,6 +157,264 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("configuration: AGENT_CONTEXT_MODEL_DIR: %w", err)
 	}
 	return cfg, nil
+}
+
+// envReader reads one section's variables, keeping one message per bad value. A
+// variable that is unset or empty leaves its destination (the default) as it is.
+type envReader struct {
+	getenv func(string) string
+	errs   []string
+}
+
+func (e *envReader) problem(format string, args ...any) {
+	e.errs = append(e.errs, fmt.Sprintf(format, args...))
+}
+
+func (e *envReader) str(name string, dst *string) {
+	if v := e.getenv(name); v != "" {
+		*dst = v
+	}
+}
+
+func (e *envReader) boolean(name string, dst *bool) {
+	if v := e.getenv(name); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			e.problem("%s must be true or false, got %q", name, v)
+			return
+		}
+		*dst = b
+	}
+}
+
+func (e *envReader) duration(name string, dst *time.Duration) {
+	if v := e.getenv(name); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			e.problem("%s must be a positive Go duration such as 30s, got %q", name, v)
+			return
+		}
+		*dst = d
+	}
+}
+
+// optionalDuration reads a duration that may be switched off with 0s.
+func (e *envReader) optionalDuration(name string, dst *time.Duration) {
+	if v := e.getenv(name); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			e.problem("%s must be a Go duration such as 5s (0s for none), got %q", name, v)
+			return
+		}
+		*dst = d
+	}
+}
+
+// hasSpaceOrControl reports whether a secret holds a character no bearer token or header
+// can carry: a token read from a file often keeps its newline.
+func hasSpaceOrControl(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0
+}
+
+// httpURL reports whether s is an absolute http or https URL.
+func httpURL(s string) (*url.URL, bool) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, false
+	}
+	return u, true
+}
+
+// loadAuthConfig reads the service token, the runtime tokens' settings (a JWKS file or
+// URL switches runtime-token mode on) and AGENT_CONTEXT_ALLOW_OPEN.
+func loadAuthConfig(getenv func(string) string, cfg *Config) []string {
+	e := envReader{getenv: getenv}
+	cfg.TokenIssuer, cfg.TokenMaxTTL = jwtauth.DefaultIssuer, jwtauth.DefaultMaxTTL
+	cfg.TokenAlgorithms, cfg.JWKSMaxStaleness = jwtauth.DefaultAlgorithms, jwtauth.DefaultMaxStaleness
+	e.str("AGENT_CONTEXT_SERVICE_TOKEN", &cfg.ServiceToken)
+	e.str("AGENT_CONTEXT_JWKS_FILE", &cfg.JWKSFile)
+	e.str("AGENT_CONTEXT_JWKS_URL", &cfg.JWKSURL)
+	e.str("AGENT_CONTEXT_TOKEN_ISSUER", &cfg.TokenIssuer)
+	e.duration("AGENT_CONTEXT_TOKEN_MAX_TTL", &cfg.TokenMaxTTL)
+	e.duration("AGENT_CONTEXT_JWKS_MAX_STALENESS", &cfg.JWKSMaxStaleness)
+	if v := getenv("AGENT_CONTEXT_TOKEN_ALGORITHMS"); v != "" {
+		algs, err := jwtauth.ParseAlgorithms(v)
+		if err != nil {
+			e.problem("AGENT_CONTEXT_TOKEN_ALGORITHMS: %v, got %q", err, v)
+		}
+		cfg.TokenAlgorithms = algs
+	}
+	if hasSpaceOrControl(cfg.ServiceToken) {
+		// No client could send it (the bearer token ends at the first space), so every
+		// call would be refused.
+		e.problem("AGENT_CONTEXT_SERVICE_TOKEN must not contain whitespace or control characters")
+	}
+	if cfg.JWKSFile != "" && cfg.JWKSURL != "" {
+		e.problem("set only one of AGENT_CONTEXT_JWKS_FILE and AGENT_CONTEXT_JWKS_URL")
+	}
+	if _, ok := httpURL(cfg.JWKSURL); cfg.JWKSURL != "" && !ok {
+		e.problem("AGENT_CONTEXT_JWKS_URL must be an absolute http or https URL, got %q", cfg.JWKSURL)
+	}
+	e.boolean("AGENT_CONTEXT_ALLOW_OPEN", &cfg.AllowOpen)
+	return e.errs
+}
+
+// loadDatabaseConfig reads where the database is (an external URL, else the embedded
+// cluster under the data directory), whether serve migrates it, and the pool's limits.
+func loadDatabaseConfig(getenv func(string) string, cfg *Config) []string {
+	e := envReader{getenv: getenv}
+	cfg.DataDir, cfg.StatementTimeout = ".agent-context", 30*time.Second
+	e.str("AGENT_CONTEXT_DATABASE_URL", &cfg.DatabaseURL)
+	e.str("AGENT_CONTEXT_DATA_DIR", &cfg.DataDir)
+	cfg.AutoMigrate = cfg.DatabaseURL == ""
+	e.boolean("AGENT_CONTEXT_AUTO_MIGRATE", &cfg.AutoMigrate)
+	e.duration("AGENT_CONTEXT_STATEMENT_TIMEOUT", &cfg.StatementTimeout)
+	if v := getenv("AGENT_CONTEXT_DB_MAX_CONNS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			e.problem("AGENT_CONTEXT_DB_MAX_CONNS must be a positive integer, got %q", v)
+		}
+		cfg.MaxConns = int32(n)
+	}
+	return e.errs
+}
+
+// loadDrainConfig reads how long a SIGTERM'd replica keeps serving while /ready answers
+// 503, and how long in-flight requests then have to finish.
+func loadDrainConfig(getenv func(string) string, cfg *Config) []string {
+	e := envReader{getenv: getenv}
+	cfg.DrainDelay, cfg.DrainTimeout = 5*time.Second, 20*time.Second
+	e.optionalDuration("AGENT_CONTEXT_DRAIN_DELAY", &cfg.DrainDelay)
+	e.duration("AGENT_CONTEXT_DRAIN_TIMEOUT", &cfg.DrainTimeout)
+	return e.errs
+}
+
+// loadOperationsConfig reads the default retention policy and the background jobs: this
+// replica's workers, their stuck-job rescue window and the projection's sweep.
+func loadOperationsConfig(getenv func(string) string, cfg *Config) []string {
+	e := envReader{getenv: getenv}
+	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, postgres.DefaultJobWorkers, postgres.DefaultRescueAfter
+	cfg.ProjectionSweepInterval = postgres.DefaultProjectionSweepInterval
+	e.duration("AGENT_CONTEXT_RETENTION_MAX_AGE", &cfg.RetentionMaxAge)
+	e.duration("AGENT_CONTEXT_RETENTION_INTERVAL", &cfg.RetentionInterval)
+	e.duration("AGENT_CONTEXT_JOB_RESCUE_AFTER", &cfg.JobRescueAfter)
+	e.duration("AGENT_CONTEXT_PROJECTION_SWEEP_INTERVAL", &cfg.ProjectionSweepInterval)
+	if cfg.JobRescueAfter < time.Second {
+		e.problem("AGENT_CONTEXT_JOB_RESCUE_AFTER must be at least 1s, got %q", getenv("AGENT_CONTEXT_JOB_RESCUE_AFTER"))
+	}
+	if v := getenv("AGENT_CONTEXT_JOB_WORKERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			e.problem("AGENT_CONTEXT_JOB_WORKERS must be a non-negative integer, got %q", v)
+		}
+		cfg.JobWorkers = n
+	}
+	return e.errs
+}
+
+// loadA2AConfig reads agent-to-agent coordination's bounds and retention, the
+// envelopes' keys and the Google A2A endpoint's settings (default agent, public URL).
+func loadA2AConfig(getenv func(string) string, cfg *Config) []string {
+	e := envReader{getenv: getenv}
+	cfg.A2AMaxMessages, cfg.A2ATaskRetention = contract.DefaultA2AMaxMessages, a2a.DefaultA2ATaskRetention
+	cfg.A2AEventRetention, cfg.A2ASweepInterval = a2a.DefaultA2AEventRetention, time.Minute
+	e.duration("AGENT_CONTEXT_A2A_TASK_RETENTION", &cfg.A2ATaskRetention)
+	e.duration("AGENT_CONTEXT_A2A_EVENT_RETENTION", &cfg.A2AEventRetention)
+	e.duration("AGENT_CONTEXT_A2A_SWEEP_INTERVAL", &cfg.A2ASweepInterval)
+	if v := getenv("AGENT_CONTEXT_A2A_MAX_MESSAGES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			e.problem("AGENT_CONTEXT_A2A_MAX_MESSAGES must be a positive integer, got %q", v)
+		}
+		cfg.A2AMaxMessages = n
+	}
+	e.str("AGENT_CONTEXT_A2A_PEERS_FILE", &cfg.A2APeersFile)
+	e.boolean("AGENT_CONTEXT_A2A_REQUIRE_SIGNED", &cfg.A2ARequireSigned)
+	if v := getenv("AGENT_CONTEXT_A2A_HMAC_KEYS"); v != "" {
+		keys, err := parseHMACKeys(v)
+		if err != nil {
+			e.problem("AGENT_CONTEXT_A2A_HMAC_KEYS %s", err)
+		}
+		cfg.A2AHMACKeys = keys
+	}
+	e.str("AGENT_CONTEXT_A2A_DEFAULT_AGENT", &cfg.A2ADefaultAgent)
+	if cfg.A2ADefaultAgent != "" && runtime.ValidateID("agent", cfg.A2ADefaultAgent) != nil {
+		e.problem("AGENT_CONTEXT_A2A_DEFAULT_AGENT must be an agent ID, got %q", cfg.A2ADefaultAgent)
+	}
+	e.str("AGENT_CONTEXT_PUBLIC_URL", &cfg.PublicURL)
+	if cfg.PublicURL != "" {
+		if u, ok := httpURL(cfg.PublicURL); !ok || u.RawQuery != "" || u.Fragment != "" {
+			e.problem("AGENT_CONTEXT_PUBLIC_URL must be an absolute http or https URL, got %q", cfg.PublicURL)
+		}
+		cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	}
+	return e.errs
+}
+
+// loadExportConfig reads how long an export artifact lives and how often expired ones
+// are purged.
+func loadExportConfig(getenv func(string) string, cfg *Config) []string {
+	e := envReader{getenv: getenv}
+	cfg.ExportTTL, cfg.ExportPurgeInterval = transfer.DefaultExportTTL, DefaultExportPurgeInterval
+	e.duration("AGENT_CONTEXT_EXPORT_TTL", &cfg.ExportTTL)
+	e.duration("AGENT_CONTEXT_EXPORT_PURGE_INTERVAL", &cfg.ExportPurgeInterval)
+	return e.errs
+}
+
+// loadServerConfig reads the listener's address and the bound on the request bodies
+// held at once.
+func loadServerConfig(getenv func(string) string, cfg *Config) []string {
+	e := envReader{getenv: getenv}
+	cfg.Bind, cfg.MaxInFlightBodyBytes = "127.0.0.1:5120", server.DefaultMaxInFlightBodyBytes
+	if v := getenv("AGENT_CONTEXT_MAX_INFLIGHT_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < contract.MaxRequestBodyBytes {
+			// Below one maximal body, a request the contract allows could never be served.
+			e.problem("AGENT_CONTEXT_MAX_INFLIGHT_BODY_BYTES must be an integer of at least %d (one maximal request body), got %q",
+				contract.MaxRequestBodyBytes, v)
+		}
+		cfg.MaxInFlightBodyBytes = n
+	}
+	e.str("AGENT_CONTEXT_BIND", &cfg.Bind)
+	if _, _, err := net.SplitHostPort(cfg.Bind); err != nil {
+		e.problem("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind)
+	}
+	return e.errs
+}
+
+// loadLogConfig reads the log's level and format.
+func loadLogConfig(getenv func(string) string, cfg *Config) []string {
+	e := envReader{getenv: getenv}
+	cfg.LogLevel, cfg.LogFormat = slog.LevelInfo, "json"
+	if v := getenv("AGENT_CONTEXT_LOG_LEVEL"); v != "" {
+		if err := cfg.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			e.problem("AGENT_CONTEXT_LOG_LEVEL must be debug, info, warn or error, got %q", v)
+		}
+	}
+	if v := getenv("AGENT_CONTEXT_LOG_FORMAT"); v != "" {
+		if v != "json" && v != "text" {
+			e.problem("AGENT_CONTEXT_LOG_FORMAT must be json or text, got %q", v)
+		}
+		cfg.LogFormat = v
+	}
+	return e.errs
+}
+
+// loadTracingConfig reads the standard OTEL_* variables (docs/observability.md).
+func loadTracingConfig(getenv func(string) string, cfg *Config) []string {
+	tracing, err := telemetry.ConfigFromEnv(getenv)
+	cfg.Tracing = tracing
+	if err != nil {
+		return []string{err.Error()}
+	}
+	return nil
+}
+
+// loadCostConfig reads the cost report's price file; it is read and checked when serve
+// starts.
+func loadCostConfig(getenv func(string) string, cfg *Config) []string {
+	cfg.PricingFile = getenv("AGENT_CONTEXT_PRICING_FILE")
+	return nil
 }
 
 // loadKnowledgeConfig reads and checks the providers file that
@@ -355,45 +451,46 @@ const (
 // loadEmbeddingConfig reads the AGENT_CONTEXT_EMBEDDER, _MODEL_DIR and _EMBEDDING_*
 // variables into cfg and returns one message per bad value. The endpoint's URL, model
 // and dimensions are required with the openai embedder (and checked whenever set).
-func loadEmbeddingConfig(getenv func(string) string, cfg *Config, duration func(string, *time.Duration)) []string {
-	var errs []string
+func loadEmbeddingConfig(getenv func(string) string, cfg *Config) []string {
+	cfg.Embedder, cfg.EmbeddingTimeout = EmbedderLocal, openai.DefaultTimeout
+	e := envReader{getenv: getenv}
 	if v := getenv("AGENT_CONTEXT_EMBEDDER"); v != "" {
 		cfg.Embedder = v
 	}
 	switch cfg.Embedder {
 	case EmbedderLocal, EmbedderHash, EmbedderOpenAI:
 	default:
-		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_EMBEDDER must be local, hash or openai, got %q", cfg.Embedder))
+		e.problem("AGENT_CONTEXT_EMBEDDER must be local, hash or openai, got %q", cfg.Embedder)
 	}
 	cfg.ModelDir = getenv("AGENT_CONTEXT_MODEL_DIR")
 	cfg.EmbeddingURL = getenv("AGENT_CONTEXT_EMBEDDING_URL")
 	cfg.EmbeddingModel = getenv("AGENT_CONTEXT_EMBEDDING_MODEL")
 	cfg.EmbeddingAPIKey = getenv("AGENT_CONTEXT_EMBEDDING_API_KEY")
-	duration("AGENT_CONTEXT_EMBEDDING_TIMEOUT", &cfg.EmbeddingTimeout)
+	e.duration("AGENT_CONTEXT_EMBEDDING_TIMEOUT", &cfg.EmbeddingTimeout)
 	openAI := cfg.Embedder == EmbedderOpenAI
 	if cfg.EmbeddingURL != "" {
-		if u, err := url.Parse(cfg.EmbeddingURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_EMBEDDING_URL must be an absolute http or https URL, got %q", cfg.EmbeddingURL))
+		if _, ok := httpURL(cfg.EmbeddingURL); !ok {
+			e.problem("AGENT_CONTEXT_EMBEDDING_URL must be an absolute http or https URL, got %q", cfg.EmbeddingURL)
 		}
 	} else if openAI {
-		errs = append(errs, "AGENT_CONTEXT_EMBEDDING_URL is required with AGENT_CONTEXT_EMBEDDER=openai")
+		e.problem("AGENT_CONTEXT_EMBEDDING_URL is required with AGENT_CONTEXT_EMBEDDER=openai")
 	}
 	if cfg.EmbeddingModel == "" && openAI {
-		errs = append(errs, "AGENT_CONTEXT_EMBEDDING_MODEL is required with AGENT_CONTEXT_EMBEDDER=openai")
+		e.problem("AGENT_CONTEXT_EMBEDDING_MODEL is required with AGENT_CONTEXT_EMBEDDER=openai")
 	}
 	if v := getenv("AGENT_CONTEXT_EMBEDDING_DIMENSIONS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > openai.MaxDimensions {
-			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_EMBEDDING_DIMENSIONS must be an integer from 1 to %d, got %q", openai.MaxDimensions, v))
+			e.problem("AGENT_CONTEXT_EMBEDDING_DIMENSIONS must be an integer from 1 to %d, got %q", openai.MaxDimensions, v)
 		}
 		cfg.EmbeddingDimensions = n
 	} else if openAI {
-		errs = append(errs, "AGENT_CONTEXT_EMBEDDING_DIMENSIONS is required with AGENT_CONTEXT_EMBEDDER=openai")
+		e.problem("AGENT_CONTEXT_EMBEDDING_DIMENSIONS is required with AGENT_CONTEXT_EMBEDDER=openai")
 	}
-	if strings.IndexFunc(cfg.EmbeddingAPIKey, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-		errs = append(errs, "AGENT_CONTEXT_EMBEDDING_API_KEY must not contain whitespace or control characters")
+	if hasSpaceOrControl(cfg.EmbeddingAPIKey) {
+		e.problem("AGENT_CONTEXT_EMBEDDING_API_KEY must not contain whitespace or control characters")
 	}
-	return errs
+	return e.errs
 }
 
 // The values of AGENT_CONTEXT_RATE_LIMIT_BACKEND.
@@ -408,6 +505,7 @@ const (
 // set counts, and a message names the variable it came from.
 func loadRateLimitConfig(getenv func(string) string, cfg *Config) []string {
 	var errs []string
+	cfg.RateLimits, cfg.RateLimitBackend = ratelimit.DefaultRateLimits, RateLimitMemory
 	for _, level := range []struct {
 		suffix string
 		dst    *int64

@@ -45,7 +45,7 @@ func healthCommand(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return fmt.Errorf("health: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	if err != nil {
 		return fmt.Errorf("health: reading %s: %w", url, err)

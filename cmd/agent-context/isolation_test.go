@@ -325,52 +325,7 @@ func TestTenantIsolation(t *testing.T) {
 	})
 
 	t.Run("exports, imports and advanced operations stay in their scope", func(t *testing.T) {
-		exported := map[*tenantClient]string{}
-		for _, c := range append([]*tenantClient{a, b}, strangers...) {
-			op := c.ok(t, http.StatusAccepted, contract.RouteExports.Path, map[string]any{})
-			done := awaitTenantOperation(t, c, op["operation"].(map[string]any)["id"].(string))
-			id := done["result"].(map[string]any)["artifactId"].(string)
-			var art contract.ExportArtifact
-			c.post(t, contract.RouteExportArtifactsGet.Path, map[string]any{"artifactId": id}).requireOK(t, http.StatusOK, &art)
-			var data []byte
-			for i := range art.ChunkCount {
-				var chunk contract.ExportChunk
-				c.post(t, contract.RouteExportArtifactsChunk.Path, map[string]any{"artifactId": id, "index": i}).requireOK(t, http.StatusOK, &chunk)
-				raw, err := base64.StdEncoding.DecodeString(chunk.Data)
-				require.NoError(t, err)
-				data = append(data, raw...)
-			}
-			for _, other := range []*tenantClient{a, b} {
-				if other != c {
-					require.NotContains(t, string(data), secret(other), "%s exports %s's records", c.name, other.name)
-				}
-			}
-			if c == a || c == b {
-				require.Contains(t, string(data), secret(c))
-			} else {
-				require.Contains(t, string(data), `"counts":{"messages":0,"windows":0,"derivations":0,"invocations":0,"entries":0}`)
-			}
-			exported[c] = id
-			// Re-importing its own artifact changes nothing in the scope.
-			var res contract.ImportResponse
-			c.post(t, contract.RouteImports.Path, map[string]any{"artifactId": id}).requireOK(t, http.StatusOK, &res)
-			require.Equal(t, contract.RecordCounts{}, res.Imported, c.name)
-			verify := c.ok(t, http.StatusAccepted, contract.RouteAdvancedOperations.Path, map[string]any{"kind": "verify_integrity"})
-			checked := awaitTenantOperation(t, c, verify["operation"].(map[string]any)["id"].(string))["result"].(map[string]any)["windowsChecked"]
-			want := 0
-			if c == a {
-				want = 2 // tenant-b deleted its conversation, windows and all
-			}
-			require.EqualValues(t, want, checked, c.name)
-		}
-		// Another scope's artifact is missing, whatever the route.
-		for _, pair := range [][2]*tenantClient{{a, b}, {b, a}, {strangers[0], a}, {strangers[1], a}} {
-			self, other := pair[0], pair[1]
-			id := exported[other]
-			self.post(t, contract.RouteExportArtifactsGet.Path, map[string]any{"artifactId": id}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
-			self.post(t, contract.RouteExportArtifactsChunk.Path, map[string]any{"artifactId": id, "index": 0}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
-			self.post(t, contract.RouteImports.Path, map[string]any{"artifactId": id}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
-		}
+		checkTransferIsolation(t, a, b, strangers, secret)
 	})
 
 	t.Run("agent-to-agent coordination stays in its scope", func(t *testing.T) {
@@ -503,6 +458,58 @@ func TestTenantIsolation(t *testing.T) {
 	})
 
 	require.Empty(t, unexercised(contract.Routes(), used), "routes not covered by the tenant isolation suite: add them")
+}
+
+// checkTransferIsolation exports every scope, checks each artifact holds its own scope's
+// records only, re-imports and verifies it in place, and checks another scope's artifact
+// is missing on every transfer route.
+func checkTransferIsolation(t *testing.T, a, b *tenantClient, strangers []*tenantClient, secret func(*tenantClient) string) {
+	exported := map[*tenantClient]string{}
+	for _, c := range append([]*tenantClient{a, b}, strangers...) {
+		op := c.ok(t, http.StatusAccepted, contract.RouteExports.Path, map[string]any{})
+		done := awaitTenantOperation(t, c, op["operation"].(map[string]any)["id"].(string))
+		id := done["result"].(map[string]any)["artifactId"].(string)
+		var art contract.ExportArtifact
+		c.post(t, contract.RouteExportArtifactsGet.Path, map[string]any{"artifactId": id}).requireOK(t, http.StatusOK, &art)
+		var data []byte
+		for i := range art.ChunkCount {
+			var chunk contract.ExportChunk
+			c.post(t, contract.RouteExportArtifactsChunk.Path, map[string]any{"artifactId": id, "index": i}).requireOK(t, http.StatusOK, &chunk)
+			raw, err := base64.StdEncoding.DecodeString(chunk.Data)
+			require.NoError(t, err)
+			data = append(data, raw...)
+		}
+		for _, other := range []*tenantClient{a, b} {
+			if other != c {
+				require.NotContains(t, string(data), secret(other), "%s exports %s's records", c.name, other.name)
+			}
+		}
+		if c == a || c == b {
+			require.Contains(t, string(data), secret(c))
+		} else {
+			require.Contains(t, string(data), `"counts":{"messages":0,"windows":0,"derivations":0,"invocations":0,"entries":0}`)
+		}
+		exported[c] = id
+		// Re-importing its own artifact changes nothing in the scope.
+		var res contract.ImportResponse
+		c.post(t, contract.RouteImports.Path, map[string]any{"artifactId": id}).requireOK(t, http.StatusOK, &res)
+		require.Equal(t, contract.RecordCounts{}, res.Imported, c.name)
+		verify := c.ok(t, http.StatusAccepted, contract.RouteAdvancedOperations.Path, map[string]any{"kind": "verify_integrity"})
+		checked := awaitTenantOperation(t, c, verify["operation"].(map[string]any)["id"].(string))["result"].(map[string]any)["windowsChecked"]
+		want := 0
+		if c == a {
+			want = 2 // tenant-b deleted its conversation, windows and all
+		}
+		require.EqualValues(t, want, checked, c.name)
+	}
+	// Another scope's artifact is missing, whatever the route.
+	for _, pair := range [][2]*tenantClient{{a, b}, {b, a}, {strangers[0], a}, {strangers[1], a}} {
+		self, other := pair[0], pair[1]
+		id := exported[other]
+		self.post(t, contract.RouteExportArtifactsGet.Path, map[string]any{"artifactId": id}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		self.post(t, contract.RouteExportArtifactsChunk.Path, map[string]any{"artifactId": id, "index": 0}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		self.post(t, contract.RouteImports.Path, map[string]any{"artifactId": id}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	}
 }
 
 // scopedKnowledge is a provider that answers for the scope of the runtime token it is

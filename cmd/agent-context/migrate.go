@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -13,28 +15,28 @@ import (
 	"github.com/agent-context/agent-context/migrations"
 )
 
-func migrateCommand(ctx context.Context, cfg Config, action string, stdout io.Writer) error {
+func migrateCommand(ctx context.Context, cfg Config, action string, stdout io.Writer) (err error) {
 	if action != "up" && action != "down" && action != "status" {
 		// Checked before anything starts: a typo must not boot the embedded cluster.
 		return usageError{fmt.Sprintf("unknown migrate action %q (want up, down or status)", action)}
 	}
 	dsn := cfg.DatabaseURL
 	if dsn == "" {
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{
+		cluster, startErr := pgcluster.Start(ctx, pgcluster.Options{
 			DataDir: filepath.Join(cfg.DataDir, "pg"),
 			Logger:  cfg.NewLogger(),
 		})
-		if err != nil {
-			return fmt.Errorf("embedded postgres: %w", err)
+		if startErr != nil {
+			return fmt.Errorf("embedded postgres: %w", startErr)
 		}
-		defer cluster.Stop(context.WithoutCancel(ctx))
+		defer func() { err = errors.Join(err, cluster.Stop(context.WithoutCancel(ctx))) }()
 		dsn = cluster.DSN()
 	}
 	m, err := postgres.NewMigrator(dsn)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer func() { err = errors.Join(err, m.Close()) }()
 	switch action {
 	case "up":
 		return m.Up(ctx)
@@ -45,16 +47,20 @@ func migrateCommand(ctx context.Context, cfg Config, action string, stdout io.Wr
 		if err != nil {
 			return err
 		}
-		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "VERSION\tSTATE\tAPPLIED AT\tMIGRATION")
+		// The table is laid out in memory, so the one write to stdout is the one that can fail.
+		var table bytes.Buffer
+		w := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(w, "VERSION\tSTATE\tAPPLIED AT\tMIGRATION")
 		for _, s := range statuses {
 			state, at := "pending", "-"
 			if s.Applied {
 				state, at = "applied", s.AppliedAt
 			}
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Version, state, at, s.Name)
+			_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Version, state, at, s.Name)
 		}
-		return w.Flush()
+		_ = w.Flush()
+		_, err = stdout.Write(table.Bytes())
+		return err
 	}
 }
 

@@ -174,12 +174,19 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
-		Windows: windows, Operations: operations, Knowledge: knowledge.New(m.knowledgeProviders), A2A: coordination,
-		Costs: cost.NewCosts(db.Costs(), pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
-		Entries: entries, Recall: recall, Projection: projection, Exports: exports,
-		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
-		PublicURL: cfg.PublicURL, Version: version})
+	m.server = server.New(server.Config{
+		Logger: m.Log, Auth: auth, Ready: db, Instruments: m.serverInstruments(),
+		RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
+		Bodies:       server.BodyLimits{MaxInFlightBytes: cfg.MaxInFlightBodyBytes},
+		Version:      version,
+		Conversation: server.ConversationConfig{Messages: messages, Windows: windows},
+		Operation:    server.OperationConfig{Operations: operations},
+		Memory:       server.MemoryConfig{Entries: entries, Recall: recall, Projection: projection},
+		A2A:          server.A2AConfig{Service: coordination, PublicURL: cfg.PublicURL},
+		Transfer:     server.TransferConfig{Exports: exports},
+		Knowledge:    server.KnowledgeConfig{Service: knowledge.New(m.knowledgeProviders)},
+		Cost:         server.CostConfig{Costs: cost.NewCosts(db.Costs(), pricing)},
+	})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,

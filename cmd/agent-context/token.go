@@ -145,7 +145,7 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }() // after the rename there is nothing to remove
 	if err := tmp.Chmod(perm); err != nil {
 		_ = tmp.Close()
 		return err

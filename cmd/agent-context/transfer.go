@@ -234,7 +234,7 @@ func importCommand(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	// A first pass checks the whole file (the header's counts above all) before a
 	// part is sent, so a bad file imports nothing.
 	if err := splitImport(bufio.NewReader(f), *partBytes, func([]byte) error { return nil }); err != nil {

@@ -152,7 +152,7 @@ func (c *Client) do(ctx context.Context, route contract.Route, body, out any, he
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.StatusCode, decodeError(resp)
 	}

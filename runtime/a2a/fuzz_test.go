@@ -26,15 +26,14 @@ type stubA2A struct {
 	a2a.AgentStore
 	a2a.AgentMessageStore
 	a2a.TaskStore
-	calls    int
-	posted   contract.AgentMessage
-	read     a2a.AgentMessageQuery
-	created  a2a.NewTask
-	listed   a2a.TaskQuery
-	agent    contract.Agent
-	events   *runtimetest.Events
-	polled   runtime.EventQuery
-	pollHits int
+	calls   int
+	posted  contract.AgentMessage
+	read    a2a.AgentMessageQuery
+	created a2a.NewTask
+	listed  a2a.TaskQuery
+	agent   contract.Agent
+	events  *runtimetest.Events
+	polled  runtime.EventQuery
 }
 
 func (s *stubA2A) PostMessage(_ context.Context, _ runtime.Scope, m *contract.AgentMessage, _ int, _ int64) (contract.AgentMessage, bool, error) {

@@ -124,14 +124,6 @@ type stubConversations struct{}
 
 func (stubConversations) Tombstone(context.Context, runtime.Scope, string, int64) error { return nil }
 
-// stubJobs records the jobs enqueued.
-type stubJobs struct{ jobs []runtime.Job }
-
-func (j *stubJobs) Enqueue(_ context.Context, jobs ...runtime.Job) error {
-	j.jobs = append(j.jobs, jobs...)
-	return nil
-}
-
 // opsDB is a unit of work over store.
 func opsDB(store *stubOperations) runtimetest.DB[operation.Stores] {
 	return runtimetest.DB[operation.Stores]{S: operation.Stores{Operations: store, Conversations: stubConversations{}, Jobs: &runtimetest.Jobs{}}}

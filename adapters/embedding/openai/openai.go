@@ -208,7 +208,7 @@ func (e *Embedder) attempt(ctx context.Context, body []byte, n int) ([][]float32
 		// Refused, reset or timed out: the endpoint may be back on the next try.
 		return nil, &attemptError{err: err, retry: true}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		return nil, &attemptError{err: fmt.Errorf("reading the answer: %w", err), retry: true}

@@ -210,7 +210,7 @@ func (c *Cluster) unlock() {
 
 func (c *Cluster) unlockLocked() {
 	if c.lock != nil {
-		c.lock.Close() // closing the descriptor releases the flock
+		_ = c.lock.Close() // closing the descriptor releases the flock; a read-only file has nothing to flush
 		c.lock = nil
 	}
 }
@@ -268,7 +268,7 @@ func (c *Cluster) initIfNeeded(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgcluster: %w", err)
 	}
-	defer os.RemoveAll(staging)
+	defer func() { _ = os.RemoveAll(staging) }()
 	pw := make([]byte, 24)
 	rand.Read(pw)
 	password := hex.EncodeToString(pw)
@@ -279,7 +279,7 @@ func (c *Cluster) initIfNeeded(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(pwfile)
+	defer func() { _ = os.Remove(pwfile) }()
 	if err := c.chown(staging); err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func (c *Cluster) writeOwnedFile(dir, pattern, content string) (string, error) {
 		err = c.chown(f.Name())
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		_ = os.Remove(f.Name())
 		return "", fmt.Errorf("pgcluster: %w", err)
 	}
 	return f.Name(), nil
@@ -393,7 +393,7 @@ func (c *Cluster) lockDataDir() error {
 		return fmt.Errorf("pgcluster: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return fmt.Errorf("pgcluster: %s is in use by another process", c.dataDir)
 		}
@@ -401,7 +401,7 @@ func (c *Cluster) lockDataDir() error {
 	}
 	b, err := io.ReadAll(f)
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("pgcluster: %w", err)
 	}
 	c.password = strings.TrimSpace(string(b))
@@ -499,8 +499,8 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }
 
 // readFrom returns up to 8 KiB the server logged after offset, for error messages.
@@ -509,7 +509,7 @@ func readFrom(path string, offset int64) string {
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return ""
 	}
@@ -522,7 +522,7 @@ func (c *Cluster) createDatabase(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgcluster: connect: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	var exists bool
 	err = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", c.database).Scan(&exists)
 	if err != nil || exists {

@@ -202,7 +202,7 @@ func startCluster(ctx context.Context) (string, func(), error) {
 	dataDir := filepath.Join(dir, "pg")
 	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dataDir, Database: "postgres", Settings: ServerSettings()})
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("pgtest: start a local Postgres: %w", err)
 	}
 	watchdog := startWatchdog(dataDir, dir)
@@ -217,7 +217,9 @@ func startCluster(ctx context.Context) (string, func(), error) {
 			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
 			return // leave the directory for a look at server.log
 		}
-		os.RemoveAll(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		}
 	}
 	return c.AdminDSN(), teardown, nil
 }
@@ -255,7 +257,9 @@ func (s *server) ensureTemplate(ctx context.Context) (string, error) {
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
 		return "", fmt.Errorf("pgtest: lock template build: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey)
+	// An unlock can only fail on a broken connection, which the pool drops on Release:
+	// the lock ends with its session.
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) }()
 
 	if ready, err := s.templateReady(ctx, name); err != nil || ready {
 		return name, err

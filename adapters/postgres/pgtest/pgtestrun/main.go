@@ -52,7 +52,7 @@ func run(args []string) (int, error) {
 	}
 	cluster, err := startCluster(filepath.Join(dir, "pg"), signals)
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return 1, err
 	}
 	defer func() {
@@ -62,7 +62,9 @@ func run(args []string) (int, error) {
 			fmt.Fprintln(os.Stderr, "pgtestrun:", err) // keep the directory for its server.log
 			return
 		}
-		os.RemoveAll(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtestrun:", err)
+		}
 	}()
 
 	cmd := exec.Command(args[0], args[1:]...)
