@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/mcpserver"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -65,6 +66,9 @@ type Config struct {
 	Version string
 	// Exports serves export, export artifacts, import and the advanced operations.
 	Exports *transfer.Exports
+	// MCPAuthorizationServers are the OAuth authorization servers the MCP endpoint's
+	// protected resource metadata names (may be none).
+	MCPAuthorizationServers []string
 }
 
 // Server is the echo host.
@@ -89,6 +93,9 @@ type Server struct {
 	publicURL   string
 	version     string
 	exports     *transfer.Exports
+	// mcp is the MCP door and mcpAuthServers what its metadata names.
+	mcp            *mcpserver.Door
+	mcpAuthServers []string
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -142,6 +149,7 @@ func New(cfg Config) *Server {
 	s.envelopeRoutes()
 	s.protocolRoutes()
 	s.exportRoutes()
+	s.mcpRoutes(cfg.MCPAuthorizationServers)
 	return s
 }
 
