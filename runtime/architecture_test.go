@@ -22,7 +22,7 @@ type rule struct {
 }
 
 // The dependency direction of the design card: server → runtime ← adapters, contract a
-// leaf. runtime must stay free of HTTP, database drivers and adapters.
+// leaf, the MCP door (mcpserver) beside server. runtime must stay free of HTTP, database drivers and adapters.
 var rules = []rule{
 	{From: module + "/runtime", Deny: []string{
 		"net/http", "github.com/labstack/echo", "github.com/jackc/pgx", "github.com/pgvector",
@@ -34,6 +34,10 @@ var rules = []rule{
 	}},
 	{From: module + "/adapters", Deny: []string{module + "/server", module + "/cmd", "github.com/labstack/echo"}},
 	{From: module + "/server", Deny: []string{module + "/adapters", module + "/cmd", "github.com/jackc/pgx"}},
+	// The MCP door calls the use cases as the server's routes do, beside the echo host.
+	{From: module + "/mcpserver", Deny: []string{
+		module + "/adapters", module + "/server", module + "/cmd", "github.com/labstack/echo", "github.com/jackc/pgx",
+	}},
 }
 
 type goPackage struct {
