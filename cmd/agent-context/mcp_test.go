@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
@@ -229,4 +230,257 @@ func TestMCPTools(t *testing.T) {
 	e := mcpRefused(t, s, contract.ToolCtxTask, map[string]any{"action": "update", "task_id": "t-1", "state": "working"},
 		contract.CodeInvalidTransition)
 	require.Equal(t, contract.TaskCanceled, e.Details["from"])
+}
+
+// mcpToolCalls are valid arguments for every tool and action of contract.MCPToolRoutes
+// (the records they name need not exist): the capability matrix calls each.
+var mcpToolCalls = map[string]map[string]any{
+	"ctx_agent register":    {"action": "register", "agent_type": "coder"},
+	"ctx_agent list":        {"action": "list"},
+	"ctx_agent post":        {"action": "post", "message": "hello"},
+	"ctx_agent read":        {"action": "read"},
+	"ctx_agent export":      {"action": "export"},
+	"ctx_agent poll_events": {"action": "poll_events"},
+	"ctx_task create":       {"action": "create", "task_id": "t-cap", "to_agent": "peer", "description": "x"},
+	"ctx_task update":       {"action": "update", "task_id": "t-cap", "state": "working"},
+	"ctx_task list":         {"action": "list"},
+	"ctx_task get":          {"action": "get", "task_id": "t-cap"},
+	"ctx_task cancel":       {"action": "cancel", "task_id": "t-cap"},
+	"ctx_task message":      {"action": "message", "task_id": "t-cap", "message": "x"},
+	"ctx_task info":         {"action": "info"},
+	"memory_remember ":      {"id": "e-cap", "content": "a fact"},
+	"memory_recall ":        {"query": "fact"},
+	"memory_get ":           {"entry_id": "e-cap"},
+	"memory_correct ":       {"entry_id": "e-cap", "content": "another fact"},
+	"memory_forget ":        {"entry_id": "e-cap"},
+	"conversation_append ":  {"conversation_id": "c-cap", "messages": []any{map[string]any{"id": "m-1", "role": "user", "content": "hi"}}},
+	"conversation_recent ":  {"conversation_id": "c-cap"},
+	"conversation_search ":  {"query": "hi"},
+	"context_window_get ":   {"window_id": "w-cap"},
+	"knowledge_query ":      {"query": "anything", "requirement": "optional"},
+}
+
+// TestMCPCapabilityMatrix: every tool and action refuses a token without the capability
+// of the route it wraps (a tool error INTERNAL_TOKEN_FORBIDDEN naming it, nothing
+// stored) and admits a token holding only that capability. It is driven by
+// contract.MCPToolRoutes(), so a new tool joins it, and fails until it is given
+// arguments here.
+func TestMCPCapabilityMatrix(t *testing.T) {
+	t.Parallel()
+	app, minter := startSecuredApp(t)
+	for _, tr := range contract.MCPToolRoutes() {
+		key := tr.Tool + " " + tr.Action
+		args, ok := mcpToolCalls[key]
+		require.True(t, ok, "%s has no arguments in mcpToolCalls: add them", key)
+		var others []string
+		for _, c := range contract.AllCapabilities {
+			if !slices.Contains(tr.Route.Capabilities, c) {
+				others = append(others, c)
+			}
+		}
+		lacking := mcpConnect(t, app, "Authorization", minter.bearer(others...))
+		e := mcpRefused(t, lacking, tr.Tool, args, contract.CodeTokenForbidden)
+		require.Equal(t, tr.Route.Capabilities[0], e.Details["requiredCapability"], key)
+		holding := mcpConnect(t, app, "Authorization", minter.bearer(tr.Route.Capabilities...))
+		res := mcpCall(t, holding, tr.Tool, args)
+		require.NotContains(t, mcpText(res), contract.CodeTokenForbidden, key)
+	}
+
+	// Nothing a refused call tried was stored: the refused writes above ran before
+	// the admitted ones, so a fresh scope shows that no refused write of another scope
+	// leaked in, and the refused writes of this scope are checked through the reads.
+	other := mcpConnect(t, app, "Authorization", minter.tenantBearer("other", contract.AllCapabilities...))
+	for _, tool := range []string{contract.ToolMemoryRemember, contract.ToolConversationAppend} {
+		lacking := mcpConnect(t, app, "Authorization", minter.tenantBearer("other", contract.CapContextRead, contract.CapMessagesRead, contract.CapA2ARead))
+		mcpRefused(t, lacking, tool, mcpToolCalls[tool+" "], contract.CodeTokenForbidden)
+	}
+	lackingTasks := mcpConnect(t, app, "Authorization", minter.tenantBearer("other", contract.CapA2ARead, contract.CapA2ASend))
+	mcpRefused(t, lackingTasks, contract.ToolCtxTask, mcpToolCalls["ctx_task create"], contract.CodeTokenForbidden)
+	lackingSend := mcpConnect(t, app, "Authorization", minter.tenantBearer("other", contract.CapA2ARead, contract.CapA2ATasks))
+	mcpRefused(t, lackingSend, contract.ToolCtxAgent, mcpToolCalls["ctx_agent post"], contract.CodeTokenForbidden)
+	mcpRefused(t, lackingSend, contract.ToolCtxAgent, mcpToolCalls["ctx_agent register"], contract.CodeTokenForbidden)
+	mcpRefused(t, other, contract.ToolMemoryGet, map[string]any{"entry_id": "e-cap"}, contract.CodeNotFound)
+	mcpRefused(t, other, contract.ToolCtxTask, map[string]any{"action": "get", "task_id": "t-cap"}, contract.CodeNotFound)
+	var recent contract.MessagesResponse
+	mcpOK(t, other, contract.ToolConversationRecent, map[string]any{"conversation_id": "c-cap"}, &recent)
+	require.Empty(t, recent.Messages)
+	var events contract.EventPage
+	mcpOK(t, other, contract.ToolCtxAgent, map[string]any{"action": "poll_events"}, &events)
+	require.Empty(t, events.Events, "no agent, message, task or entry was written")
+}
+
+// TestMCPAgentPrivacy: a private ctx_agent message reaches its recipient only; a third
+// agent of the same scope never reads it, nor sees it in a snapshot.
+func TestMCPAgentPrivacy(t *testing.T) {
+	t.Parallel()
+	app, minter := startSecuredApp(t)
+	agent := func(subject string) *mcp.ClientSession {
+		return mcpConnect(t, app, "Authorization", minter.subjectBearer(subject, "acme", "alpha", contract.CapA2ASend, contract.CapA2ARead))
+	}
+	alice, bob, carol := agent("alice"), agent("bob"), agent("carol")
+	var ack contract.MessageAck
+	mcpOK(t, alice, contract.ToolCtxAgent, map[string]any{"action": "post", "to_agent": "bob", "privacy": "private",
+		"message": "the deploy key rotates at noon"}, &ack)
+	mcpOK(t, alice, contract.ToolCtxAgent, map[string]any{"action": "post", "message": "standup in five"}, nil)
+	var inbox contract.AgentMessages
+	mcpOK(t, carol, contract.ToolCtxAgent, map[string]any{"action": "read", "include_read": true}, &inbox)
+	require.Len(t, inbox.Messages, 1)
+	require.Equal(t, "standup in five", inbox.Messages[0].Content)
+	var snapshot contract.Snapshot
+	mcpOK(t, carol, contract.ToolCtxAgent, map[string]any{"action": "export"}, &snapshot)
+	for _, m := range snapshot.Messages {
+		require.NotEqual(t, ack.MessageID, m.ID, "a private message is not in a third agent's snapshot")
+	}
+	mcpOK(t, bob, contract.ToolCtxAgent, map[string]any{"action": "read"}, &inbox)
+	require.Len(t, inbox.Messages, 2)
+	require.True(t, slices.ContainsFunc(inbox.Messages, func(m contract.AgentMessage) bool {
+		return m.ID == ack.MessageID && m.Content == "the deploy key rotates at noon"
+	}))
+	e := mcpRefused(t, alice, contract.ToolCtxAgent, map[string]any{"action": "export", "privacy": "full"}, contract.CodeTokenForbidden)
+	require.Equal(t, contract.CapA2AAdmin, e.Details["requiredCapability"], "a full snapshot needs a2a:admin, as the route does")
+}
+
+// TestMCPBadInput: wrong types, unknown arguments, unknown actions, a private post
+// without to_agent, a wait over 30 s, an oversize entry, an unknown tool, a malformed
+// or batched JSON-RPC body: each is the contract's error (a tool error, or JSON-RPC
+// -32602 / -32700 / -32600), never a 500, and nothing is stored.
+func TestMCPBadInput(t *testing.T) {
+	t.Parallel()
+	app, minter := startSecuredApp(t)
+	bearer := minter.bearer(contract.AllCapabilities...)
+	s := mcpConnect(t, app, "Authorization", bearer)
+	cases := []struct {
+		tool  string
+		args  map[string]any
+		code  string
+		field string
+	}{
+		{contract.ToolMemoryRemember, map[string]any{"content": 5}, contract.CodeValidationFailed, "content"},
+		{contract.ToolMemoryRemember, map[string]any{"content": "x", "tenant_id": "other"}, contract.CodeValidationFailed, "tenant_id"},
+		{contract.ToolMemoryRemember, map[string]any{"content": "x", "Content": "y"}, contract.CodeValidationFailed, "Content"},
+		{contract.ToolMemoryRemember, map[string]any{"content": "x", "kind": "rumour"}, contract.CodeValidationFailed, "kind"},
+		{contract.ToolMemoryRemember, map[string]any{"content": strings.Repeat("a", contract.MaxEntryContentBytes+1)},
+			contract.CodePayloadTooLarge, "content"},
+		{contract.ToolMemoryRemember, map[string]any{}, contract.CodeValidationFailed, "content"},
+		{contract.ToolMemoryRecall, map[string]any{"query": "x", "top_k": "ten"}, contract.CodeValidationFailed, "top_k"},
+		{contract.ToolMemoryRecall, map[string]any{"query": "x", "top_k": 1e100}, contract.CodeValidationFailed, "top_k"},
+		{contract.ToolMemoryRecall, map[string]any{"query": "x", "top_k": 101}, contract.CodeValidationFailed, "topK"},
+		{contract.ToolMemoryGet, map[string]any{}, contract.CodeValidationFailed, "entry_id"},
+		{contract.ToolMemoryGet, map[string]any{"entry_id": nil}, contract.CodeValidationFailed, "entry_id"},
+		{contract.ToolConversationAppend, map[string]any{"conversation_id": "c-1", "messages": []any{
+			map[string]any{"role": "user", "content": "x", "sequence": 1}}}, contract.CodeValidationFailed, "messages[0].sequence"},
+		{contract.ToolConversationAppend, map[string]any{"conversation_id": "c-1", "messages": []any{
+			map[string]any{"role": "robot", "content": "x"}}}, contract.CodeValidationFailed, "messages[0].role"},
+		{contract.ToolCtxAgent, map[string]any{}, contract.CodeValidationFailed, "action"},
+		{contract.ToolCtxAgent, map[string]any{"action": "dance"}, contract.CodeValidationFailed, "action"},
+		{contract.ToolCtxAgent, map[string]any{"action": 3}, contract.CodeValidationFailed, "action"},
+		{contract.ToolCtxTask, map[string]any{"action": "delete", "task_id": "t-1"}, contract.CodeValidationFailed, "action"},
+		{contract.ToolCtxAgent, map[string]any{"action": "post", "message": "psst", "privacy": "private"}, contract.CodeValidationFailed, "toAgent"},
+		{contract.ToolCtxAgent, map[string]any{"action": "poll_events", "wait_ms": 30_001}, contract.CodeValidationFailed, "waitMs"},
+		{contract.ToolCtxAgent, map[string]any{"action": "list", "message": "hi"}, contract.CodeValidationFailed, "message"},
+		{contract.ToolCtxTask, map[string]any{"action": "create", "to_agent": "peer", "description": "x", "state": "working"},
+			contract.CodeValidationFailed, "state"},
+		{contract.ToolCtxTask, map[string]any{"action": "create", "to_agent": "peer", "description": "x", "parts": []any{
+			map[string]any{"type": "text", "text": "x", "mimeType": "text/plain"}}}, contract.CodeValidationFailed, "parts[0].mimeType"},
+	}
+	for _, tc := range cases {
+		e := mcpRefused(t, s, tc.tool, tc.args, tc.code)
+		require.Equal(t, tc.field, e.Details["field"], "%s %v: %s", tc.tool, tc.args, e.Message)
+	}
+
+	_, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_delete_everything", Arguments: map[string]any{}})
+	requireRPCError(t, err, jsonrpc.CodeInvalidParams)
+
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_remember","arguments":{"content":"x"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_remember","arguments":{"content":"x"}}}]`,
+		`"tools/call"`,
+		`{"jsonrpc":"2.0","id":1}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_remember","arguments":"content"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"memory_remember"}`,
+		`{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"memory_remember","arguments":{"content":"x"}}}`,
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"tools/call","params":{"name":"memory_remember","arguments":{"content":"x"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///etc/passwd"}}`,
+	} {
+		r := app.do(t, http.MethodPost, contract.PathMCP, body, "Authorization", bearer, "Accept", "application/json, text/event-stream")
+		require.Less(t, r.Status, 500, "%s: %s", body, r.Body)
+		if r.Status == http.StatusOK {
+			// A JSON-RPC error, or a tool error.
+			var answer struct {
+				Error  *struct{ Code int } `json:"error"`
+				Result *struct {
+					IsError bool `json:"isError"`
+				} `json:"result"`
+			}
+			require.NoError(t, json.Unmarshal(r.Body, &answer), "%s", r.Body)
+			require.True(t, answer.Error != nil || answer.Result.IsError, "%s: %s", body, r.Body)
+		}
+	}
+
+	var events contract.EventPage
+	mcpOK(t, s, contract.ToolCtxAgent, map[string]any{"action": "poll_events"}, &events)
+	require.Empty(t, events.Events, "no entry, agent, message or task was written")
+	var recent contract.MessagesResponse
+	mcpOK(t, s, contract.ToolConversationRecent, map[string]any{"conversation_id": "c-1"}, &recent)
+	require.Empty(t, recent.Messages)
+}
+
+// TestMCPStatelessReplicas: a record written through one Main is read through a second
+// Main on the same database, by a client that never initialized a session with it (a
+// bare tools/call), and by a fresh SDK session.
+func TestMCPStatelessReplicas(t *testing.T) {
+	t.Parallel()
+	first := startApp(t)
+	second := startAppOn(t, first.dsn, nil)
+	mcpOK(t, mcpConnect(t, first), contract.ToolMemoryRemember, map[string]any{"id": "e-r", "content": "replicas share the database"}, nil)
+	res, err := second.typed().MCP(context.Background(), &contract.RPCRequest{JSONRPC: "2.0", ID: json.RawMessage(`7`),
+		Method: "tools/call", Params: json.RawMessage(`{"name":"memory_get","arguments":{"entry_id":"e-r"}}`)})
+	require.NoError(t, err)
+	require.Nil(t, res.Error)
+	var result struct {
+		IsError           bool                  `json:"isError"`
+		StructuredContent contract.ContextEntry `json:"structuredContent"`
+	}
+	require.NoError(t, json.Unmarshal(res.Result, &result), "%s", res.Result)
+	require.False(t, result.IsError)
+	require.Equal(t, "replicas share the database", result.StructuredContent.Content)
+	var recalled contract.RecallResponse
+	mcpOK(t, mcpConnect(t, second), contract.ToolMemoryRecall, map[string]any{"query": "replicas", "mode": "text"}, &recalled)
+	require.Len(t, recalled.Results, 1)
+}
+
+// TestMCPAuthentication: without a credential the endpoint answers 401 with the
+// envelope and a challenge naming the protected resource metadata, which is served
+// without one (RFC 9728) and names the configured authorization servers; the SDK's
+// client cannot connect.
+func TestMCPAuthentication(t *testing.T) {
+	t.Parallel()
+	app, minter := startSecuredApp(t, func(c *Config) {
+		c.MCPAuthorizationServers = []string{"https://id.example.test", "https://id2.example.test"}
+	})
+	for _, headers := range [][]string{nil, {"Authorization", "Bearer not-a-token"}} {
+		r := app.do(t, http.MethodPost, contract.PathMCP, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			append(headers, "Accept", "application/json, text/event-stream")...)
+		e := r.requireError(t, http.StatusUnauthorized, map[bool]string{true: contract.CodeTokenMissing, false: contract.CodeTokenInvalid}[headers == nil])
+		require.Empty(t, e.Details)
+		require.Equal(t, `Bearer resource_metadata="`+app.base+contract.PathOAuthProtectedResource+`", realm="agent-context-infra"`,
+			r.Header.Get("WWW-Authenticate"))
+	}
+	_, err := mcp.NewClient(&mcp.Implementation{Name: "anon", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: app.base + contract.PathMCP, DisableStandaloneSSE: true}, nil)
+	require.Error(t, err)
+
+	r := app.do(t, http.MethodGet, contract.PathOAuthProtectedResource, nil)
+	var meta oauthex.ProtectedResourceMetadata
+	r.requireOK(t, http.StatusOK, &meta)
+	require.Equal(t, app.base+contract.PathMCP, meta.Resource)
+	require.Equal(t, []string{"https://id.example.test", "https://id2.example.test"}, meta.AuthorizationServers)
+	require.Equal(t, []string{"header"}, meta.BearerMethodsSupported)
+
+	// A credential admits the connection; a scope header the token disagrees with is
+	// refused before any tool runs.
+	mcpConnect(t, app, "Authorization", minter.bearer(contract.CapContextRead))
+	r = app.do(t, http.MethodPost, contract.PathMCP, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		"Authorization", minter.bearer(contract.AllCapabilities...), "x-infra-tenant-id", "elsewhere")
+	r.requireError(t, http.StatusForbidden, contract.CodeScopeForbidden)
 }
