@@ -1,6 +1,6 @@
 package contract
 
-// Paths and routes of the Model Context Protocol door (09-mcp.md): the streamable
+// Paths and routes of the Model Context Protocol door (docs/mcp.md): the streamable
 // HTTP endpoint and its OAuth protected resource metadata (RFC 9728).
 const (
 	PathMCP                    = "/internal/v1/mcp"
@@ -64,7 +64,7 @@ type MCPToolRoute struct {
 }
 
 // MCPToolRoutes is the single table of every MCP tool and action and the route each
-// wraps (09-mcp.md). The MCP door checks a call's capability from this table, never
+// wraps (docs/mcp.md). The MCP door checks a call's capability from this table, never
 // from the tool's own code, and a test fails when a listed tool is missing here.
 func MCPToolRoutes() []MCPToolRoute {
 	return []MCPToolRoute{

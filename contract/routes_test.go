@@ -73,7 +73,7 @@ var specCapabilities = map[string][]string{
 	"GET /.well-known/oauth-protected-resource": nil,
 }
 
-// specToolCapabilities is the tool table of 09-mcp.md written out by hand: each tool
+// specToolCapabilities is the contract's MCP tool table written out by hand: each tool
 // (and action) with the capability its call needs.
 var specToolCapabilities = map[string]string{
 	"ctx_agent register":    "a2a:send",
@@ -109,7 +109,7 @@ func TestMCPToolsMatchTheSpecTable(t *testing.T) {
 		require.False(t, seen[key], "%s is listed twice", key)
 		seen[key] = true
 		want, ok := specToolCapabilities[key]
-		require.True(t, ok, "%s is not in the tool table of this test: add it with its capability from 09-mcp.md", key)
+		require.True(t, ok, "%s is not in the tool table of this test: add it with its capability from the contract's tool table", key)
 		require.Equal(t, []string{want}, tr.Route.Capabilities, key)
 		require.True(t, slices.ContainsFunc(contract.Routes(), func(r contract.Route) bool {
 			return r.Method == tr.Route.Method && r.Path == tr.Route.Path

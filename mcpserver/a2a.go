@@ -89,7 +89,7 @@ var taskActions = map[string][]string{
 	contract.TaskActionInfo:    {},
 }
 
-// agentTools registers ctx_agent and ctx_task, the lean-ctx seed's tools (07-a2a.md).
+// agentTools registers ctx_agent and ctx_task, the lean-ctx seed's tools (docs/a2a.md).
 func (d *Door) agentTools(svc *a2a.Service) {
 	addTool(d, toolSpec{name: contract.ToolCtxAgent, actions: agentActions,
 		description: "Coordinate with the other agents of your scope: register yourself, list agents, post a message " +

@@ -43,7 +43,7 @@ type windowArgs struct {
 }
 
 // conversationTools registers the tools of conversation messages and context windows
-// (03-conversations.md, 04-windows.md).
+// (docs/conversations.md, docs/windows.md).
 func (d *Door) conversationTools(messages *conversation.Messages, windows *conversation.Windows) {
 	addTool(d, toolSpec{name: contract.ToolConversationAppend, idempotent: true,
 		description: "Record messages of a conversation (what the user, the assistant, the system or a tool said) in order. " +

@@ -1,4 +1,4 @@
-// Package mcpserver is the Model Context Protocol door of the service (09-mcp.md):
+// Package mcpserver is the Model Context Protocol door of the service (docs/mcp.md):
 // every capability an agent needs (memory, conversations, windows, knowledge and the
 // A2A coordination of the lean-ctx seed's ctx_agent and ctx_task) as MCP tools over
 // streamable HTTP, served by the official Go SDK in stateless mode.

@@ -214,7 +214,7 @@ func inputSchema[In any](spec toolSpec) *jsonschema.Schema {
 // HTTP routes check a request: the rate limit, the capability of the wrapped route
 // (of the call's action, for ctx_agent and ctx_task), then the arguments, strictly
 // (unknown, duplicate or mistyped members name the offending argument). Every refusal
-// is a tool result with isError, as 09-mcp.md asks; an unknown tool is left to the SDK,
+// is a tool result with isError, as the contract asks; an unknown tool is left to the SDK,
 // which answers JSON-RPC -32602.
 func (d *Door) checkCall(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

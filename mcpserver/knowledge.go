@@ -19,7 +19,7 @@ type knowledgeArgs struct {
 	Filters     json.RawMessage `json:"filters,omitempty" jsonschema:"A JSON object of provider-specific filters, forwarded as it is."`
 }
 
-// knowledgeTools registers the external knowledge facade (06-knowledge.md).
+// knowledgeTools registers the external knowledge facade (docs/knowledge.md).
 func (d *Door) knowledgeTools(k *knowledge.Service) {
 	addTool(d, toolSpec{name: contract.ToolKnowledgeQuery, readOnly: true, idempotent: true,
 		description: "Search the organisation's external knowledge (documents, wikis, tickets) through the configured " +

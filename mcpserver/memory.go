@@ -54,7 +54,7 @@ type forgetArgs struct {
 	Reason  *string `json:"reason,omitempty" jsonschema:"Why it no longer holds, kept with the entry."`
 }
 
-// memoryTools registers the tools of context entries and recall (05-entries.md).
+// memoryTools registers the tools of context entries and recall (docs/entries.md).
 func (d *Door) memoryTools(entries *memory.Entries, recall *memory.Recall) {
 	addTool(d, toolSpec{name: contract.ToolMemoryRemember, idempotent: true,
 		description: "Store a durable memory (a fact, preference, instruction, summary or observation) so that it can be " +

@@ -16,7 +16,7 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// This file mounts the MCP door (09-mcp.md, package mcpserver) at POST
+// This file mounts the MCP door (package mcpserver, docs/mcp.md) at POST
 // /internal/v1/mcp behind the same authentication, body bounds and rate limits as every
 // route, and serves its protected resource metadata (RFC 9728).
 

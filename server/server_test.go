@@ -445,8 +445,8 @@ func TestEveryRouteDeclaresACapability(t *testing.T) {
 			require.Contains(t, []string{contract.PathHealth, contract.PathReady, contract.PathMetrics,
 				contract.PathOpenAPIJSON, contract.PathOpenAPIYAML, contract.RouteA2AAgentCard.Path,
 				contract.PathWellKnownAgentCard, contract.PathWellKnownAgentJSON, contract.PathOAuthProtectedResource}, r.Path,
-				"only health, readiness, metrics, the OpenAPI document, the agent card (02-auth.md) and the MCP endpoint's "+
-					"protected resource metadata (09-mcp.md) may be public; %s %s has no capability", r.Method, r.Path)
+				"only health, readiness, metrics, the OpenAPI document, the agent card and the MCP endpoint's "+
+					"protected resource metadata may be public; %s %s has no capability", r.Method, r.Path)
 		}
 	}
 }

@@ -113,7 +113,7 @@ type Config struct {
 	A2ADefaultAgent  string
 	PublicURL        string
 	// MCPAuthorizationServers are named by the MCP endpoint's protected resource
-	// metadata (09-mcp.md).
+	// metadata (docs/mcp.md).
 	MCPAuthorizationServers []string
 }
 
