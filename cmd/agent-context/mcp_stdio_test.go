@@ -54,7 +54,7 @@ func TestMCPStdio(t *testing.T) {
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, nil)
 	cmd := bridgeCommand("stdio", "--url", app.base+"/", "--token-file", tokenFile)
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	session, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	require.NoError(t, err, "stderr: %s", stderr.String())
