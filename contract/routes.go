@@ -1,8 +1,9 @@
 package contract
 
 // Route is one route of the API with the capabilities that admit a caller: holding
-// any one of them suffices, and a refusal names the first. A route with none is public
-// (no credential at all).
+// any one of them suffices, and a refusal names the first. A route with nil
+// Capabilities is public (no credential at all); one with an empty, non-nil list needs
+// a credential and checks a capability per call it carries (PerCall).
 type Route struct {
 	Method       string
 	Path         string
@@ -16,7 +17,12 @@ const (
 )
 
 // Public reports whether the route needs no credential.
-func (r Route) Public() bool { return len(r.Capabilities) == 0 }
+func (r Route) Public() bool { return r.Capabilities == nil }
+
+// PerCall reports whether the route needs a credential but no capability of its own:
+// each call in its body (an MCP tool call) is checked against the capability of the
+// route it wraps.
+func (r Route) PerCall() bool { return r.Capabilities != nil && len(r.Capabilities) == 0 }
 
 // Public routes (docs/api.md lists every route that may be public).
 var (
@@ -47,5 +53,6 @@ func Routes() []Route {
 		RouteA2AHandoff, RouteA2AVersions,
 		RouteA2AAgentCard, RouteWellKnownAgentCard, RouteWellKnownAgentJSON, RouteA2AJSONRPC,
 		RouteExports, RouteExportArtifactsGet, RouteExportArtifactsChunk, RouteImports, RouteAdvancedOperations,
+		RouteMCP, RouteOAuthProtectedResource,
 	}
 }

@@ -67,6 +67,61 @@ var specCapabilities = map[string][]string{
 	"POST /internal/v1/context/export-artifacts/chunk":     {"context:admin"},
 	"POST /internal/v1/context/imports":                    {"context:admin"},
 	"POST /internal/v1/context/advanced-operations":        {"context:admin"},
+	// The MCP endpoint needs a credential; each tool call the capability of its tool
+	// (specToolCapabilities).
+	"POST /internal/v1/mcp":                     {},
+	"GET /.well-known/oauth-protected-resource": nil,
+}
+
+// specToolCapabilities is the contract's MCP tool table written out by hand: each tool
+// (and action) with the capability its call needs.
+var specToolCapabilities = map[string]string{
+	"ctx_agent register":    "a2a:send",
+	"ctx_agent list":        "a2a:read",
+	"ctx_agent post":        "a2a:send",
+	"ctx_agent read":        "a2a:read",
+	"ctx_agent export":      "a2a:read",
+	"ctx_agent poll_events": "a2a:read",
+	"ctx_task create":       "a2a:tasks",
+	"ctx_task update":       "a2a:tasks",
+	"ctx_task list":         "a2a:tasks",
+	"ctx_task get":          "a2a:tasks",
+	"ctx_task cancel":       "a2a:tasks",
+	"ctx_task message":      "a2a:tasks",
+	"ctx_task info":         "a2a:tasks",
+	"memory_remember ":      "context:write",
+	"memory_recall ":        "context:retrieve",
+	"memory_get ":           "context:read",
+	"memory_correct ":       "context:write",
+	"memory_forget ":        "context:write",
+	"conversation_append ":  "messages:append",
+	"conversation_recent ":  "messages:read",
+	"conversation_search ":  "messages:search",
+	"context_window_get ":   "context:read",
+	"knowledge_query ":      "knowledge:query",
+}
+
+func TestMCPToolsMatchTheSpecTable(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, tr := range contract.MCPToolRoutes() {
+		key := tr.Tool + " " + tr.Action
+		require.False(t, seen[key], "%s is listed twice", key)
+		seen[key] = true
+		want, ok := specToolCapabilities[key]
+		require.True(t, ok, "%s is not in the tool table of this test: add it with its capability from the contract's tool table", key)
+		require.Equal(t, []string{want}, tr.Route.Capabilities, key)
+		require.True(t, slices.ContainsFunc(contract.Routes(), func(r contract.Route) bool {
+			return r.Method == tr.Route.Method && r.Path == tr.Route.Path
+		}), "%s wraps a route that is not served", key)
+		got, ok := contract.MCPToolRouteOf(tr.Tool, tr.Action)
+		require.True(t, ok)
+		require.Equal(t, tr.Route, got)
+	}
+	require.Len(t, seen, len(specToolCapabilities), "a tool of the table is missing from contract.MCPToolRoutes()")
+	_, ok := contract.MCPToolRouteOf(contract.ToolCtxAgent, "")
+	require.False(t, ok, "ctx_agent has no call without an action")
+	require.Equal(t, []string{"create", "update", "list", "get", "cancel", "message", "info"}, contract.MCPToolActions(contract.ToolCtxTask))
 }
 
 func TestRoutesMatchTheSpecTable(t *testing.T) {

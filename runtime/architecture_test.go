@@ -37,7 +37,7 @@ var (
 )
 
 // The dependency direction of the design card: server → runtime ← adapters, contract a
-// leaf. runtime must stay free of HTTP, database drivers and adapters; its shared base
+// leaf, the MCP door (mcpserver) beside server. runtime must stay free of HTTP, database drivers and adapters; its shared base
 // depends on no area, and an area on no other area but those allowed.
 var rules = append([]rule{
 	// The test stand-ins assert with testify, which brings net/http; only tests import them.
@@ -52,6 +52,10 @@ var rules = append([]rule{
 	}},
 	{From: module + "/adapters", Deny: []string{module + "/server", module + "/cmd", "github.com/labstack/echo"}},
 	{From: module + "/server", Deny: []string{module + "/adapters", module + "/cmd", "github.com/jackc/pgx"}},
+	// The MCP door calls the use cases as the server's routes do, beside the echo host.
+	{From: module + "/mcpserver", Deny: []string{
+		module + "/adapters", module + "/server", module + "/cmd", "github.com/labstack/echo", "github.com/jackc/pgx",
+	}},
 }, areaRules()...)
 
 func areaPaths(names ...string) []string {

@@ -16,19 +16,25 @@ func (s *Server) protocolRoutes() {
 	s.handle(contract.RouteA2AJSONRPC, s.jsonRPC)
 }
 
+// baseURL is the URL the service is reached at: AGENT_CONTEXT_PUBLIC_URL, else the
+// request's scheme and Host.
+func (s *Server) baseURL(c echo.Context) string {
+	if s.publicURL != "" {
+		return s.publicURL
+	}
+	scheme := "http"
+	if c.Request().TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + c.Request().Host
+}
+
 // agentCard serves the hybrid card (docs/a2a-protocol.md) whatever the request's headers: the SDKs
 // send no A2A-Version on the card request, so each generation reads its own members.
 // The URLs are AGENT_CONTEXT_PUBLIC_URL, else the request's scheme and Host, so a test
 // server on port 0 advertises a reachable URL.
 func (s *Server) agentCard(c echo.Context) error {
-	public := s.publicURL
-	if public == "" {
-		scheme := "http"
-		if c.Request().TLS != nil {
-			scheme = "https"
-		}
-		public = scheme + "://" + c.Request().Host
-	}
+	public := s.baseURL(c)
 	endpoint := public + contract.PathA2AJSONRPC
 	modes := []string{"text/plain", "application/json"}
 	return writeJSON(c, http.StatusOK, contract.AgentCard{

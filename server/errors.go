@@ -48,6 +48,39 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	e := s.errorBody(c, err)
+	info := contract.Codes[e.Code]
+	if e.Code == contract.CodeRateLimited {
+		if ms, ok := e.Details["retryAfterMs"].(int64); ok {
+			c.Response().Header().Set("Retry-After", retryAfterSeconds(ms))
+		}
+	}
+	if info.Status == http.StatusUnauthorized {
+		// RFC 9110 §11.6.1: a 401 names the scheme that would be accepted. The MCP
+		// endpoint also points an MCP client at its protected resource metadata
+		// (RFC 9728), where it finds the authorization servers.
+		challenge := `Bearer realm="` + contract.Service + `"`
+		if c.Path() == contract.PathMCP {
+			challenge = `Bearer resource_metadata="` + s.baseURL(c) + contract.PathOAuthProtectedResource + `", realm="` + contract.Service + `"`
+		}
+		c.Response().Header().Set("WWW-Authenticate", challenge)
+	}
+	body := contract.ErrorResponse{Status: info.Status, Message: e.Message, Error: e}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(info.Status)
+		return
+	}
+	if werr := writeJSON(c, info.Status, body); werr != nil {
+		s.log.WarnContext(c.Request().Context(), "writing error response failed",
+			slog.String("request_id", e.RequestID), slog.Any("error", werr))
+	}
+}
+
+// errorBody maps err to the envelope's error object, logs an internal cause with the
+// request ID (the client never sees it) and records the code for the request's log
+// line, metrics and span. The HTTP error handler and the MCP door's tool errors both
+// answer with it.
+func (s *Server) errorBody(c echo.Context, err error) contract.ErrorBody {
 	re := toError(err)
 	info := contract.Codes[re.Code]
 	requestID := requestIDFrom(c)
@@ -64,35 +97,14 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if details == nil {
 		details = map[string]any{}
 	}
-	if re.Code == contract.CodeRateLimited {
-		if ms, ok := details["retryAfterMs"].(int64); ok {
-			c.Response().Header().Set("Retry-After", retryAfterSeconds(ms))
-		}
-	}
-	if info.Status == http.StatusUnauthorized {
-		// RFC 9110 §11.6.1: a 401 names the scheme that would be accepted.
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="`+contract.Service+`"`)
-	}
 	c.Set(ctxKeyErrorCode, re.Code)
-	body := contract.ErrorResponse{
-		Status:  info.Status,
-		Message: re.Message,
-		Error: contract.ErrorBody{
-			Code:      re.Code,
-			Message:   re.Message,
-			Category:  info.Category,
-			Retryable: info.Retryable,
-			RequestID: requestID,
-			Details:   details,
-		},
-	}
-	if c.Request().Method == http.MethodHead {
-		_ = c.NoContent(info.Status)
-		return
-	}
-	if werr := writeJSON(c, info.Status, body); werr != nil {
-		s.log.WarnContext(c.Request().Context(), "writing error response failed",
-			slog.String("request_id", requestID), slog.Any("error", werr))
+	return contract.ErrorBody{
+		Code:      re.Code,
+		Message:   re.Message,
+		Category:  info.Category,
+		Retryable: info.Retryable,
+		RequestID: requestID,
+		Details:   details,
 	}
 }
 

@@ -120,6 +120,9 @@ func dropConnection(c echo.Context) {
 // routeLabel is the matched route template, or "unmatched" so that scanners probing
 // random paths cannot blow up log and metric cardinality.
 func routeLabel(c echo.Context) string {
+	if label, ok := c.Get(ctxKeyRouteLabel).(string); ok {
+		return label
+	}
 	if p := c.Path(); p != "" && c.Get(ctxKeyRouteMatched) != nil {
 		return p
 	}

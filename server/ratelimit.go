@@ -40,14 +40,15 @@ func newRateLimiter(cfg RateLimiting) rateLimiter {
 	return r
 }
 
-// admit takes the tokens a request of p on route needs, or refuses it with
-// RATE_LIMITED. It runs right after authentication, so that every authenticated
-// request counts, including those the capability check then refuses.
-func (r rateLimiter) admit(ctx context.Context, route contract.Route, p runtime.Principal) error {
+// admit takes the tokens a request of p on the tool named name needs ("POST <path>"
+// for a route, mcp:<tool> for an MCP tool call), or refuses it with RATE_LIMITED. It
+// runs right after authentication, so that every authenticated request counts,
+// including those the capability check then refuses.
+func (r rateLimiter) admit(ctx context.Context, name string, p runtime.Principal) error {
 	if r.limits == nil {
 		return nil
 	}
-	err := r.limits.Check(ctx, p, route.Method+" "+route.Path)
+	err := r.limits.Check(ctx, p, name)
 	if re, ok := err.(*runtime.Error); ok && re.Code == contract.CodeRateLimited && r.refused != nil {
 		if level, ok := re.Details["level"].(string); ok {
 			r.refused.WithLabelValues(level).Inc()

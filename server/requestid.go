@@ -14,6 +14,9 @@ const (
 	ctxKeyRequestID = "agent-context.request-id"
 	ctxKeyErrorCode = "agent-context.error-code"
 	ctxKeyPrincipal = "agent-context.principal"
+	// ctxKeyRouteLabel replaces the route template in the request's log line, metrics
+	// and span: mcp:<tool> for an MCP tool call.
+	ctxKeyRouteLabel = "agent-context.route-label"
 	// ctxKeyClientGone marks a request whose client went away before its answer.
 	ctxKeyClientGone = "agent-context.client-gone"
 	// ctxKeyServerFault marks a request whose failure was logged as an error.

@@ -76,6 +76,8 @@ func declared(route contract.Route) bool {
 
 // routeMiddleware runs after routing (so an unknown route is ROUTE_NOT_FOUND with or
 // without a credential): authentication, the rate limits, then the capability check.
+// A per-call route (POST /internal/v1/mcp) is only authenticated here: its handler
+// rate-limits and checks each call it carries.
 func (s *Server) routeMiddleware(route contract.Route) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -88,7 +90,10 @@ func (s *Server) routeMiddleware(route contract.Route) echo.MiddlewareFunc {
 				return err
 			}
 			c.Set(ctxKeyPrincipal, p)
-			if err := s.rateLimiter.admit(c.Request().Context(), route, p); err != nil {
+			if route.PerCall() {
+				return next(c)
+			}
+			if err := s.rateLimiter.admit(c.Request().Context(), route.Method+" "+route.Path, p); err != nil {
 				return err
 			}
 			if !holdsAny(p, route.Capabilities) {

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/mcpserver"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -38,6 +39,9 @@ type Config struct {
 	Bodies       BodyLimits
 	// Version is the build's version, shown in the agent card.
 	Version string
+	// MCPAuthorizationServers are the OAuth authorization servers the MCP endpoint's
+	// protected resource metadata names (may be none).
+	MCPAuthorizationServers []string
 
 	Conversation ConversationConfig
 	Operation    OperationConfig
@@ -125,6 +129,9 @@ type Server struct {
 	publicURL   string
 	version     string
 	exports     *transfer.Exports
+	// mcp is the MCP door and mcpAuthServers what its metadata names.
+	mcp            *mcpserver.Door
+	mcpAuthServers []string
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -177,6 +184,7 @@ func New(cfg Config) *Server {
 	s.envelopeRoutes()
 	s.protocolRoutes()
 	s.exportRoutes()
+	s.mcpRoutes(cfg.MCPAuthorizationServers)
 	return s
 }
 

@@ -444,8 +444,9 @@ func TestEveryRouteDeclaresACapability(t *testing.T) {
 		if r.Public() {
 			require.Contains(t, []string{contract.PathHealth, contract.PathReady, contract.PathMetrics,
 				contract.PathOpenAPIJSON, contract.PathOpenAPIYAML, contract.RouteA2AAgentCard.Path,
-				contract.PathWellKnownAgentCard, contract.PathWellKnownAgentJSON}, r.Path,
-				"only health, readiness, metrics, the OpenAPI document and the agent card may be public (docs/api.md); %s %s has no capability", r.Method, r.Path)
+				contract.PathWellKnownAgentCard, contract.PathWellKnownAgentJSON, contract.PathOAuthProtectedResource}, r.Path,
+				"only health, readiness, metrics, the OpenAPI document, the agent card and the MCP endpoint's "+
+					"protected resource metadata may be public; %s %s has no capability", r.Method, r.Path)
 		}
 	}
 }

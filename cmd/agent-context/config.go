@@ -112,6 +112,9 @@ type Config struct {
 	A2ARequireSigned bool
 	A2ADefaultAgent  string
 	PublicURL        string
+	// MCPAuthorizationServers are named by the MCP endpoint's protected resource
+	// metadata (docs/mcp.md).
+	MCPAuthorizationServers []string
 }
 
 // DefaultExportPurgeInterval is how often expired export artifacts are purged.
@@ -137,6 +140,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	errs = append(errs, loadRateLimitConfig(getenv, &cfg)...)
 	errs = append(errs, loadCostConfig(getenv, &cfg)...)
 	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
+	errs = append(errs, loadMCPConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
 	case 1:

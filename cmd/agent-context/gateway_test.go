@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
@@ -307,6 +308,8 @@ func TestGatewayRewritesPrefixes(t *testing.T) {
 		{http.MethodPost, "/a2a", "/a2a"},
 		{http.MethodGet, "/.well-known/agent-card.json", "/.well-known/agent-card.json"},
 		{http.MethodGet, "/.well-known/agent.json", "/.well-known/agent.json"},
+		{http.MethodPost, "/v1/mcp", "/internal/v1/mcp"},
+		{http.MethodGet, "/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource"},
 		// nginx resolves dot segments (also escaped ones) and doubled slashes before it
 		// matches a prefix, and sends the normalized path.
 		{http.MethodGet, "/v1/context/%2e%2e/knowledge/capabilities", "/internal/v1/knowledge/capabilities"},
@@ -332,6 +335,7 @@ func TestGatewayRewritesPrefixes(t *testing.T) {
 		"/internal/v1/context/messages/recent", "/internal/v1/knowledge/query",
 		"/health", "/ready", "/metrics", "/openapi.json",
 		"/a2a/", "/a2a/x", "/A2A", "/.well-known",
+		"/v1/mcp/", "/v1/mcp/x", "/v1/mcpx", "/internal/v1/mcp",
 		"/v1/context/x/../../../health", "/v1/context/%2e%2e/%2e%2e/internal/v1/context/messages/recent",
 		"/.agent-context-gateway/404", "/.agent-context-gateway/502",
 	} {
@@ -367,6 +371,9 @@ func TestGatewayForwardsOnlyAllowedHeaders(t *testing.T) {
 		"tracestate", "vendor=value",
 		"A2A-Version", "1.0",
 		"A2A-Extensions", "ext-1",
+		"MCP-Protocol-Version", "2025-06-18",
+		"Mcp-Method", "tools/call",
+		"Mcp-Name", "memory_recall",
 		"User-Agent", "gateway-test/1",
 		"Accept", "application/json",
 		"x-infra-tenant-id", "evil-tenant",
@@ -394,7 +401,8 @@ func TestGatewayForwardsOnlyAllowedHeaders(t *testing.T) {
 	allowed := map[string]bool{}
 	for _, name := range []string{"Authorization", "Content-Type", "Content-Length", "Content-Encoding", "Accept",
 		"User-Agent", "X-Request-Id", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host",
-		"Traceparent", "Tracestate", "A2a-Version", "A2a-Extensions", "X-A2a-Extensions"} {
+		"Traceparent", "Tracestate", "A2a-Version", "A2a-Extensions", "X-A2a-Extensions",
+		"Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name"} {
 		allowed[name] = true
 	}
 	for name := range got {
@@ -408,6 +416,9 @@ func TestGatewayForwardsOnlyAllowedHeaders(t *testing.T) {
 	require.Equal(t, "vendor=value", got.Get("Tracestate"))
 	require.Equal(t, "1.0", got.Get("A2A-Version"))
 	require.Equal(t, "ext-1", got.Get("A2A-Extensions"))
+	require.Equal(t, "2025-06-18", got.Get("MCP-Protocol-Version"))
+	require.Equal(t, "tools/call", got.Get("Mcp-Method"))
+	require.Equal(t, "memory_recall", got.Get("Mcp-Name"))
 	require.Equal(t, "gateway-test/1", got.Get("User-Agent"))
 	require.Equal(t, "application/json", got.Get("Content-Type"))
 	require.Equal(t, "127.0.0.1", got.Get("X-Forwarded-For"))
@@ -530,6 +541,39 @@ func TestGatewayReachesEveryArea(t *testing.T) {
 	requireGatewayError(t, r, http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed)
 	require.Contains(t, r.Header.Get("Allow"), http.MethodPost)
 	require.Equal(t, app.do(t, http.MethodGet, pathBatch, nil).Header.Get("Allow"), r.Header.Get("Allow"))
+}
+
+// TestGatewayMCPToolCall: the SDK's MCP client reaches the real service's tools
+// through the gateway at /v1/mcp, with the caller's token, and the protected resource
+// metadata is served at the root's well-known path.
+func TestGatewayMCPToolCall(t *testing.T) {
+	t.Parallel()
+	app, minter := startSecuredApp(t)
+	gw := startGateway(t, strings.TrimPrefix(app.base, "http://"))
+	client := mcp.NewClient(&mcp.Implementation{Name: "via-gateway", Version: "1"}, nil)
+	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: gw.base + "/v1/mcp",
+		HTTPClient: &http.Client{Timeout: time.Minute, Transport: headerTransport{headers: []string{
+			"Authorization", minter.bearer(contract.AllCapabilities...), "x-infra-tenant-id", "evil-tenant"}}},
+		DisableStandaloneSSE: true,
+	}, nil)
+	require.NoError(t, err)
+	defer session.Close()
+	var entry contract.ContextEntry
+	mcpOK(t, session, contract.ToolMemoryRemember, map[string]any{"id": "e-gw", "content": "through the gateway"}, &entry)
+	var recalled contract.RecallResponse
+	mcpOK(t, session, contract.ToolMemoryRecall, map[string]any{"query": "gateway", "mode": "text"}, &recalled)
+	require.Len(t, recalled.Results, 1, "the x-infra-tenant-id the client sent never reached the service")
+	got, err := app.typed("Authorization", minter.bearer(contract.CapContextRead)).GetEntry(context.Background(),
+		&contract.GetEntryRequest{EntryID: "e-gw"})
+	require.NoError(t, err)
+	require.Equal(t, "through the gateway", got.Content)
+
+	r := gw.post(t, "/v1/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	requireGatewayError(t, r, http.StatusUnauthorized, contract.CodeTokenMissing)
+	require.Contains(t, r.Header.Get("WWW-Authenticate"), `resource_metadata="`)
+	meta := gw.do(t, http.MethodGet, contract.PathOAuthProtectedResource, nil)
+	require.Equal(t, http.StatusOK, meta.Status, "body: %s", meta.Body)
 }
 
 // TestGatewayRequestID: a caller's valid X-Request-Id is kept end to end, a missing or

@@ -56,10 +56,11 @@ func (c *tenantClient) ok(t *testing.T, status int, path string, body any) map[s
 	return out
 }
 
-// TestTenantIsolation writes the same IDs in two tenants and proves, on every route,
-// that neither reads, searches, deletes or counts the other's records, and that a third
-// tenant, and the first tenant in another project, see nothing at all. It fails when a route of contract.Routes() is not
-// exercised here, so every new route must join the suite.
+// TestTenantIsolation writes the same IDs in two tenants and proves, on every route and
+// every MCP tool, that neither reads, searches, deletes or counts the other's records,
+// and that a third tenant, and the first tenant in another project, see nothing at all.
+// It fails when a route of contract.Routes() or a tool of contract.MCPToolRoutes() is
+// not exercised here, so every new route and tool must join the suite.
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
 	knowledgeProvider := knowledgetest.NewProvider(t, scopedKnowledge)
@@ -457,7 +458,13 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	})
 
+	tools := &toolSet{seen: map[string]bool{}}
+	t.Run("every MCP tool stays in its scope", func(t *testing.T) {
+		requireMCPIsolation(t, a, b, strangers, secret, tools)
+	})
+
 	require.Empty(t, unexercised(contract.Routes(), used), "routes not covered by the tenant isolation suite: add them")
+	require.Empty(t, unexercisedTools(tools), "MCP tools not covered by the tenant isolation suite: add them")
 }
 
 // checkTransferIsolation exports every scope, checks each artifact holds its own scope's
@@ -597,6 +604,13 @@ func TestIsolationSuiteNoticesNewRoutes(t *testing.T) {
 		contract.Route{Method: http.MethodPost, Path: contract.PrefixContext + "/not-yet-built", Capabilities: []string{contract.CapContextWrite}},
 		contract.Route{Method: http.MethodGet, Path: "/metrics"})
 	require.Equal(t, []string{"POST " + contract.PrefixContext + "/not-yet-built"}, unexercised(added, used))
+	// Likewise for MCP tools: each (tool, action) of the table must be called.
+	tools := &toolSet{seen: map[string]bool{}}
+	require.Len(t, unexercisedTools(tools), len(contract.MCPToolRoutes()))
+	for _, tr := range contract.MCPToolRoutes() {
+		tools.add(tr.Tool, map[string]any{"action": tr.Action})
+	}
+	require.Empty(t, unexercisedTools(tools))
 }
 
 // tenantCosts is c's cost report by agent.

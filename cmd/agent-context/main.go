@@ -50,6 +50,8 @@ commands:
                            export the scope into an agent-context-ndjson/v1 FILE
   import [--url URL] [--token T] FILE
                            import such a FILE into the scope (export -h: details)
+  mcp stdio --url BASE [--token-file FILE]
+                           speak MCP on stdin/stdout, forwarding to BASE's MCP endpoint
 `
 
 // run dispatches a command line. It is main without the process: tests call it.
@@ -93,6 +95,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return knowledgeCommand(ctx, args[1:], stdout)
 	case "a2a":
 		return a2aCommand(args[1:], getenv, stdout)
+	case "mcp":
+		return mcpCommand(ctx, args[1:], os.Stdin, stdout, os.Stderr)
 	case "export":
 		return exportCommand(ctx, args[1:], getenv, stdout)
 	case "import":

@@ -34,6 +34,8 @@ type contractRig struct {
 	noCap  *client.Client // runtime token with a capability no route requires first (a2a:admin)
 	anon   *client.Client // no credential
 	static *client.Client // the static token
+	// token mints a runtime token of the rig's agent holding caps.
+	token func(caps ...string) string
 }
 
 const rigStaticToken = "static-secret"
@@ -55,6 +57,7 @@ func newContractRig(t *testing.T, opts ...func(*Config)) *contractRig {
 		noCap:  newClient(client.WithBearerToken(token(contract.CapA2AAdmin))),
 		anon:   newClient(),
 		static: newClient(client.WithBearerToken(rigStaticToken)),
+		token:  token,
 	}
 }
 
@@ -78,8 +81,12 @@ func (r *contractRig) raw(t *testing.T, exp expectation, method, path, contentTy
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var env contract.ErrorResponse
-	if resp.StatusCode >= 400 && method != http.MethodHead {
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&env))
+	answer, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	// POST /internal/v1/mcp answers a body that is not a JSON-RPC message with a
+	// JSON-RPC error rather than the envelope.
+	if resp.StatusCode >= 400 && method != http.MethodHead && !bytes.HasPrefix(answer, []byte(`{"jsonrpc"`)) {
+		require.NoError(t, json.Unmarshal(answer, &env), "%s", answer)
 	}
 	return resp.StatusCode, env.Error
 }
@@ -208,6 +215,10 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 		_, err = c.WellKnownAgentCard(ctx)
 	case contract.RouteWellKnownAgentJSON.Path:
 		_, err = c.WellKnownAgentJSON(ctx)
+	case contract.RouteMCP.Path:
+		_, err = c.MCP(ctx, &contract.RPCRequest{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: "tools/list"})
+	case contract.RouteOAuthProtectedResource.Path:
+		_, err = c.ProtectedResourceMetadata(ctx)
 	case contract.RouteA2AJSONRPC.Path:
 		_, err = c.A2ARPC(ctx, "", &contract.RPCRequest{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: contract.MethodV03TasksGet,
 			Params: json.RawMessage(`{"id":"t-any"}`)})
@@ -742,6 +753,26 @@ func TestOpenAPIContract(t *testing.T) {
 		require.Equal(t, "fromMs", requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed).Field())
 	})
 
+	t.Run("mcp", func(t *testing.T) {
+		meta, err := rig.anon.ProtectedResourceMetadata(ctx)
+		require.NoError(t, err)
+		require.Equal(t, rig.app.base+contract.PathMCP, meta.Resource)
+		require.Equal(t, []string{"header"}, meta.BearerMethodsSupported)
+		require.NotNil(t, meta.AuthorizationServers)
+		res, err := rig.full.MCP(ctx, &contract.RPCRequest{JSONRPC: "2.0", ID: json.RawMessage(`"l-1"`), Method: "tools/list"})
+		require.NoError(t, err)
+		require.Nil(t, res.Error)
+		require.JSONEq(t, `"l-1"`, string(res.ID))
+		res, err = rig.full.MCP(ctx, &contract.RPCRequest{JSONRPC: "2.0", Method: "notifications/initialized"})
+		require.NoError(t, err)
+		require.Nil(t, res, "a notification is answered 202 without a body")
+		for _, body := range []string{`{"jsonrpc":"2.0","id":1,`, `[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]`} {
+			status, _ := rig.raw(t, expectation{invalid: true}, http.MethodPost, contract.PathMCP, "application/json",
+				strings.NewReader(body), 0, "Authorization", "Bearer "+rigStaticToken)
+			require.Equal(t, http.StatusBadRequest, status, body)
+		}
+	})
+
 	t.Run("every route's rate limit", func(t *testing.T) {
 		limited := newContractRig(t, func(c *Config) { c.RateLimits = ratelimit.RateLimits{AgentPerMin: 1} })
 		limited.check = rig.check
@@ -954,8 +985,16 @@ func TestOpenAPIContract(t *testing.T) {
 			}
 			e := requireCode(t, routeCall(invalid(), rig.anon, route), http.StatusUnauthorized, contract.CodeTokenMissing)
 			require.Empty(t, e.Field(), route.Path)
-			e = requireCode(t, routeCall(ctx, rig.noCap, route), http.StatusForbidden, contract.CodeTokenForbidden)
-			require.Equal(t, route.Capabilities[0], e.Details["requiredCapability"])
+			if route.PerCall() {
+				// Each MCP tool call is checked on its own (TestMCPCapabilityMatrix); the
+				// route itself refuses a scope header the token disagrees with.
+				outside := client.New(client.WithBaseURL(rig.app.base), client.WithHTTPClient(rig.hc),
+					client.WithBearerToken(rig.token(contract.AllCapabilities...)), client.WithHeader("x-infra-tenant-id", "elsewhere"))
+				requireCode(t, routeCall(ctx, outside, route), http.StatusForbidden, contract.CodeScopeForbidden)
+			} else {
+				e = requireCode(t, routeCall(ctx, rig.noCap, route), http.StatusForbidden, contract.CodeTokenForbidden)
+				require.Equal(t, route.Capabilities[0], e.Details["requiredCapability"])
+			}
 			auth := []string{"Authorization", "Bearer " + rigStaticToken}
 			if route.Method == http.MethodGet || route.Path == contract.PathA2AJSONRPC {
 				// POST /a2a answers every body with JSON-RPC ("a2a protocol" above); a bad
@@ -975,7 +1014,11 @@ func TestOpenAPIContract(t *testing.T) {
 			status, env := rig.raw(t, expectation{invalid: true}, route.Method, route.Path, "application/json",
 				strings.NewReader(bogus), 0, auth...)
 			require.Equal(t, http.StatusBadRequest, status, route.Path)
-			require.Equal(t, "bogus", env.Details["field"], route.Path)
+			if !route.PerCall() {
+				// POST /internal/v1/mcp answers a body without a method with a JSON-RPC
+				// error (the "mcp" subtest).
+				require.Equal(t, "bogus", env.Details["field"], route.Path)
+			}
 			status, env = rig.raw(t, expectation{invalid: true}, route.Method, route.Path, "text/plain",
 				strings.NewReader(`{}`), 0, auth...)
 			require.Equal(t, http.StatusUnsupportedMediaType, status, route.Path)

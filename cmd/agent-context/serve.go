@@ -178,7 +178,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Logger: m.Log, Auth: auth, Ready: db, Instruments: m.serverInstruments(),
 		RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
 		Bodies:       server.BodyLimits{MaxInFlightBytes: cfg.MaxInFlightBodyBytes},
-		Version:      version,
+		Version:      version, MCPAuthorizationServers: cfg.MCPAuthorizationServers,
 		Conversation: server.ConversationConfig{Messages: messages, Windows: windows},
 		Operation:    server.OperationConfig{Operations: operations},
 		Memory:       server.MemoryConfig{Entries: entries, Recall: recall, Projection: projection},

@@ -1,0 +1,360 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/conversation"
+	"github.com/agent-context/agent-context/runtime/knowledge"
+	"github.com/agent-context/agent-context/runtime/memory"
+)
+
+// Host is what the door needs of the HTTP host it is mounted in.
+type Host interface {
+	// Admit takes the rate-limit tokens of one call of tool (its rate-limit name,
+	// mcp:<tool>); it returns RATE_LIMITED when a bucket is empty.
+	Admit(ctx context.Context, p runtime.Principal, tool string) error
+	// Refusal turns what a call failed with into the error object the route would
+	// answer (an internal cause is logged there, never returned), and records the code
+	// for the request's log line and metrics.
+	Refusal(ctx context.Context, err error) contract.ErrorBody
+}
+
+// Config holds the use cases the tools call and the host.
+type Config struct {
+	Host      Host
+	Logger    *slog.Logger
+	Version   string
+	Messages  *conversation.Messages
+	Windows   *conversation.Windows
+	Entries   *memory.Entries
+	Recall    *memory.Recall
+	Knowledge *knowledge.Service
+	A2A       *a2a.Service
+	// MaxBodyBytes bounds a request body, as the host's bound does (the host reads
+	// the body first; this is the SDK's own guard).
+	MaxBodyBytes int64
+}
+
+// Door is the MCP endpoint: an SDK server with every tool, and its stateless
+// streamable HTTP handler.
+type Door struct {
+	host          Host
+	server        *mcp.Server
+	handler       http.Handler
+	streamHandler http.Handler
+	tools         map[string]*tool
+}
+
+// tool is what the door knows of a registered tool beyond the SDK: how to check its
+// arguments and which arguments each of its actions takes.
+type tool struct {
+	name string
+	// actions maps each action to the arguments it takes besides action itself; nil
+	// for a tool without actions.
+	actions map[string][]string
+	// required names the arguments a call must carry.
+	required []string
+	// decode strictly decodes a call's arguments into the tool's input type.
+	decode func(raw []byte) error
+	schema *jsonschema.Resolved
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying the authenticated caller of the HTTP request; the
+// host sets it before the request reaches Handler.
+func WithPrincipal(ctx context.Context, p runtime.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+func principalFrom(ctx context.Context) (runtime.Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(runtime.Principal)
+	return p, ok
+}
+
+// New builds the door with every tool of contract.MCPToolRoutes.
+func New(cfg Config) *Door {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	d := &Door{host: cfg.Host, tools: map[string]*tool{}}
+	d.server = mcp.NewServer(&mcp.Implementation{Name: contract.MCPServerName, Title: "agent-context", Version: cfg.Version},
+		&mcp.ServerOptions{
+			Logger: log,
+			Instructions: "agent-context is the system of record for what agents said, saw and remembered. " +
+				"Use memory_remember / memory_recall for durable facts, conversation_* for the message history, " +
+				"and ctx_agent / ctx_task to coordinate with other agents.",
+		})
+	d.server.AddReceivingMiddleware(d.checkCall)
+	d.memoryTools(cfg.Entries, cfg.Recall)
+	d.conversationTools(cfg.Messages, cfg.Windows)
+	d.knowledgeTools(cfg.Knowledge)
+	d.agentTools(cfg.A2A)
+	for _, tr := range contract.MCPToolRoutes() {
+		if d.tools[tr.Tool] == nil {
+			panic(fmt.Sprintf("mcpserver: tool %s of contract.MCPToolRoutes is not registered", tr.Tool))
+		}
+	}
+	transport := func(jsonResponse bool) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.server },
+			&mcp.StreamableHTTPOptions{
+				Stateless:           true,
+				JSONResponse:        jsonResponse,
+				Logger:              log,
+				MaxRequestBodyBytes: cfg.MaxBodyBytes,
+				// Replicas sit behind a gateway that sets its own Host header, and the
+				// host authenticates every request: the credential, not the Host
+				// header, guards the tools.
+				DisableLocalhostProtection: true,
+			})
+	}
+	d.handler, d.streamHandler = transport(true), transport(false)
+	return d
+}
+
+// Handler serves the streamable HTTP transport, answering with application/json. The
+// request's context must carry the caller (WithPrincipal).
+func (d *Door) Handler() http.Handler { return d.handler }
+
+// StreamHandler is Handler answering with text/event-stream, for clients that accept
+// nothing else.
+func (d *Door) StreamHandler() http.Handler { return d.streamHandler }
+
+// Known reports whether name is a tool of the door.
+func (d *Door) Known(name string) bool { return d.tools[name] != nil }
+
+// Tools lists the tools' names, sorted.
+func (d *Door) Tools() []string {
+	names := make([]string, 0, len(d.tools))
+	for n := range d.tools {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// toolSpec describes a tool to add: its name, what it says to an agent, and whether
+// it only reads (an MCP annotation clients use to decide on confirmation).
+type toolSpec struct {
+	name        string
+	description string
+	readOnly    bool
+	idempotent  bool
+	// actions maps each action to the arguments it takes (ctx_agent and ctx_task).
+	actions map[string][]string
+}
+
+// addTool registers a tool whose typed input In the SDK validates and decodes, and
+// whose call returns the route's answer or the use case's refusal.
+func addTool[In any](d *Door, spec toolSpec, call func(ctx context.Context, p runtime.Principal, in *In) (any, error)) {
+	schema := inputSchema[In](spec)
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: tool %s: %v", spec.name, err))
+	}
+	t := &tool{
+		name: spec.name, actions: spec.actions, required: schema.Required, schema: resolved,
+		decode: func(raw []byte) error { return decodeArguments(raw, new(In)) },
+	}
+	d.tools[spec.name] = t
+	annotations := &mcp.ToolAnnotations{ReadOnlyHint: spec.readOnly, IdempotentHint: spec.idempotent,
+		DestructiveHint: new(false), OpenWorldHint: new(false)}
+	mcp.AddTool(d.server, &mcp.Tool{Name: spec.name, Description: spec.description, InputSchema: schema, Annotations: annotations},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+			p, _ := principalFrom(ctx)
+			out, err := call(ctx, p, &in)
+			if err != nil {
+				return d.refusal(ctx, err), nil, nil
+			}
+			return nil, out, nil
+		})
+}
+
+// inputSchema is the JSON Schema of In as the SDK would infer it (every property
+// described by its jsonschema tag; additionalProperties false), with the actions of
+// spec as the enum of action and json.RawMessage members taking any JSON value.
+func inputSchema[In any](spec toolSpec) *jsonschema.Schema {
+	schema, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): {Description: "any JSON value"},
+	}})
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: tool %s: %v", spec.name, err))
+	}
+	for name, prop := range schema.Properties {
+		if prop.Description == "" {
+			panic(fmt.Sprintf("mcpserver: tool %s: argument %s has no description", spec.name, name))
+		}
+	}
+	if spec.actions != nil {
+		action := schema.Properties["action"]
+		for _, a := range contract.MCPToolActions(spec.name) {
+			action.Enum = append(action.Enum, a)
+		}
+	}
+	return schema
+}
+
+// checkCall runs before the SDK validates and decodes a tool call, in the order the
+// HTTP routes check a request: the rate limit, the capability of the wrapped route
+// (of the call's action, for ctx_agent and ctx_task), then the arguments, strictly
+// (unknown, duplicate or mistyped members name the offending argument). Every refusal
+// is a tool result with isError, as the contract asks; an unknown tool is left to the SDK,
+// which answers JSON-RPC -32602.
+func (d *Door) checkCall(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		call, ok := req.(*mcp.CallToolRequest)
+		if !ok || call.Params == nil || d.tools[call.Params.Name] == nil {
+			return next(ctx, method, req)
+		}
+		t := d.tools[call.Params.Name]
+		if err := d.admit(ctx, t, call.Params.Arguments); err != nil {
+			return d.refusal(ctx, err), nil
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// admit checks one call of t with raw arguments, up to the arguments' schema.
+func (d *Door) admit(ctx context.Context, t *tool, raw json.RawMessage) error {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return fmt.Errorf("mcpserver: a call of %s arrived without a principal", t.name)
+	}
+	if err := d.host.Admit(ctx, p, "mcp:"+t.name); err != nil {
+		return err
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	members, err := topMembers(raw)
+	if err != nil {
+		return err
+	}
+	action := ""
+	if t.actions != nil {
+		if action, err = actionOf(t, members); err != nil {
+			return err
+		}
+	}
+	route, ok := contract.MCPToolRouteOf(t.name, action)
+	if !ok {
+		return fmt.Errorf("mcpserver: %s %q has no route in contract.MCPToolRoutes", t.name, action)
+	}
+	if !holdsAny(p, route.Capabilities) {
+		return runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
+			With("requiredCapability", route.Capabilities[0])
+	}
+	if err := t.decode(raw); err != nil {
+		return err
+	}
+	for _, name := range t.required {
+		if v, ok := members[name]; !ok || v.Kind() == 'n' {
+			return runtime.Invalid(name, "%s is required", name)
+		}
+	}
+	if t.actions != nil {
+		takes := t.actions[action]
+		for name, v := range members {
+			if name != "action" && v.Kind() != 'n' && !slices.Contains(takes, name) {
+				return runtime.Invalid(name, "%s is not an argument of action %s (it takes %s)", name, action, orNone(takes))
+			}
+		}
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return runtime.Invalid("arguments", "malformed JSON")
+	}
+	if err := t.schema.Validate(v); err != nil {
+		return runtime.Invalid("arguments", "the arguments do not match the tool's input schema: %v", err)
+	}
+	return nil
+}
+
+// actionOf reads the action of a call: present, a string and one of t's actions.
+func actionOf(t *tool, members map[string]jsontext.Value) (string, error) {
+	raw, ok := members["action"]
+	if !ok || raw.Kind() == 'n' {
+		return "", runtime.Invalid("action", "action is required: one of %s", strings.Join(contract.MCPToolActions(t.name), ", "))
+	}
+	var action string
+	if raw.Kind() != '"' || json.Unmarshal(raw, &action) != nil {
+		return "", runtime.Invalid("action", "action must be a string")
+	}
+	if _, ok := t.actions[action]; !ok {
+		return "", runtime.Invalid("action", "unknown action %q: one of %s", action, strings.Join(contract.MCPToolActions(t.name), ", ")).
+			With("allowed", contract.MCPToolActions(t.name))
+	}
+	return action, nil
+}
+
+// topMembers splits a JSON object into its members; anything but an object, or a
+// duplicate member, is refused.
+func topMembers(raw []byte) (map[string]jsontext.Value, error) {
+	if k := jsontext.Value(raw).Kind(); k != '{' {
+		return nil, runtime.Invalid("arguments", "the arguments must be a JSON object")
+	}
+	members := map[string]jsontext.Value{}
+	if err := decodeArguments(raw, &members); err != nil {
+		return nil, err
+	}
+	return members, nil
+}
+
+// decodeArguments decodes raw into v with the routes' strict decoder; a failure that
+// names no argument names the arguments as a whole.
+func decodeArguments(raw []byte, v any) error {
+	err := runtime.DecodeJSON(raw, v)
+	var e *runtime.Error
+	if errors.As(err, &e) && e.Details["field"] == "body" {
+		e.With("field", "arguments")
+	}
+	return err
+}
+
+func holdsAny(p runtime.Principal, caps []string) bool {
+	for _, c := range caps {
+		if p.Can(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "no other argument"
+	}
+	return strings.Join(names, ", ")
+}
+
+// refusal is the tool result of a refused call: isError, the contract's error object
+// as structuredContent, and a text item starting with the code (then the same JSON, for
+// clients that read text only).
+func (d *Door) refusal(ctx context.Context, err error) *mcp.CallToolResult {
+	body := contract.MCPToolError{Error: d.host.Refusal(ctx, err)}
+	raw, merr := json.Marshal(body)
+	if merr != nil {
+		raw = []byte(`{"error":{"code":"` + contract.CodeInternal + `"}}`)
+	}
+	return &mcp.CallToolResult{
+		IsError:           true,
+		StructuredContent: json.RawMessage(raw),
+		Content:           []mcp.Content{&mcp.TextContent{Text: body.Error.Code + ": " + body.Error.Message + "\n" + string(raw)}},
+	}
+}
