@@ -10,14 +10,17 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// eventChannel is the NOTIFY channel of committed events; the payload names the
-// scope as a JSON array [tenant, project].
+// eventChannel is the NOTIFY channel of the hints that events committed; the payload
+// names the scopes as a JSON array of [tenant, project] pairs.
 const eventChannel = "agent_context_a2a_events"
 
 // EventStore keeps the scopes' event logs in a2a_events, numbered by the scope's head
 // row in a2a_heads.
 type EventStore struct {
 	db DBTX
+	// appended learns the scope of every append: the unit of work hints it after its
+	// commit (nil: nobody is told).
+	appended func(runtime.Scope)
 }
 
 var _ runtime.EventStore = (*EventStore)(nil)
@@ -34,12 +37,14 @@ func lockHead(b *pgx.Batch, scope runtime.Scope) {
 }
 
 // AppendEvents implements runtime.EventStore with one statement: it moves the head
-// (creating it on a scope's first event), which locks it until the commit, inserts the
-// events with the sequences it reserved, and queues the NOTIFY that Postgres delivers
-// to every listening replica when the transaction commits (and drops if it rolls
-// back). The head's lock serializes a scope's appends, so a transaction that numbers
-// events after another commits after it: sequence order is commit order. An append
-// outside a transaction commits on its own.
+// (creating it on a scope's first event), which locks it until the commit, and
+// inserts the events with the sequences it reserved. The head's lock serializes a
+// scope's appends, so a transaction that numbers events after another commits after
+// it: sequence order is commit order. It notifies nobody: a NOTIFY in the writing
+// transaction would take Postgres's one notification lock across the commit and so
+// serialize the commits of every tenant. The scope goes to appended instead, which
+// the unit of work hints once it committed. An append outside a transaction commits
+// on its own.
 func (s *EventStore) AppendEvents(ctx context.Context, scope runtime.Scope, events []runtime.NewEvent) (int64, error) {
 	if len(events) == 0 {
 		return 0, nil
@@ -76,11 +81,14 @@ func (s *EventStore) AppendEvents(ctx context.Context, scope runtime.Scope, even
 		            payload, created_at_ms, n)
 		    RETURNING seq
 		)
-		SELECT (SELECT max(seq) FROM appended), pg_notify($14, json_build_array($1::text, $2::text)::text)`,
+		SELECT max(seq) FROM appended`,
 		scope.TenantID, scope.ProjectID, int64(n), ids, kinds, actors, correlations, targets, ranks, tasks,
-		conversations, payloads, times, eventChannel).Scan(&last, nil)
+		conversations, payloads, times).Scan(&last)
 	if err != nil {
 		return 0, translate(err)
+	}
+	if s.appended != nil {
+		s.appended(scope)
 	}
 	return last, nil
 }

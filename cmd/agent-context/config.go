@@ -112,6 +112,9 @@ type Config struct {
 	A2ARequireSigned bool
 	A2ADefaultAgent  string
 	PublicURL        string
+	// ListenDatabaseURL is the DSN of the event listener's own connections (unset:
+	// the pool's settings); a direct one when the pool goes through PgBouncer.
+	ListenDatabaseURL string
 }
 
 // DefaultExportPurgeInterval is how often expired export artifacts are purged.
@@ -299,6 +302,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind))
 	}
 	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
+	errs = append(errs, loadListenConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
 	case 1:
