@@ -349,10 +349,12 @@ func lastCursor(b *testing.B, app *a2aBench) string {
 //   - messages-8c-1t: 8 clients in one tenant, each posting a broadcast and reading its
 //     unread messages (a pair);
 //   - messages-16c-16t: 16 clients, each in a tenant of its own, the same pairs;
-//   - windows-16c-16t: 16 clients in 16 tenants creating 20-item windows;
+//   - windows-4c-4t and windows-16c-16t: 4 and 16 clients, each in a tenant of its
+//     own, creating 20-item windows;
 //   - floor-8c and floor-16c: the floor in the same run, one committed insert and one
 //     indexed 50-row select per pair through a pgx pool of as many connections as
-//     clients.
+//     clients; and floor-16c-notify-in-tx, the same with a pg_notify committed in the
+//     insert's transaction, as every event append did before wake-ups became hints.
 //
 // Compare each with the floor of its client count. Each tenant is warmed up first (a
 // few pairs, then ANALYZE).
@@ -461,8 +463,32 @@ func BenchmarkA2ATenants(b *testing.B) {
 		run := runIDs.Add(1)
 		parallelN(b, 16, "pairs/s", func(c int, i int64) { pair(run, c, c, i) })
 	})
-	b.Run("windows-16c-16t", func(b *testing.B) {
-		run := runIDs.Add(1)
-		parallelN(b, 16, "windows/s", func(c int, i int64) { window(run, c, c, i) })
+	for _, clients := range []int{4, 16} {
+		b.Run(fmt.Sprintf("windows-%dc-%dt", clients, clients), func(b *testing.B) {
+			run := runIDs.Add(1)
+			parallelN(b, clients, "windows/s", func(c int, i int64) { window(run, c, c, i) })
+		})
+	}
+	// What a NOTIFY in the writing transaction costs by itself: the floor's insert
+	// and a pg_notify committed together, as every append did before the hints.
+	b.Run("floor-16c-notify-in-tx", func(b *testing.B) {
+		pool, run := floors[16], runIDs.Add(1)
+		parallelN(b, 16, "pairs/s", func(c int, i int64) {
+			tx, err := pool.Begin(ctx)
+			require.NoError(b, err)
+			_, err = tx.Exec(ctx, `INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id,
+				    from_agent, category, priority, privacy, content, created_at_ms, expires_at_ms)
+				VALUES ('floor', 'floor', $1, $2, $1, $3, 'task_update', 'normal', 'team', 'status update from the planner',
+				    1, 2)`, fmt.Sprintf("n-%d-%d", run, i), run<<32|i, fmt.Sprintf("sender-%d", c))
+			require.NoError(b, err)
+			_, err = tx.Exec(ctx, `SELECT pg_notify('bench_floor', $1)`, fmt.Sprintf("tenant-%d", c))
+			require.NoError(b, err)
+			require.NoError(b, tx.Commit(ctx))
+			rows, err := pool.Query(ctx, `SELECT message_id, content FROM a2a_messages
+				WHERE tenant_id = 'floor' AND project_id = 'floor' ORDER BY created_at_ms DESC, message_id DESC LIMIT 50`)
+			require.NoError(b, err)
+			rows.Close()
+			require.NoError(b, rows.Err())
+		})
 	})
 }
