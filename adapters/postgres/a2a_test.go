@@ -145,6 +145,15 @@ func TestA2AMessagesBoundEvictsTheOldest(t *testing.T) {
 	require.Equal(t, contract.AckAccepted, b.post(t, sender, contract.PostMessageRequest{MessageID: ptr("m0")}).Status)
 	require.Equal(t, contract.AckDuplicate, b.post(t, sender, contract.PostMessageRequest{MessageID: ptr("m4")}).Status)
 	b.requireLiveCount(t, 3)
+	// Every accepted post announced itself once, numbered in order; the duplicate
+	// announced nothing.
+	page := b.poll(t, reader, contract.PollEventsRequest{})
+	require.Equal(t, []string{"message_posted", "message_posted", "message_posted", "message_posted", "message_posted",
+		"message_posted"}, eventKinds(page.Events))
+	for i, e := range page.Events {
+		require.EqualValues(t, i+1, e.Sequence)
+		require.Equal(t, []string{"m0", "m1", "m2", "m3", "m4", "m0"}[i], e.CorrelationID)
+	}
 }
 
 func TestA2AMessagesExpireAndArePurged(t *testing.T) {

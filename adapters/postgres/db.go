@@ -288,7 +288,7 @@ func (db *DB) Memory() runtime.UnitOfWork[memory.Stores] {
 // A2A is the unit of work of agent-to-agent coordination.
 func (db *DB) A2A() runtime.UnitOfWork[a2a.Stores] {
 	return newUnitOfWork(db, func(h DBTX, appended func(runtime.Scope)) a2a.Stores {
-		return a2a.Stores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h}, Tasks: &TaskStore{db: h},
+		return a2a.Stores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h, appended: appended}, Tasks: &TaskStore{db: h},
 			Events: &EventStore{db: h, appended: appended}, Envelopes: &EnvelopeStore{db: h}}
 	})
 }
