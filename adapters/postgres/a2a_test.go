@@ -821,7 +821,8 @@ func TestA2AMetrics(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(hub.Close)
 	b := setupA2AOn(t, pool)
-	b.a2a = a2a.New(a2a.Config{DB: b.db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: b.clock})
+	b.a2a = a2a.New(a2a.Config{DB: newDB(t, pool, postgres.DBOptions{Hints: hub}).A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)),
+		Notifier: hub, Clock: b.clock})
 	alice, bob := b.agent("alice"), b.agent("bob")
 	b.post(t, alice, contract.PostMessageRequest{TTLHours: ptr[int64](1)})
 	b.post(t, alice, contract.PostMessageRequest{})
@@ -866,6 +867,9 @@ func TestA2AMetrics(t *testing.T) {
 	b.post(t, alice, contract.PostMessageRequest{ToAgent: ptr("bob")})
 	require.NotNil(t, <-answer)
 	require.EqualValues(t, 0, gauge("agent_context_a2a_poll_waiters", nil))
+	// The commits' hints went out to the other replicas (the sender is asynchronous).
+	require.Eventually(t, func() bool { return gauge("agent_context_a2a_hint_notifications_total", nil) >= 1 },
+		time.Minute, time.Millisecond)
 }
 
 // An unread read starts at the reader's watermark, which only ever covers messages the
