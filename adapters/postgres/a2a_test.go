@@ -735,7 +735,7 @@ func TestA2AEventHubRechecksAfterReconnecting(t *testing.T) {
 	var terminated bool
 	require.NoError(t, admin.QueryRow(ctx, `
 		SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE datname = $1 AND query LIKE 'LISTEN %'`, database).Scan(&terminated))
+		WHERE datname = $1 AND application_name LIKE '% a2a-listener'`, database).Scan(&terminated))
 	require.True(t, terminated)
 	// The listener is gone and cannot come back: a commit on another replica hints
 	// no one here.
@@ -775,7 +775,7 @@ func TestA2ALongPollWakesAfterItsListenerIsKilled(t *testing.T) {
 	var terminated bool
 	require.NoError(t, b.pool.QueryRow(ctx, `
 		SELECT bool_and(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&terminated))
+		WHERE datname = current_database() AND application_name LIKE '% a2a-listener'`).Scan(&terminated))
 	require.True(t, terminated)
 	require.Eventually(t, func() bool { return b.hub.Connects() >= 2 }, time.Minute, 10*time.Millisecond, "the hub reconnects")
 	_, err = b.replica(t, other).PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("after-kill"), Content: ptr("hi")})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,12 @@ const (
 const (
 	listenBackoffMin = 100 * time.Millisecond
 	listenBackoffMax = 5 * time.Second
+)
+
+// The application names of the hub's two sessions end in these.
+const (
+	listenerName = "a2a-listener"
+	hintsName    = "a2a-hints"
 )
 
 // maxHintPayload bounds one NOTIFY payload (Postgres allows just under 8,000 bytes);
@@ -107,9 +114,13 @@ func NewEventHub(ctx context.Context, pool *pgxpool.Pool, opts EventHubOptions) 
 		}
 		config = parsed
 	}
-	if config.RuntimeParams["application_name"] == "" {
-		config.RuntimeParams["application_name"] = "agent-context-listener"
+	// Named apart from the pool's sessions, so operators (and tests) tell them apart
+	// in pg_stat_activity.
+	name := config.RuntimeParams["application_name"]
+	if name == "" {
+		name = "agent-context"
 	}
+	config.RuntimeParams["application_name"] = name + " " + listenerName
 	h := &EventHub{
 		config: config, log: opts.Logger, keepalive: opts.Keepalive, hintInterval: opts.HintInterval,
 		subs: map[runtime.Scope]map[*eventSubscription]struct{}{}, pending: map[runtime.Scope]struct{}{},
@@ -318,6 +329,7 @@ func (h *EventHub) sendHints(ctx context.Context) {
 func (h *EventHub) connectSender(ctx context.Context) (*pgx.Conn, error) {
 	config := h.config.Copy()
 	config.RuntimeParams["synchronous_commit"] = "off"
+	config.RuntimeParams["application_name"] = strings.TrimSuffix(config.RuntimeParams["application_name"], listenerName) + hintsName
 	connect, cancel := context.WithTimeout(ctx, h.keepalive)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(connect, config)

@@ -290,8 +290,8 @@ func reportPercentiles(b *testing.B, d []time.Duration) {
 
 // BenchmarkA2ALongPollConnections holds 1,000 long polls at once on one replica and
 // counts the replica's database connections while they wait (the pool's, River's and
-// the one listening connection, never one per poll), then wakes them all with one
-// commit and reports how long until the last answer arrived.
+// the event hub's listening and hint connections, never one per poll), then wakes
+// them all with one commit and reports how long until the last answer arrived.
 //
 //	go test -run '^$' -bench BenchmarkA2ALongPollConnections -benchtime 1x ./cmd/agent-context
 func BenchmarkA2ALongPollConnections(b *testing.B) {
@@ -332,7 +332,7 @@ func BenchmarkA2ALongPollConnections(b *testing.B) {
 func serviceConnections(b *testing.B, pool *pgxpool.Pool) int64 {
 	var n int64
 	require.NoError(b, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name = 'agent-context'`).Scan(&n))
+		WHERE datname = current_database() AND application_name LIKE 'agent-context%'`).Scan(&n))
 	return n
 }
 

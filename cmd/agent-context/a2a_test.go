@@ -379,7 +379,7 @@ func TestA2AListenDatabaseURL(t *testing.T) {
 	var listening int
 	require.NoError(t, first.main.pool.QueryRow(context.Background(), `
 		SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name = 'agent-context-direct-listener' AND query LIKE 'LISTEN %'`).
+		WHERE datname = current_database() AND application_name = 'agent-context-direct-listener a2a-listener'`).
 		Scan(&listening))
 	require.Equal(t, 1, listening)
 
