@@ -296,6 +296,9 @@ func (h *EventHub) sendHints(ctx context.Context) {
 		}
 		clear(h.pending)
 		h.mu.Unlock()
+		if len(scopes) == 0 {
+			continue
+		}
 		if conn == nil && time.Now().After(retryAt) {
 			var err error
 			if conn, err = h.connectSender(ctx); err != nil {
