@@ -47,9 +47,10 @@ type EventStore interface {
 	// AppendEvents appends events to the scope's log, numbered consecutively after the
 	// scope's last sequence under the scope's lock, which it holds until the
 	// transaction ends: sequence order is commit order, so a poller reading past a
-	// sequence never misses an event committed later. When the transaction commits,
-	// waiting pollers of the scope on every replica are woken. It returns the sequence
-	// of the last event. Errors: SERVICE_UNAVAILABLE.
+	// sequence never misses an event committed later. After the transaction
+	// commits, a hint wakes waiting pollers of the scope on every replica; nothing on
+	// the commit path notifies. It returns the sequence of the last event. Errors:
+	// SERVICE_UNAVAILABLE.
 	AppendEvents(ctx context.Context, scope Scope, events []NewEvent) (last int64, err error)
 	// PollEvents runs q once. Errors: SERVICE_UNAVAILABLE.
 	PollEvents(ctx context.Context, scope Scope, q EventQuery) (EventBatch, error)
@@ -66,6 +67,8 @@ type EventStore interface {
 }
 
 // EventNotifier wakes long polls when events of their scope commit, on any replica.
+// Its wake-ups are hints sent after the commit: one may be lost (a replica dying
+// between its commit and its hint), so a long poll never relies on them alone.
 type EventNotifier interface {
 	// Subscribe starts watching scope; the subscription sees every commit from now on.
 	Subscribe(scope Scope) EventSubscription

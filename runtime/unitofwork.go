@@ -11,7 +11,11 @@ type UnitOfWork[S any] interface {
 	Stores() S
 	// WithinTx runs fn with stores that share one transaction. It commits when fn
 	// returns nil and rolls back otherwise, with every job enqueued in it: a job exists
-	// exactly when the rows it works on do. Errors of the commit itself are
+	// exactly when the rows it works on do. When the database aborts the
+	// transaction because it collided with another one (a deadlock, a serialization
+	// failure), fn runs again in a new transaction a bounded number of times, so fn
+	// must be safe to run more than once (assign its results, never accumulate them).
+	// Errors of the commit itself, and a collision that persists, are
 	// SERVICE_UNAVAILABLE.
 	WithinTx(ctx context.Context, fn func(ctx context.Context, tx S) error) error
 }

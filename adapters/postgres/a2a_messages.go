@@ -16,6 +16,8 @@ import (
 // here updates the count under the head's lock.
 type AgentMessageStore struct {
 	db DBTX
+	// appended learns the scope of a post's event, as EventStore's does.
+	appended func(runtime.Scope)
 }
 
 var _ a2a.AgentMessageStore = (*AgentMessageStore)(nil)
@@ -67,8 +69,15 @@ const noPurgeLimit = 1 << 30
 // one, ended by the batch's Sync) and as part of the unit's inside one. It locks the
 // head, purges, inserts, evicts beyond the bound and reads the stored message back,
 // each statement seeing what the one before did, so the count and the bound are
-// exact.
-func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope, m *contract.AgentMessage, maxLive int, nowMs int64) (contract.AgentMessage, bool, error) {
+// exact. The insert's statement also moves the head's event sequence and appends
+// announce, only when it inserted the message: outside a unit of work the head is
+// locked from the batch's first statement to its commit with no round trip to the
+// client in between, which is what bounds one busy scope's posts.
+func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope, m *contract.AgentMessage, maxLive int, nowMs int64, announce runtime.NewEvent) (contract.AgentMessage, bool, error) {
+	events, err := eventParams([]runtime.NewEvent{announce})
+	if err != nil {
+		return contract.AgentMessage{}, false, err
+	}
 	b := &pgx.Batch{}
 	lockHead(b, scope)
 	b.Queue(purgeExpired, scope.TenantID, scope.ProjectID, nowMs, noPurgeLimit)
@@ -80,13 +89,18 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 		        $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		    ON CONFLICT DO NOTHING
 		    RETURNING 1
-		), counted AS (SELECT count(*) AS n FROM inserted)
-		UPDATE a2a_heads SET live_messages = live_messages + counted.n, last_message_seq = last_message_seq + counted.n
-		FROM counted
-		WHERE tenant_id = $1 AND project_id = $2
-		RETURNING counted.n`,
-		scope.TenantID, scope.ProjectID, m.ID, m.CorrelationID, m.FromAgent, m.ToAgent, m.TaskID, m.Category,
-		m.Priority, m.Privacy, m.Content, jsonParam(m.Metadata), m.CreatedAtMs, m.ExpiresAtMs)
+		), counted AS (SELECT count(*) AS n FROM inserted
+		), head AS (
+		    UPDATE a2a_heads SET live_messages = live_messages + counted.n, last_message_seq = last_message_seq + counted.n,
+		        last_seq = last_seq + counted.n * cardinality($15::text[])
+		    FROM counted
+		    WHERE tenant_id = $1 AND project_id = $2
+		    RETURNING counted.n, last_seq
+		), appended AS (`+insertEvents(15, "head.n = 1")+`
+		)
+		SELECT n FROM head`,
+		append([]any{scope.TenantID, scope.ProjectID, m.ID, m.CorrelationID, m.FromAgent, m.ToAgent, m.TaskID, m.Category,
+			m.Priority, m.Privacy, m.Content, jsonParam(m.Metadata), m.CreatedAtMs, m.ExpiresAtMs}, events...)...)
 	// The oldest messages beyond the bound go, as many as the count exceeds it by.
 	b.Queue(`
 		WITH gone AS (
@@ -107,7 +121,7 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 	res := s.db.SendBatch(ctx, b)
 	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	var inserted int64
-	_, err := res.Exec()
+	_, err = res.Exec()
 	for _, dst := range []any{nil, nil, &inserted} {
 		if err == nil {
 			err = res.QueryRow().Scan(dst)
@@ -118,18 +132,21 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 	}
 	var stored contract.AgentMessage
 	if err == nil {
-		stored, err = scanAgentMessage(res.QueryRow())
+		if stored, err = scanAgentMessage(res.QueryRow()); errors.Is(err, pgx.ErrNoRows) {
+			// Evicted at once: a message older than the bound's newest (created by a
+			// replica whose clock runs behind) goes first.
+			stored, err = *m, nil
+		}
 	}
-	if err == nil {
-		err = res.Close()
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Evicted at once: a message older than the bound's newest (created by a
-		// replica whose clock runs behind) goes first.
-		return *m, inserted == 1, nil
+	// Closing ends the batch: outside a transaction, that is its commit.
+	if cerr := res.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return contract.AgentMessage{}, false, translate(err)
+	}
+	if inserted == 1 && s.appended != nil {
+		s.appended(scope)
 	}
 	return stored, inserted == 1, nil
 }

@@ -51,6 +51,13 @@ func partsJSON(parts []contract.Part) (string, error) {
 // entry and first message only where the header is the one this create inserted
 // (its list_seq, taken under the scope's lock, is this create's alone), then the
 // stored header's list position and digest. An existing task is read back whole.
+//
+// The insert is guarded by NOT EXISTS, a read of the last committed rows, before its
+// ON CONFLICT: a create runs under the scope's head lock (its event came first), and
+// ON CONFLICT alone would wait for a transaction changing the existing task, which
+// itself waits for the head to append its event — a deadlock. So a create never
+// waits on an existing task's row: a retry of a task that is being changed returns
+// the task as last committed (docs/a2a.md, lock order).
 func (s *TaskStore) CreateTask(ctx context.Context, scope runtime.Scope, nt *a2a.NewTask) (contract.Task, string, bool, error) {
 	t := &nt.Task
 	b := &pgx.Batch{}
@@ -58,7 +65,8 @@ func (s *TaskStore) CreateTask(ctx context.Context, scope runtime.Scope, nt *a2a
 		INSERT INTO a2a_tasks (tenant_id, project_id, task_id, list_seq, context_id, from_agent, to_agent, state,
 		    description, metadata, create_digest, version, message_count, artifact_count, history_count,
 		    parts_bytes, created_at_ms, updated_at_ms)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0, $14, $15, $16, $17)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0, $14, $15, $16, $17
+		WHERE NOT EXISTS (SELECT 1 FROM a2a_tasks WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3)
 		ON CONFLICT DO NOTHING`,
 		scope.TenantID, scope.ProjectID, t.ID, nt.ListSeq, t.ContextID, t.FromAgent, t.ToAgent, t.State,
 		t.Description, jsonParam(t.Metadata), nt.CreateDigest, t.Version, len(t.Messages), len(t.History),

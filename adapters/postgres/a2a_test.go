@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -59,10 +60,10 @@ func setupA2AOn(t testing.TB, pool *pgxpool.Pool, opts ...a2aOptions) *a2aBundle
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	db := newDB(t, pool)
 	hub, err := postgres.NewEventHub(context.Background(), pool, postgres.EventHubOptions{})
 	require.NoError(t, err)
 	t.Cleanup(hub.Close)
+	db := newDB(t, pool, postgres.DBOptions{Hints: hub})
 	clock := &a2aClock{}
 	clock.ms.Store(a2aStartMs)
 	return &a2aBundle{
@@ -144,6 +145,15 @@ func TestA2AMessagesBoundEvictsTheOldest(t *testing.T) {
 	require.Equal(t, contract.AckAccepted, b.post(t, sender, contract.PostMessageRequest{MessageID: ptr("m0")}).Status)
 	require.Equal(t, contract.AckDuplicate, b.post(t, sender, contract.PostMessageRequest{MessageID: ptr("m4")}).Status)
 	b.requireLiveCount(t, 3)
+	// Every accepted post announced itself once, numbered in order; the duplicate
+	// announced nothing.
+	page := b.poll(t, reader, contract.PollEventsRequest{})
+	require.Equal(t, []string{"message_posted", "message_posted", "message_posted", "message_posted", "message_posted",
+		"message_posted"}, eventKinds(page.Events))
+	for i, e := range page.Events {
+		require.EqualValues(t, i+1, e.Sequence)
+		require.Equal(t, []string{"m0", "m1", "m2", "m3", "m4", "m0"}[i], e.CorrelationID)
+	}
 }
 
 func TestA2AMessagesExpireAndArePurged(t *testing.T) {
@@ -725,17 +735,81 @@ func TestA2AEventHubRechecksAfterReconnecting(t *testing.T) {
 	var terminated bool
 	require.NoError(t, admin.QueryRow(ctx, `
 		SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE datname = $1 AND query LIKE 'LISTEN %'`, database).Scan(&terminated))
+		WHERE datname = $1 AND application_name LIKE '% a2a-listener'`, database).Scan(&terminated))
 	require.True(t, terminated)
-	// The listener is gone and cannot come back: this commit's NOTIFY reaches no one.
-	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("while-deaf")})
+	// The listener is gone and cannot come back: a commit on another replica hints
+	// no one here.
+	_, err = b.replica(t, nil).PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("while-deaf"), Content: ptr("hi")})
+	require.NoError(t, err)
 	allow(true)
 
 	page := <-answer
 	require.NotNil(t, page)
-	require.Len(t, page.Events, 1, "the poll re-checked after the hub reconnected")
+	require.Len(t, page.Events, 1, "the poll looked again on its own or after the hub reconnected")
 	require.Equal(t, "while-deaf", page.Events[0].CorrelationID)
-	require.GreaterOrEqual(t, b.hub.Connects(), int64(2))
+	require.Eventually(t, func() bool { return b.hub.Connects() >= 2 }, time.Minute, 10*time.Millisecond, "the hub reconnects")
+}
+
+// replica is the A2A use cases of another replica on the bundle's database, whose
+// units of work hint hints (nil: none, a replica that dies after each commit).
+func (b *a2aBundle) replica(t testing.TB, hints postgres.EventHints) *a2a.Service {
+	t.Helper()
+	return a2a.New(a2a.Config{DB: newDB(t, b.pool, postgres.DBOptions{Hints: hints}).A2A(),
+		Cursors: runtime.NewCursorCodec(make([]byte, 32)), Clock: b.clock})
+}
+
+// A long poll whose listening connection is killed (pg_terminate_backend) is still
+// answered by a commit on another replica: the hub reconnects at once and wakes
+// every poll, and the poll looks again on its own within a second anyway.
+func TestA2ALongPollWakesAfterItsListenerIsKilled(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	ctx := context.Background()
+	other, err := postgres.NewEventHub(ctx, b.pool, postgres.EventHubOptions{})
+	require.NoError(t, err)
+	t.Cleanup(other.Close)
+	alice, bob := b.agent("alice"), b.agent("bob")
+	start := b.poll(t, bob, contract.PollEventsRequest{})
+	answer := b.longPoll(t, bob, &start.NextCursor)
+	awaitWaiting(t, b.hub, 1)
+	var terminated bool
+	require.NoError(t, b.pool.QueryRow(ctx, `
+		SELECT bool_and(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name LIKE '% a2a-listener'`).Scan(&terminated))
+	require.True(t, terminated)
+	require.Eventually(t, func() bool { return b.hub.Connects() >= 2 }, time.Minute, 10*time.Millisecond, "the hub reconnects")
+	_, err = b.replica(t, other).PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("after-kill"), Content: ptr("hi")})
+	require.NoError(t, err)
+	page := <-answer
+	require.NotNil(t, page)
+	require.Len(t, page.Events, 1)
+	require.Equal(t, "after-kill", page.Events[0].CorrelationID)
+}
+
+// A hint lost on purpose (the committing replica sends none, as one that died right
+// after its commit) costs a long poll at most its one-second re-check: the poll,
+// allowed five seconds, still answers with the event instead of running out empty.
+func TestA2ALongPollFindsAnEventWhoseHintWasLost(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	ctx := context.Background()
+	alice, bob := b.agent("alice"), b.agent("bob")
+	start := b.poll(t, bob, contract.PollEventsRequest{})
+	answer := make(chan *contract.EventPage, 1)
+	go func() {
+		page, err := b.a2a.PollEvents(ctx, bob, &contract.PollEventsRequest{Cursor: &start.NextCursor, WaitMs: ptr[int64](5000)})
+		if err != nil {
+			t.Errorf("long poll: %v", err)
+		}
+		answer <- page
+	}()
+	awaitWaiting(t, b.hub, 1)
+	_, err := b.replica(t, nil).PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("unhinted"), Content: ptr("hi")})
+	require.NoError(t, err)
+	page := <-answer
+	require.NotNil(t, page)
+	require.Len(t, page.Events, 1, "the poll found the event by its own re-check")
+	require.Equal(t, "unhinted", page.Events[0].CorrelationID)
 }
 
 // The hub's metrics: polls waiting now, connections made, tasks and messages by state.
@@ -747,7 +821,8 @@ func TestA2AMetrics(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(hub.Close)
 	b := setupA2AOn(t, pool)
-	b.a2a = a2a.New(a2a.Config{DB: b.db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: b.clock})
+	b.a2a = a2a.New(a2a.Config{DB: newDB(t, pool, postgres.DBOptions{Hints: hub}).A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)),
+		Notifier: hub, Clock: b.clock})
 	alice, bob := b.agent("alice"), b.agent("bob")
 	b.post(t, alice, contract.PostMessageRequest{TTLHours: ptr[int64](1)})
 	b.post(t, alice, contract.PostMessageRequest{})
@@ -792,6 +867,9 @@ func TestA2AMetrics(t *testing.T) {
 	b.post(t, alice, contract.PostMessageRequest{ToAgent: ptr("bob")})
 	require.NotNil(t, <-answer)
 	require.EqualValues(t, 0, gauge("agent_context_a2a_poll_waiters", nil))
+	// The commits' hints went out to the other replicas (the sender is asynchronous).
+	require.Eventually(t, func() bool { return gauge("agent_context_a2a_hint_notifications_total", nil) >= 1 },
+		time.Minute, time.Millisecond)
 }
 
 // An unread read starts at the reader's watermark, which only ever covers messages the
@@ -821,4 +899,112 @@ func TestA2AReadWatermarkNeverSkips(t *testing.T) {
 	require.Equal(t, []string{"n6"}, agentMessageIDs(b.read(t, reader, contract.ReadMessagesRequest{})))
 	require.EqualValues(t, 6, watermark(), "an expired message does not hold the watermark")
 	require.Equal(t, []string{"q1", "n2", "q3", "n6"}, agentMessageIDs(b.read(t, reader, contract.ReadMessagesRequest{IncludeRead: true})))
+}
+
+// The review's reproduction: identical creates of an existing task, again and again,
+// while its recipient moves it between working and input-required. A create used to
+// take the scope's head (its event) and then wait on the task row the change held,
+// while the change waited on the head for its own event: a deadlock, answered 500.
+// Now every create returns the stored task, no call fails, and there is one task.
+func TestA2ACreateRetriesDuringUpdatesNeverFail(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := postgres.NewPool(ctx, pgtest.NewDSN(t), postgres.PoolOptions{MaxConns: 8})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	b := setupA2AOn(t, pool)
+	creator, worker := b.agent("creator"), b.agent("worker")
+	req := contract.CreateTaskRequest{ID: ptr("contested"), ToAgent: "worker", Description: ptr("keep at it")}
+	b.createTask(t, creator, req)
+	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: "contested", State: contract.TaskWorking})
+	require.NoError(t, err)
+
+	const creators, creates, toggles = 6, 25, 60
+	var wg sync.WaitGroup
+	errs := make(chan error, creators*creates+toggles)
+	wg.Go(func() {
+		for i := range toggles {
+			state := []string{contract.TaskInputRequired, contract.TaskWorking}[i%2]
+			if _, err := b.update(worker, contract.UpdateTaskRequest{TaskID: "contested", State: state}); err != nil {
+				errs <- fmt.Errorf("toggle %d: %w", i, err)
+			}
+		}
+	})
+	for range creators {
+		wg.Go(func() {
+			for range creates {
+				r := req
+				task, created, err := b.a2a.CreateTask(ctx, creator, &r)
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("create retry: %w", err)
+				case created || task.ID != "contested":
+					errs <- fmt.Errorf("a retry created %q", task.ID)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM a2a_tasks`))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM a2a_events WHERE kind = 'task_created'`))
+	stored, err := b.a2a.GetTask(ctx, creator, &contract.TaskRequest{TaskID: "contested"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2+toggles, stored.Version, "every toggle went through")
+}
+
+// Two units of work that lock two tasks in opposite orders deadlock; Postgres aborts
+// one, and its unit of work runs it again, so both succeed. A function that keeps
+// colliding runs DefaultTxAttempts times and then answers SERVICE_UNAVAILABLE, which
+// is retryable.
+func TestA2AUnitOfWorkRetriesDeadlocks(t *testing.T) {
+	t.Parallel()
+	b := setupA2A(t)
+	ctx := context.Background()
+	creator := b.agent("creator")
+	for _, id := range []string{"first", "second"} {
+		b.createTask(t, creator, contract.CreateTaskRequest{ID: ptr(id), ToAgent: "worker"})
+	}
+	var calls atomic.Int64
+	bothLocked := make(chan struct{}, 2)
+	lockBoth := func(a, z string) error {
+		var attempt int
+		return b.db.A2A().WithinTx(ctx, func(ctx context.Context, tx a2a.Stores) error {
+			calls.Add(1)
+			attempt++
+			if _, err := tx.Tasks.LockTask(ctx, b.scope, a); err != nil {
+				return err
+			}
+			if attempt == 1 {
+				// Both first attempts hold their first lock before either takes its
+				// second: a certain deadlock.
+				bothLocked <- struct{}{}
+				for len(bothLocked) < 2 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			_, err := tx.Tasks.LockTask(ctx, b.scope, z)
+			return err
+		})
+	}
+	var wg sync.WaitGroup
+	var errA, errB error
+	wg.Go(func() { errA = lockBoth("first", "second") })
+	wg.Go(func() { errB = lockBoth("second", "first") })
+	wg.Wait()
+	require.NoError(t, errA)
+	require.NoError(t, errB)
+	require.EqualValues(t, 3, calls.Load(), "the victim ran again, once")
+
+	calls.Store(0)
+	err := b.db.A2A().WithinTx(ctx, func(ctx context.Context, tx a2a.Stores) error {
+		calls.Add(1)
+		return &pgconn.PgError{Code: "40P01", Message: "deadlock detected"}
+	})
+	require.EqualValues(t, postgres.DefaultTxAttempts, calls.Load())
+	require.Equal(t, contract.CodeServiceUnavailable, runtime.ErrorCode(err))
+	require.True(t, contract.Codes[contract.CodeServiceUnavailable].Retryable)
 }

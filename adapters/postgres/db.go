@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -151,7 +153,24 @@ type DBOptions struct {
 	// its best hits; 0 means DefaultSearchCandidates.
 	SearchCandidates int
 	Logger           *slog.Logger
+	// Hints receives the scopes whose events a transaction appended, after it
+	// committed (the EventHub, which wakes the long polls of every replica); nil
+	// sends none, and long polls then find new events by their periodic re-check.
+	Hints EventHints
+	// TxAttempts bounds how often WithinTx runs its function when Postgres aborts
+	// the transaction for a deadlock or a serialization failure; 0 means
+	// DefaultTxAttempts.
+	TxAttempts int
 }
+
+// EventHints is told, after a commit, which scopes' event logs it changed.
+type EventHints interface {
+	Hint(scopes ...runtime.Scope)
+}
+
+// DefaultTxAttempts is how often a unit of work runs when Postgres keeps aborting it
+// for deadlocks or serialization failures.
+const DefaultTxAttempts = 4
 
 // DB is the Postgres side of the runtime's ports: a unit of work per area over a
 // pool, with an insert-only River client that enqueues jobs in any transaction.
@@ -171,6 +190,9 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 	if opts.SearchCandidates <= 0 {
 		opts.SearchCandidates = DefaultSearchCandidates
 	}
+	if opts.TxAttempts <= 0 {
+		opts.TxAttempts = DefaultTxAttempts
+	}
 	queue, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("create the job queue client: %w", err)
@@ -179,58 +201,101 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 }
 
 // unitOfWork is runtime.UnitOfWork[S] over the DB's pool: build makes an area's stores
-// over a pool or a transaction.
+// over a pool or a transaction, with the function their event appends call.
 type unitOfWork[S any] struct {
-	pool   *pgxpool.Pool
-	build  func(DBTX) S
+	db     *DB
+	build  func(h DBTX, appended func(runtime.Scope)) S
 	stores S
 }
 
-func newUnitOfWork[S any](db *DB, build func(DBTX) S) *unitOfWork[S] {
-	return &unitOfWork[S]{pool: db.Pool, build: build, stores: build(db.Pool)}
+func newUnitOfWork[S any](db *DB, build func(h DBTX, appended func(runtime.Scope)) S) *unitOfWork[S] {
+	// Outside a transaction an append commits on its own: its hint goes at once.
+	return &unitOfWork[S]{db: db, build: build, stores: build(db.Pool, func(s runtime.Scope) { db.hint(s) })}
 }
 
 // Stores implements runtime.UnitOfWork.
 func (u *unitOfWork[S]) Stores() S { return u.stores }
 
-// WithinTx implements runtime.UnitOfWork.
+// WithinTx implements runtime.UnitOfWork. When Postgres aborts the transaction for a
+// deadlock or a serialization failure (it chose this transaction as the victim; the
+// other one went on), fn runs again in a new transaction, up to DBOptions.TxAttempts
+// times, after a short random pause; the last failure is SERVICE_UNAVAILABLE, which
+// the client may retry. The scopes whose logs fn appended to are hinted only after
+// the commit, so no notification is ever part of a writing transaction.
 func (u *unitOfWork[S]) WithinTx(ctx context.Context, fn func(ctx context.Context, tx S) error) error {
-	return inTx(ctx, u.pool, func(tx pgx.Tx) error { return fn(ctx, u.build(tx)) })
+	for attempt := 1; ; attempt++ {
+		var scopes []runtime.Scope
+		appended := func(s runtime.Scope) {
+			if !slices.Contains(scopes, s) {
+				scopes = append(scopes, s)
+			}
+		}
+		err := inTx(ctx, u.db.Pool, func(tx pgx.Tx) error { return fn(ctx, u.build(tx, appended)) })
+		if err == nil {
+			u.db.hint(scopes...)
+			return nil
+		}
+		if !txConflict(err) {
+			return err
+		}
+		if attempt >= u.db.opts.TxAttempts || ctx.Err() != nil {
+			return translate(err)
+		}
+		select {
+		case <-ctx.Done():
+			return translate(err)
+		case <-time.After(retryPause(attempt)):
+		}
+	}
+}
+
+// retryPause is the random pause before attempt+1 of a unit of work: up to 2, 4, 8
+// ms..., so that the transactions that collided do not collide again in step.
+func retryPause(attempt int) time.Duration {
+	return time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
+}
+
+// hint passes the scopes of committed appends to the hints, if any.
+func (db *DB) hint(scopes ...runtime.Scope) {
+	if db.opts.Hints != nil && len(scopes) > 0 {
+		db.opts.Hints.Hint(scopes...)
+	}
 }
 
 // Conversation is the unit of work of messages, windows, derivations and invocations.
 func (db *DB) Conversation() runtime.UnitOfWork[conversation.Stores] {
-	return newUnitOfWork(db, func(h DBTX) conversation.Stores {
-		return conversation.Stores{Messages: db.messages(h), Windows: &WindowStore{db: h}, Events: &EventStore{db: h}}
+	return newUnitOfWork(db, func(h DBTX, appended func(runtime.Scope)) conversation.Stores {
+		return conversation.Stores{Messages: db.messages(h), Windows: &WindowStore{db: h},
+			Events: &EventStore{db: h, appended: appended}}
 	})
 }
 
 // Operation is the unit of work of operations, deletion and retention.
 func (db *DB) Operation() runtime.UnitOfWork[operation.Stores] {
-	return newUnitOfWork(db, func(h DBTX) operation.Stores {
+	return newUnitOfWork(db, func(h DBTX, _ func(runtime.Scope)) operation.Stores {
 		return operation.Stores{Operations: &OperationStore{db: h}, Conversations: &ConversationStore{db: h}, Jobs: db.jobs(h)}
 	})
 }
 
 // Memory is the unit of work of entries and their vector projection.
 func (db *DB) Memory() runtime.UnitOfWork[memory.Stores] {
-	return newUnitOfWork(db, func(h DBTX) memory.Stores {
+	return newUnitOfWork(db, func(h DBTX, appended func(runtime.Scope)) memory.Stores {
 		return memory.Stores{Entries: &EntryStore{db: h}, Projection: db.projection(h), Operations: &OperationStore{db: h},
-			Jobs: db.jobs(h), Events: &EventStore{db: h}}
+			Jobs: db.jobs(h), Events: &EventStore{db: h, appended: appended}}
 	})
 }
 
 // A2A is the unit of work of agent-to-agent coordination.
 func (db *DB) A2A() runtime.UnitOfWork[a2a.Stores] {
-	return newUnitOfWork(db, func(h DBTX) a2a.Stores {
-		return a2a.Stores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h}, Tasks: &TaskStore{db: h},
-			Events: &EventStore{db: h}, Envelopes: &EnvelopeStore{db: h}}
+	return newUnitOfWork(db, func(h DBTX, appended func(runtime.Scope)) a2a.Stores {
+		return a2a.Stores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h, appended: appended}, Tasks: &TaskStore{db: h},
+			Events: &EventStore{db: h, appended: appended}, Envelopes: &EnvelopeStore{db: h}}
 	})
 }
 
 // Transfer is the unit of work of export, import and the advanced operations.
 func (db *DB) Transfer() runtime.UnitOfWork[transfer.Stores] {
-	return newUnitOfWork(db, func(h DBTX) transfer.Stores {
+	return newUnitOfWork(db, func(h DBTX, _ func(runtime.Scope)) transfer.Stores {
 		exports := &ExportStore{db: h}
 		return transfer.Stores{Artifacts: exports, Walks: exports, Maintenance: exports, Steps: &OperationStore{db: h},
 			Operations: &OperationStore{db: h}, Jobs: db.jobs(h), Messages: db.messages(h), Windows: &WindowStore{db: h},

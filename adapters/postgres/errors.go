@@ -18,6 +18,8 @@ const (
 	sqlstateAdminShutdown    = "57P01"
 	sqlstateCannotConnectNow = "57P03"
 	sqlstateTooManyConns     = "53300"
+	sqlstateDeadlock         = "40P01"
+	sqlstateSerialization    = "40001"
 )
 
 // translate maps a database error to the runtime's error type, once, at the adapter
@@ -37,6 +39,10 @@ func translate(err error) error {
 			return unavailable("statement_timeout", err)
 		case sqlstateAdminShutdown, sqlstateCannotConnectNow, sqlstateTooManyConns:
 			return unavailable("database", err)
+		case sqlstateDeadlock:
+			return unavailable("deadlock", err)
+		case sqlstateSerialization:
+			return unavailable("serialization_failure", err)
 		case sqlstateUniqueViolation:
 			return &runtime.Error{Code: contract.CodeConflict, Message: "the record conflicts with an existing one", Err: err}
 		}
@@ -53,10 +59,21 @@ func translate(err error) error {
 	return err
 }
 
+// txConflict reports whether err is Postgres aborting a transaction that collided
+// with another one (a deadlock, or a serialization failure): running it again may
+// succeed.
+func txConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == sqlstateDeadlock || pgErr.Code == sqlstateSerialization)
+}
+
 func unavailable(reason string, err error) error {
 	msg := "the database is unavailable"
-	if reason == "statement_timeout" {
+	switch reason {
+	case "statement_timeout":
 		msg = "the statement took too long and was canceled"
+	case "deadlock", "serialization_failure":
+		msg = "the change collided with a concurrent one; retry it"
 	}
 	return (&runtime.Error{Code: contract.CodeServiceUnavailable, Message: msg, Err: err}).With("reason", reason)
 }

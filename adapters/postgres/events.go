@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -10,14 +11,17 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// eventChannel is the NOTIFY channel of committed events; the payload names the
-// scope as a JSON array [tenant, project].
+// eventChannel is the NOTIFY channel of the hints that events committed; the payload
+// names the scopes as a JSON array of [tenant, project] pairs.
 const eventChannel = "agent_context_a2a_events"
 
 // EventStore keeps the scopes' event logs in a2a_events, numbered by the scope's head
 // row in a2a_heads.
 type EventStore struct {
 	db DBTX
+	// appended learns the scope of every append: the unit of work hints it after its
+	// commit (nil: nobody is told).
+	appended func(runtime.Scope)
 }
 
 var _ runtime.EventStore = (*EventStore)(nil)
@@ -34,16 +38,44 @@ func lockHead(b *pgx.Batch, scope runtime.Scope) {
 }
 
 // AppendEvents implements runtime.EventStore with one statement: it moves the head
-// (creating it on a scope's first event), which locks it until the commit, inserts the
-// events with the sequences it reserved, and queues the NOTIFY that Postgres delivers
-// to every listening replica when the transaction commits (and drops if it rolls
-// back). The head's lock serializes a scope's appends, so a transaction that numbers
-// events after another commits after it: sequence order is commit order. An append
-// outside a transaction commits on its own.
+// (creating it on a scope's first event), which locks it until the commit, and
+// inserts the events with the sequences it reserved. The head's lock serializes a
+// scope's appends, so a transaction that numbers events after another commits after
+// it: sequence order is commit order. It notifies nobody: a NOTIFY in the writing
+// transaction would take Postgres's one notification lock across the commit and so
+// serialize the commits of every tenant. The scope goes to appended instead, which
+// the unit of work hints once it committed. An append outside a transaction commits
+// on its own.
 func (s *EventStore) AppendEvents(ctx context.Context, scope runtime.Scope, events []runtime.NewEvent) (int64, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
+	params, err := eventParams(events)
+	if err != nil {
+		return 0, err
+	}
+	var last int64
+	err = s.db.QueryRow(ctx, `
+		WITH head AS (
+		    INSERT INTO a2a_heads AS h (tenant_id, project_id, last_seq) VALUES ($1, $2, $3)
+		    ON CONFLICT (tenant_id, project_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
+		    RETURNING last_seq
+		), appended AS (`+insertEvents(4, "true")+`
+		    RETURNING seq
+		)
+		SELECT max(seq) FROM appended`,
+		append([]any{scope.TenantID, scope.ProjectID, int64(len(events))}, params...)...).Scan(&last)
+	if err != nil {
+		return 0, translate(err)
+	}
+	if s.appended != nil {
+		s.appended(scope)
+	}
+	return last, nil
+}
+
+// eventParams are the ten array parameters of insertEvents for events, in its order.
+func eventParams(events []runtime.NewEvent) ([]any, error) {
 	n := len(events)
 	ids, kinds, actors, correlations := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	targets, tasks, conversations, payloads := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -52,37 +84,34 @@ func (s *EventStore) AppendEvents(ctx context.Context, scope runtime.Scope, even
 		ev := e.Event
 		raw, err := json.Marshal(ev.TargetAgents)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		ids[i], kinds[i], actors[i], correlations[i] = ev.ID, ev.Kind, ev.Actor, ev.CorrelationID
 		targets[i], tasks[i], conversations[i], payloads[i] = string(raw), e.TaskID, e.ConversationID, string(ev.Payload)
 		ranks[i], times[i] = int16(runtime.ConsistencyRank(ev.ConsistencyLevel)), ev.CreatedAtMs
 	}
-	var last int64
-	err := s.db.QueryRow(ctx, `
-		WITH head AS (
-		    INSERT INTO a2a_heads AS h (tenant_id, project_id, last_seq) VALUES ($1, $2, $3)
-		    ON CONFLICT (tenant_id, project_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
-		    RETURNING last_seq
-		), appended AS (
+	return []any{ids, kinds, actors, correlations, targets, ranks, tasks, conversations, payloads, times}, nil
+}
+
+// insertEvents is the INSERT of a statement that appends events, where $1 and $2 are
+// the scope, the ten array parameters of eventParams start at $first, and a CTE named
+// head returns the scope's last_seq already moved past the events: they take the
+// sequences just below it, in their order. Only when the SQL condition gate holds
+// (it may name head's columns) are they inserted.
+func insertEvents(first int, gate string) string {
+	p := func(i int, typ string) string { return fmt.Sprintf("$%d::%s[]", first+i, typ) }
+	return `
 		    INSERT INTO a2a_events (tenant_id, project_id, seq, event_id, kind, actor, correlation_id, target_agents,
 		        consistency, task_id, conversation_id, payload, created_at_ms)
-		    SELECT $1, $2, head.last_seq - $3 + e.n, e.id, e.kind, e.actor, e.correlation_id,
+		    SELECT $1, $2, head.last_seq - cardinality(` + p(0, "text") + `) + e.n, e.id, e.kind, e.actor, e.correlation_id,
 		        ARRAY(SELECT json_array_elements_text(e.targets::json)), e.consistency, NULLIF(e.task_id, ''),
 		        NULLIF(e.conversation_id, ''), e.payload::json, e.created_at_ms
-		    FROM head, unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::smallint[], $10::text[],
-		        $11::text[], $12::text[], $13::bigint[])
+		    FROM head, unnest(` + p(0, "text") + `, ` + p(1, "text") + `, ` + p(2, "text") + `, ` + p(3, "text") + `, ` +
+		p(4, "text") + `, ` + p(5, "smallint") + `, ` + p(6, "text") + `, ` + p(7, "text") + `, ` + p(8, "text") + `, ` +
+		p(9, "bigint") + `)
 		        WITH ORDINALITY AS e(id, kind, actor, correlation_id, targets, consistency, task_id, conversation_id,
 		            payload, created_at_ms, n)
-		    RETURNING seq
-		)
-		SELECT (SELECT max(seq) FROM appended), pg_notify($14, json_build_array($1::text, $2::text)::text)`,
-		scope.TenantID, scope.ProjectID, int64(n), ids, kinds, actors, correlations, targets, ranks, tasks,
-		conversations, payloads, times, eventChannel).Scan(&last, nil)
-	if err != nil {
-		return 0, translate(err)
-	}
-	return last, nil
+		    WHERE ` + gate
 }
 
 // PollEvents implements runtime.EventStore with one statement over one snapshot: the

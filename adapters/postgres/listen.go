@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,10 +24,26 @@ type EventHubOptions struct {
 	// none.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
+	// DSN is the database the hub listens and sends its hints on
+	// (AGENT_CONTEXT_LISTEN_DATABASE_URL): a direct connection when the pool goes
+	// through PgBouncer in transaction mode, which cannot hold a LISTEN. Empty uses
+	// the pool's settings.
+	DSN string
 	// Keepalive is how long the listening connection may be silent before it is
-	// pinged (default 30 s), so a connection that died without a word is noticed.
+	// pinged, and how long the ping (and a hint's NOTIFY) may take before the
+	// connection counts as dead (default 5 s): a TCP path that died without a word is
+	// noticed within two keepalives, not the kernel's quarter of an hour.
 	Keepalive time.Duration
+	// HintInterval is the least time between two NOTIFY statements of this replica
+	// (default 2 ms): the scopes committed in between go out together.
+	HintInterval time.Duration
 }
+
+// Defaults of EventHubOptions.
+const (
+	DefaultListenKeepalive = 5 * time.Second
+	DefaultHintInterval    = 2 * time.Millisecond
+)
 
 // Reconnection backoff of the listening connection.
 const (
@@ -34,42 +51,89 @@ const (
 	listenBackoffMax = 5 * time.Second
 )
 
-// EventHub is runtime.EventNotifier on Postgres LISTEN/NOTIFY: one connection per
-// replica (outside the pool) listens on the event channel, and each notification
-// wakes the in-process subscriptions of its scope. An append notifies in its own
-// transaction, so a wake-up means a commit on some replica. When the connection
-// drops, the hub reconnects with backoff and then wakes every subscription, since
-// notifications sent while it was gone are lost: each long poll re-checks the log.
+// The application names of the hub's two sessions end in these.
+const (
+	listenerName = "a2a-listener"
+	hintsName    = "a2a-hints"
+)
+
+// maxHintPayload bounds one NOTIFY payload (Postgres allows just under 8,000 bytes);
+// more scopes go out in several notifications of one statement.
+const maxHintPayload = 7000
+
+// EventHub is runtime.EventNotifier on Postgres LISTEN/NOTIFY, and the hints of the
+// units of work (EventHints). One connection per replica (outside the pool) listens
+// on the event channel, and each notification wakes the in-process subscriptions of
+// the scopes it names. The notifications are hints sent after commits: a unit of work
+// that appended events hands its scopes to Hint once it committed, which wakes this
+// replica's subscriptions at once and queues the scopes for a second connection that
+// sends them to every other replica, all scopes hinted meanwhile in one NOTIFY
+// statement at most every HintInterval. No writing transaction ever notifies, so no
+// commit waits on Postgres's notification lock. A hint can be lost (a replica dying
+// after its commit, a listener reconnecting): long polls re-check the log on their
+// own every second, so a lost hint delays an answer, never loses it. When the
+// listening connection drops, the hub reconnects with backoff and then wakes every
+// subscription.
 type EventHub struct {
-	config    *pgx.ConnConfig
-	log       *slog.Logger
-	keepalive time.Duration
+	config       *pgx.ConnConfig
+	log          *slog.Logger
+	keepalive    time.Duration
+	hintInterval time.Duration
 
-	mu   sync.Mutex
-	subs map[runtime.Scope]map[*eventSubscription]struct{}
+	mu      sync.Mutex
+	subs    map[runtime.Scope]map[*eventSubscription]struct{}
+	pending map[runtime.Scope]struct{}
+	kick    chan struct{}
 
-	waiting  atomic.Int64
-	connects atomic.Int64
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
+	// senderPID is the backend of the hint connection: the listener skips this
+	// replica's own hints, whose subscriptions Hint woke already.
+	senderPID atomic.Uint32
+	waiting   atomic.Int64
+	connects  atomic.Int64
+	hintsSent atomic.Int64
+	stop      chan struct{}
+	stopOnce  sync.Once
+	done      sync.WaitGroup
 }
 
-var _ runtime.EventNotifier = (*EventHub)(nil)
+var (
+	_ runtime.EventNotifier = (*EventHub)(nil)
+	_ EventHints            = (*EventHub)(nil)
+)
 
-// NewEventHub connects the listening connection (with the pool's settings), starts
-// listening and returns the hub; Close stops it. The first connection must succeed;
-// later ones are retried for as long as the hub runs.
+// NewEventHub connects the listening connection (to opts.DSN, else with the pool's
+// settings), starts listening and sending hints, and returns the hub; Close stops it.
+// The first connection must succeed; later ones are retried for as long as the hub
+// runs.
 func NewEventHub(ctx context.Context, pool *pgxpool.Pool, opts EventHubOptions) (*EventHub, error) {
+	config := pool.Config().ConnConfig.Copy()
+	if opts.DSN != "" {
+		parsed, err := pgx.ParseConfig(opts.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("parse the listen database URL: %w", err)
+		}
+		config = parsed
+	}
+	// Named apart from the pool's sessions, so operators (and tests) tell them apart
+	// in pg_stat_activity.
+	name := config.RuntimeParams["application_name"]
+	if name == "" {
+		name = "agent-context"
+	}
+	config.RuntimeParams["application_name"] = name + " " + listenerName
 	h := &EventHub{
-		config: pool.Config().ConnConfig.Copy(), log: opts.Logger, keepalive: opts.Keepalive,
-		subs: map[runtime.Scope]map[*eventSubscription]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
+		config: config, log: opts.Logger, keepalive: opts.Keepalive, hintInterval: opts.HintInterval,
+		subs: map[runtime.Scope]map[*eventSubscription]struct{}{}, pending: map[runtime.Scope]struct{}{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	if h.keepalive <= 0 {
-		h.keepalive = 30 * time.Second
+		h.keepalive = DefaultListenKeepalive
+	}
+	if h.hintInterval <= 0 {
+		h.hintInterval = DefaultHintInterval
 	}
 	conn, err := h.connect(ctx)
 	if err != nil {
@@ -81,7 +145,15 @@ func NewEventHub(ctx context.Context, pool *pgxpool.Pool, opts EventHubOptions) 
 			return nil, err
 		}
 	}
-	go h.run(conn)
+	runCtx, cancel := context.WithCancel(context.Background())
+	h.done.Add(3)
+	go func() {
+		defer h.done.Done()
+		<-h.stop
+		cancel()
+	}()
+	go h.run(runCtx, conn)
+	go h.sendHints(runCtx)
 	return h, nil
 }
 
@@ -95,6 +167,10 @@ func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool) error
 			Namespace: metricsNamespace, Subsystem: "a2a", Name: "listener_connects_total",
 			Help: "Connections the event listener made (the first, then one per reconnection).",
 		}, func() float64 { return float64(h.connects.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: "a2a", Name: "hint_notifications_total",
+			Help: "NOTIFY statements this replica sent to wake other replicas' long polls after commits.",
+		}, func() float64 { return float64(h.hintsSent.Load()) }),
 		newA2AStateCollector(pool, h.log),
 	} {
 		if err := reg.Register(c); err != nil {
@@ -104,13 +180,15 @@ func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool) error
 	return nil
 }
 
-// connect opens the listening connection and starts listening.
+// connect opens the listening connection and starts listening, within the keepalive.
 func (h *EventHub) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, h.config)
+	connect, cancel := context.WithTimeout(ctx, h.keepalive)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(connect, h.config)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{eventChannel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(connect, "LISTEN "+pgx.Identifier{eventChannel}.Sanitize()); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -119,14 +197,8 @@ func (h *EventHub) connect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // run receives notifications until Close, reconnecting whenever the connection fails.
-func (h *EventHub) run(conn *pgx.Conn) {
-	defer close(h.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-h.stop
-		cancel()
-	}()
+func (h *EventHub) run(ctx context.Context, conn *pgx.Conn) {
+	defer h.done.Done()
 	backoff := listenBackoffMin
 	for {
 		err := h.receive(ctx, conn)
@@ -149,13 +221,15 @@ func (h *EventHub) run(conn *pgx.Conn) {
 		}
 		backoff = listenBackoffMin
 		h.log.Info("a2a event listener reconnected")
-		// Commits during the outage notified nobody: every poll looks again.
+		// Hints sent during the outage reached nobody: every poll looks again.
 		h.wakeAll()
 	}
 }
 
 // receive wakes the subscriptions named by each notification on conn until the
-// connection fails or ctx ends. A connection silent for the keepalive is pinged.
+// connection fails or ctx ends. A connection silent for the keepalive is pinged, and
+// a ping without an answer within the keepalive ends it: a dead TCP path otherwise
+// looks silent until the kernel gives up on it.
 func (h *EventHub) receive(ctx context.Context, conn *pgx.Conn) error {
 	for {
 		wait, cancel := context.WithTimeout(ctx, h.keepalive)
@@ -163,30 +237,159 @@ func (h *EventHub) receive(ctx context.Context, conn *pgx.Conn) error {
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil && pgconn.Timeout(err):
-			if err := conn.Ping(ctx); err != nil {
+			ping, cancel := context.WithTimeout(ctx, h.keepalive)
+			err := conn.Ping(ping)
+			cancel()
+			if err != nil {
 				return err
 			}
 		case err != nil:
 			return err
+		case n.PID != 0 && n.PID == h.senderPID.Load():
+			// This replica's own hint: Hint woke its subscriptions already.
 		default:
 			h.notified(n.Payload)
 		}
 	}
 }
 
-// notified wakes the subscriptions of the scope a notification names; one it cannot
+// Hint implements EventHints: it wakes this replica's subscriptions of scopes at once
+// and queues the scopes for the other replicas. It never blocks on the database.
+func (h *EventHub) Hint(scopes ...runtime.Scope) {
+	h.mu.Lock()
+	for _, scope := range scopes {
+		for s := range h.subs[scope] {
+			s.signal()
+		}
+		h.pending[scope] = struct{}{}
+	}
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sendHints sends the queued scopes, at most one NOTIFY statement per hint interval,
+// on a connection of its own (connected when first needed, and again after a
+// failure). A hint that cannot be sent is dropped: the polls' re-checks cover it.
+func (h *EventHub) sendHints(ctx context.Context) {
+	defer h.done.Done()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	var retryAt time.Time
+	backoff := listenBackoffMin
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.kick:
+		}
+		h.mu.Lock()
+		scopes := make([]runtime.Scope, 0, len(h.pending))
+		for s := range h.pending {
+			scopes = append(scopes, s)
+		}
+		clear(h.pending)
+		h.mu.Unlock()
+		if len(scopes) == 0 {
+			continue
+		}
+		if conn == nil && time.Now().After(retryAt) {
+			var err error
+			if conn, err = h.connectSender(ctx); err != nil {
+				conn, retryAt, backoff = nil, time.Now().Add(backoff), min(backoff*2, listenBackoffMax)
+				h.log.Warn("a2a hint sender cannot connect; long polls fall back to their re-checks", slog.Any("error", err))
+			} else {
+				backoff = listenBackoffMin
+			}
+		}
+		if conn != nil {
+			if err := h.send(ctx, conn, scopes); err != nil {
+				_ = conn.Close(context.WithoutCancel(ctx))
+				conn = nil
+				h.senderPID.Store(0)
+				if ctx.Err() != nil {
+					return
+				}
+				h.log.Warn("a2a hint sender lost its connection", slog.Any("error", err))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(h.hintInterval):
+		}
+	}
+}
+
+// connectSender opens the hint connection. Its notifying transactions write no rows,
+// and their commits need not wait for the WAL flush.
+func (h *EventHub) connectSender(ctx context.Context) (*pgx.Conn, error) {
+	config := h.config.Copy()
+	config.RuntimeParams["synchronous_commit"] = "off"
+	config.RuntimeParams["application_name"] = strings.TrimSuffix(config.RuntimeParams["application_name"], listenerName) + hintsName
+	connect, cancel := context.WithTimeout(ctx, h.keepalive)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(connect, config)
+	if err != nil {
+		return nil, err
+	}
+	h.senderPID.Store(conn.PgConn().PID())
+	return conn, nil
+}
+
+// send notifies the scopes in one statement: its own transaction, which writes
+// nothing else.
+func (h *EventHub) send(ctx context.Context, conn *pgx.Conn, scopes []runtime.Scope) error {
+	var payloads []string
+	var buf []byte
+	for _, s := range scopes {
+		pair, err := json.Marshal([2]string{s.TenantID, s.ProjectID})
+		if err != nil {
+			return err
+		}
+		if len(buf) > 0 && len(buf)+len(pair)+2 > maxHintPayload {
+			payloads = append(payloads, string(append(buf, ']')))
+			buf = nil
+		}
+		if len(buf) == 0 {
+			buf = append(buf, '[')
+		} else {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, pair...)
+	}
+	if len(buf) > 0 {
+		payloads = append(payloads, string(append(buf, ']')))
+	}
+	send, cancel := context.WithTimeout(ctx, h.keepalive)
+	defer cancel()
+	if _, err := conn.Exec(send, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, eventChannel, payloads); err != nil {
+		return err
+	}
+	h.hintsSent.Add(1)
+	return nil
+}
+
+// notified wakes the subscriptions of the scopes a notification names; one it cannot
 // read wakes them all, which costs a re-check and loses nothing.
 func (h *EventHub) notified(payload string) {
-	var names [2]string
-	if err := json.Unmarshal([]byte(payload), &names); err != nil {
+	var pairs [][2]string
+	if err := json.Unmarshal([]byte(payload), &pairs); err != nil {
 		h.wakeAll()
 		return
 	}
-	scope := runtime.Scope{TenantID: names[0], ProjectID: names[1]}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for s := range h.subs[scope] {
-		s.signal()
+	for _, p := range pairs {
+		for s := range h.subs[runtime.Scope{TenantID: p[0], ProjectID: p[1]}] {
+			s.signal()
+		}
 	}
 }
 
@@ -218,11 +421,11 @@ func (h *EventHub) Waiting() int64 { return h.waiting.Load() }
 // Connects is the number of times the hub connected: 1 plus its reconnections.
 func (h *EventHub) Connects() int64 { return h.connects.Load() }
 
-// Close stops listening and ends every wait (polls then answer with what they have);
-// it returns once the listening connection is closed.
+// Close stops listening and sending and ends every wait (polls then answer with what
+// they have); it returns once both connections are closed.
 func (h *EventHub) Close() {
 	h.stopOnce.Do(func() { close(h.stop) })
-	<-h.done
+	h.done.Wait()
 }
 
 // eventSubscription is one long poll's subscription; wake holds at most one pending

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -240,7 +244,8 @@ func BenchmarkA2ALongPollWakeUp(b *testing.B) {
 	dsn := pgtest.NewDSN(b)
 	committer := startA2ABench(b, dsn)
 	other := startA2ABench(b, dsn)
-	db, err := postgres.NewDB(committer.pool, postgres.DBOptions{})
+	// The committing unit of work hints through the committer's hub, as in the service.
+	db, err := postgres.NewDB(committer.pool, postgres.DBOptions{Hints: committer.main.hub})
 	require.NoError(b, err)
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
 	for _, c := range []struct {
@@ -285,8 +290,8 @@ func reportPercentiles(b *testing.B, d []time.Duration) {
 
 // BenchmarkA2ALongPollConnections holds 1,000 long polls at once on one replica and
 // counts the replica's database connections while they wait (the pool's, River's and
-// the one listening connection, never one per poll), then wakes them all with one
-// commit and reports how long until the last answer arrived.
+// the event hub's listening and hint connections, never one per poll), then wakes
+// them all with one commit and reports how long until the last answer arrived.
 //
 //	go test -run '^$' -bench BenchmarkA2ALongPollConnections -benchtime 1x ./cmd/agent-context
 func BenchmarkA2ALongPollConnections(b *testing.B) {
@@ -327,7 +332,7 @@ func BenchmarkA2ALongPollConnections(b *testing.B) {
 func serviceConnections(b *testing.B, pool *pgxpool.Pool) int64 {
 	var n int64
 	require.NoError(b, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name = 'agent-context'`).Scan(&n))
+		WHERE datname = current_database() AND application_name LIKE 'agent-context%'`).Scan(&n))
 	return n
 }
 
@@ -336,4 +341,154 @@ func lastCursor(b *testing.B, app *a2aBench) string {
 	var page contract.EventPage
 	app.post(b, contract.RouteA2AEventsPoll.Path, []byte(`{"limit":1000}`), &page)
 	return page.NextCursor
+}
+
+// BenchmarkA2ATenants measures what tenants cost one another, on a cluster of its own
+// with fsync and synchronous commit on (the test clusters turn both off) and the
+// service in a process of its own, over HTTP on loopback, every rate limit off:
+//   - messages-8c-1t: 8 clients in one tenant, each posting a broadcast and reading its
+//     unread messages (a pair);
+//   - messages-16c-16t: 16 clients, each in a tenant of its own, the same pairs;
+//   - windows-4c-4t and windows-16c-16t: 4 and 16 clients, each in a tenant of its
+//     own, creating 20-item windows;
+//   - floor-8c and floor-16c: the floor in the same run, one committed insert and one
+//     indexed 50-row select per pair through a pgx pool of as many connections as
+//     clients; and floor-16c-notify-in-tx, the same with a pg_notify committed in the
+//     insert's transaction, as every event append did before wake-ups became hints.
+//
+// Compare each with the floor of its client count. Each tenant is warmed up first (a
+// few pairs, then ANALYZE).
+//
+//	go test -run '^$' -bench BenchmarkA2ATenants -benchtime 3000x -timeout 30m ./cmd/agent-context
+func BenchmarkA2ATenants(b *testing.B) {
+	const tenants, maxClients = 16, 16
+	ctx := context.Background()
+	settings := pgtest.ServerSettings()
+	settings["fsync"], settings["synchronous_commit"], settings["full_page_writes"] = "on", "on", "on"
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(b.TempDir(), "pg"), Settings: settings})
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, cluster.Stop(context.Background())) })
+	dsn := cluster.DSN()
+	require.NoError(b, postgres.Migrate(ctx, dsn))
+	svc := startServiceProcess(b, dsn, fmt.Sprintf("AGENT_CONTEXT_DB_MAX_CONNS=%d", maxClients), "AGENT_CONTEXT_ALLOW_OPEN=true",
+		"AGENT_CONTEXT_RATE_LIMIT_GLOBAL_PER_MIN=0", "AGENT_CONTEXT_RATE_LIMIT_TOOL_PER_MIN=0", "AGENT_CONTEXT_JOB_WORKERS=0")
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * maxClients}}
+	post := func(path string, body []byte, headers ...string) {
+		req, err := http.NewRequest(http.MethodPost, svc.base+path, bytes.NewReader(body))
+		require.NoError(b, err)
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := client.Do(req)
+		require.NoError(b, err)
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		require.NoError(b, err)
+		require.Contains(b, []int{http.StatusOK, http.StatusCreated}, resp.StatusCode, "%s", data)
+	}
+	caller := func(tenant int, subject string) []string {
+		return []string{"x-infra-tenant-id", fmt.Sprintf("tenant-%d", tenant), "x-infra-project-id", "bench",
+			"x-infra-subject", subject}
+	}
+	pair := func(run int64, tenant, c int, i int64) {
+		post(contract.RouteA2AMessagesPost.Path, mustMarshal(b, map[string]any{
+			"messageId": fmt.Sprintf("m-%d-%d", run, i), "content": "status update from the planner", "category": "task_update",
+		}), caller(tenant, fmt.Sprintf("sender-%d", c))...)
+		post(contract.RouteA2AMessagesRead.Path, []byte(`{}`), caller(tenant, fmt.Sprintf("reader-%d", c))...)
+	}
+	items := make([]map[string]any, 20)
+	for i := range items {
+		items[i] = map[string]any{"id": fmt.Sprintf("item-%d", i), "ordinal": i, "kind": "message", "role": "user",
+			"content": fmt.Sprintf("what the model saw, part %d", i)}
+	}
+	window := func(run int64, tenant, c int, i int64) {
+		post(contract.RouteWindowsCreate.Path, mustMarshal(b, map[string]any{
+			"id": fmt.Sprintf("w-%d-%d", run, i), "conversation": map[string]any{"conversationId": fmt.Sprintf("conv-%d", c)},
+			"stage": "original", "purpose": "answer", "tokenCount": 400, "items": items,
+		}), caller(tenant, fmt.Sprintf("agent-%d", c))...)
+	}
+	for tenant := range tenants {
+		for i := range 20 {
+			pair(-1, tenant, i%maxClients, int64(tenant*100+i))
+			window(-1, tenant, i%maxClients, int64(tenant*100+i))
+		}
+	}
+	floorPool := func(clients int) *pgxpool.Pool {
+		pool, err := postgres.NewPool(ctx, dsn, postgres.PoolOptions{MaxConns: int32(clients), ApplicationName: "bench-floor"})
+		require.NoError(b, err)
+		b.Cleanup(pool.Close)
+		for range 100 {
+			_, err := pool.Exec(ctx, `INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id,
+				    from_agent, category, priority, privacy, content, created_at_ms, expires_at_ms)
+				VALUES ('floor', 'floor', $1, $2, $1, 'warm', 'task_update', 'normal', 'team', 'warm', 1, 2)`,
+				fmt.Sprintf("warm-%d-%d", clients, runIDs.Add(1)), -runIDs.Add(1))
+			require.NoError(b, err)
+		}
+		return pool
+	}
+	floors := map[int]*pgxpool.Pool{8: floorPool(8), 16: floorPool(16)}
+	admin, err := postgres.NewPool(ctx, dsn, postgres.PoolOptions{MaxConns: 1, ApplicationName: "bench-admin"})
+	require.NoError(b, err)
+	b.Cleanup(admin.Close)
+	_, err = admin.Exec(ctx, "ANALYZE")
+	require.NoError(b, err)
+
+	floor := func(clients int) func(b *testing.B) {
+		return func(b *testing.B) {
+			pool, run := floors[clients], runIDs.Add(1)
+			parallelN(b, clients, "pairs/s", func(c int, i int64) {
+				now := time.Now().UnixMilli()
+				_, err := pool.Exec(ctx, `INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id,
+					    from_agent, category, priority, privacy, content, created_at_ms, expires_at_ms)
+					VALUES ('floor', 'floor', $1, $2, $1, $3, 'task_update', 'normal', 'team', 'status update from the planner',
+					    $4::bigint, $4::bigint + 43200000)`,
+					fmt.Sprintf("f-%d-%d", run, i), run<<32|i, fmt.Sprintf("sender-%d", c), now)
+				require.NoError(b, err)
+				rows, err := pool.Query(ctx, `SELECT message_id, content FROM a2a_messages
+					WHERE tenant_id = 'floor' AND project_id = 'floor' ORDER BY created_at_ms DESC, message_id DESC LIMIT 50`)
+				require.NoError(b, err)
+				rows.Close()
+				require.NoError(b, rows.Err())
+			})
+		}
+	}
+	b.Run("floor-8c", floor(8))
+	b.Run("messages-8c-1t", func(b *testing.B) {
+		run := runIDs.Add(1)
+		parallelN(b, 8, "pairs/s", func(c int, i int64) { pair(run, 0, c, i) })
+	})
+	b.Run("floor-16c", floor(16))
+	b.Run("messages-16c-16t", func(b *testing.B) {
+		run := runIDs.Add(1)
+		parallelN(b, 16, "pairs/s", func(c int, i int64) { pair(run, c, c, i) })
+	})
+	for _, clients := range []int{4, 16} {
+		b.Run(fmt.Sprintf("windows-%dc-%dt", clients, clients), func(b *testing.B) {
+			run := runIDs.Add(1)
+			parallelN(b, clients, "windows/s", func(c int, i int64) { window(run, c, c, i) })
+		})
+	}
+	// What a NOTIFY in the writing transaction costs by itself: the floor's insert
+	// and a pg_notify committed together, as every append did before the hints.
+	b.Run("floor-16c-notify-in-tx", func(b *testing.B) {
+		pool, run := floors[16], runIDs.Add(1)
+		parallelN(b, 16, "pairs/s", func(c int, i int64) {
+			tx, err := pool.Begin(ctx)
+			require.NoError(b, err)
+			_, err = tx.Exec(ctx, `INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id,
+				    from_agent, category, priority, privacy, content, created_at_ms, expires_at_ms)
+				VALUES ('floor', 'floor', $1, $2, $1, $3, 'task_update', 'normal', 'team', 'status update from the planner',
+				    1, 2)`, fmt.Sprintf("n-%d-%d", run, i), run<<32|i, fmt.Sprintf("sender-%d", c))
+			require.NoError(b, err)
+			_, err = tx.Exec(ctx, `SELECT pg_notify('bench_floor', $1)`, fmt.Sprintf("tenant-%d", c))
+			require.NoError(b, err)
+			require.NoError(b, tx.Commit(ctx))
+			rows, err := pool.Query(ctx, `SELECT message_id, content FROM a2a_messages
+				WHERE tenant_id = 'floor' AND project_id = 'floor' ORDER BY created_at_ms DESC, message_id DESC LIMIT 50`)
+			require.NoError(b, err)
+			rows.Close()
+			require.NoError(b, rows.Err())
+		})
+	})
 }

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 )
 
@@ -358,6 +360,36 @@ func TestA2ALongPollWakesAcrossInstances(t *testing.T) {
 	page := <-answer
 	require.Equal(t, []string{"message_posted"}, eventKindsOf(page), "woken by the other replica's commit")
 	require.Equal(t, "across", page.Events[0].CorrelationID)
+}
+
+// AGENT_CONTEXT_LISTEN_DATABASE_URL gives the event listener connections of its own
+// DSN (here the same database under another application name, as a direct
+// connection beside a PgBouncer pool would be): the LISTEN runs on it, and a long
+// poll on the replica still wakes on another replica's commit.
+func TestA2AListenDatabaseURL(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDSN(t)
+	listenURL, err := url.Parse(dsn)
+	require.NoError(t, err)
+	q := listenURL.Query()
+	q.Set("application_name", "agent-context-direct-listener")
+	listenURL.RawQuery = q.Encode()
+	first := startAppOn(t, dsn, nil, func(c *Config) { c.ListenDatabaseURL = listenURL.String() })
+	second := startAppOn(t, dsn, nil)
+	var listening int
+	require.NoError(t, first.main.pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'agent-context-direct-listener a2a-listener'`).
+		Scan(&listening))
+	require.Equal(t, 1, listening)
+
+	bob := headerAgent(first, "bob")
+	start := bob.poll(t, map[string]any{})
+	answer := bob.pollInBackground(t, map[string]any{"cursor": start.NextCursor, "waitMs": 30000})
+	require.Eventually(t, func() bool { return first.main.hub.Waiting() == 1 }, time.Minute, time.Millisecond)
+	headerAgent(second, "alice").ok(t, contract.RouteA2AMessagesPost, map[string]any{"messageId": "direct", "toAgent": "bob", "content": "hi"}, nil)
+	page := <-answer
+	require.Equal(t, "direct", page.Events[0].CorrelationID)
 }
 
 // snapshotSecrets are credentials planted where a snapshot shows text.

@@ -115,6 +115,9 @@ type Config struct {
 	// MCPAuthorizationServers are named by the MCP endpoint's protected resource
 	// metadata (docs/mcp.md).
 	MCPAuthorizationServers []string
+	// ListenDatabaseURL is the DSN of the event listener's own connections (unset:
+	// the pool's settings); a direct one when the pool goes through PgBouncer.
+	ListenDatabaseURL string
 }
 
 // DefaultExportPurgeInterval is how often expired export artifacts are purged.
@@ -141,6 +144,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	errs = append(errs, loadCostConfig(getenv, &cfg)...)
 	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
 	errs = append(errs, loadMCPConfig(getenv, &cfg)...)
+	errs = append(errs, loadListenConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
 	case 1:

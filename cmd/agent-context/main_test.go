@@ -146,6 +146,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"AGENT_CONTEXT_A2A_HMAC_KEYS":       `["s3cret"]`,
 		"AGENT_CONTEXT_A2A_DEFAULT_AGENT":   "two words",
 		"AGENT_CONTEXT_PUBLIC_URL":          "localhost:5120",
+		"AGENT_CONTEXT_LISTEN_DATABASE_URL": "postgres://user:s3cret@[broken/db",
 	} {
 		_, err := LoadConfig(func(k string) string {
 			if k == name {
@@ -154,6 +155,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 			return ""
 		})
 		require.ErrorContains(t, err, name)
+		require.NotContains(t, err.Error(), "s3cret")
 	}
 	// HMAC keys need IDs without ':' and secrets, and the error repeats no secret.
 	for _, keys := range []string{`{"k:1": "s3cret"}`, `{"": "s3cret"}`, `{"k1": ""}`, `null`} {

@@ -126,7 +126,12 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.registry.MustRegister(postgres.NewPoolCollector(m.pool), postgres.NewJobQueueCollector(m.pool))
-	db, err := postgres.NewDB(m.pool, postgres.DBOptions{Logger: m.Log})
+	// Before the units of work: they hand it the scopes of their committed events.
+	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry,
+		DSN: cfg.ListenDatabaseURL}); err != nil {
+		return err
+	}
+	db, err := postgres.NewDB(m.pool, postgres.DBOptions{Logger: m.Log, Hints: m.hub})
 	if err != nil {
 		return err
 	}
@@ -156,9 +161,6 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.knowledgeProviders.Start()
-	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry}); err != nil {
-		return err
-	}
 	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
 		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}

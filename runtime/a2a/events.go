@@ -15,6 +15,12 @@ import (
 // what it examined).
 const pollScanRows = 5000
 
+// pollRecheck is how long a long poll waits for a wake-up before it looks at the log
+// again on its own: wake-ups are hints sent after commits, and a lost one (a replica
+// that died between its commit and its hint, a listener reconnecting) may delay an
+// answer by this much, never lose it.
+const pollRecheck = time.Second
+
 // eventsBinding binds an events cursor to the scope only: it is a position in the
 // scope's log, valid with any filter (docs/a2a.md).
 func eventsBinding(scope runtime.Scope) runtime.CursorBinding {
@@ -50,7 +56,7 @@ func (a *Service) PollEvents(ctx context.Context, p runtime.Principal, req *cont
 		if err != nil {
 			// A re-check after a wake-up may meet the database restarting; the
 			// notifier wakes the poll again once it is back.
-			if first || sub == nil || runtime.ErrorCode(err) != contract.CodeServiceUnavailable || !sub.Wait(waitCtx) {
+			if first || sub == nil || runtime.ErrorCode(err) != contract.CodeServiceUnavailable || !a.wait(waitCtx, sub) {
 				return nil, err
 			}
 			continue
@@ -62,10 +68,22 @@ func (a *Service) PollEvents(ctx context.Context, p runtime.Principal, req *cont
 		if !batch.AtHead {
 			continue
 		}
-		if !sub.Wait(waitCtx) {
+		if !a.wait(waitCtx, sub) {
 			return a.eventPage(p.Scope, nil, q.After), nil
 		}
 	}
+}
+
+// wait blocks until sub wakes or pollRecheck passed, and reports whether the poll
+// should look again: false once waitCtx ended or the notifier stopped.
+func (a *Service) wait(waitCtx context.Context, sub runtime.EventSubscription) bool {
+	recheck, cancel := context.WithTimeout(waitCtx, pollRecheck)
+	defer cancel()
+	if sub.Wait(recheck) {
+		return true
+	}
+	// Wait also reports false when the notifier stopped: then recheck has not ended.
+	return waitCtx.Err() == nil && recheck.Err() != nil
 }
 
 func (a *Service) eventPage(scope runtime.Scope, events []contract.Event, next int64) *contract.EventPage {

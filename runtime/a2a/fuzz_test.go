@@ -36,9 +36,11 @@ type stubA2A struct {
 	polled  runtime.EventQuery
 }
 
-func (s *stubA2A) PostMessage(_ context.Context, _ runtime.Scope, m *contract.AgentMessage, _ int, _ int64) (contract.AgentMessage, bool, error) {
+func (s *stubA2A) PostMessage(_ context.Context, _ runtime.Scope, m *contract.AgentMessage, _ int, _ int64, announce runtime.NewEvent) (contract.AgentMessage, bool, error) {
 	s.calls++
 	s.posted = *m
+	// The store appends the announcement with the message.
+	s.events.Appended = append(s.events.Appended, announce)
 	return *m, true, nil
 }
 

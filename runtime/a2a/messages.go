@@ -29,9 +29,13 @@ type AgentMessageQuery struct {
 type AgentMessageStore interface {
 	// PostMessage purges the scope's messages expired at nowMs, then stores m unless
 	// a message with m.ID exists (then it stores nothing and returns that one), and
-	// evicts the oldest messages beyond maxLive. It reports whether m was stored now.
-	// Errors: SERVICE_UNAVAILABLE.
-	PostMessage(ctx context.Context, scope runtime.Scope, m *contract.AgentMessage, maxLive int, nowMs int64) (stored contract.AgentMessage, created bool, err error)
+	// evicts the oldest messages beyond maxLive. When it stores m it appends announce
+	// to the scope's event log in the same statement, as EventStore.AppendEvents
+	// would: outside a unit of work a post is then one round trip and one
+	// transaction, so the scope's lock is held from the server's first statement to
+	// the commit without waiting for the client in between. It reports whether m was
+	// stored now. Errors: SERVICE_UNAVAILABLE.
+	PostMessage(ctx context.Context, scope runtime.Scope, m *contract.AgentMessage, maxLive int, nowMs int64, announce runtime.NewEvent) (stored contract.AgentMessage, created bool, err error)
 	// ReadMessages purges the scope's expired messages and returns those q selects.
 	// Concurrent reads of one agent that mark messages read never return the same
 	// unread message twice. It runs on its own, never inside a unit of work (its
@@ -57,12 +61,9 @@ func (a *Service) PostMessage(ctx context.Context, p runtime.Principal, req *con
 	if err != nil {
 		return nil, err
 	}
-	now := a.nowMs()
-	var ack contract.MessageAck
-	err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
-		ack, err = a.postMessage(ctx, tx, p.Scope, &m, now)
-		return err
-	})
+	// No unit of work: the store writes the message and its event in one transaction
+	// of its own.
+	ack, err := a.postMessage(ctx, a.stores, p.Scope, &m, a.nowMs())
 	if err != nil {
 		return nil, err
 	}
@@ -70,10 +71,11 @@ func (a *Service) PostMessage(ctx context.Context, p runtime.Principal, req *con
 }
 
 // postMessage stores the validated message m (whose ExpiresAtMs still holds its time to
-// live) through the unit of work's stores tx, with its message_posted event.
-func (a *Service) postMessage(ctx context.Context, tx Stores, scope runtime.Scope, m *contract.AgentMessage, now int64) (contract.MessageAck, error) {
+// live) through stores (a unit of work's, or the pool's), with its message_posted
+// event.
+func (a *Service) postMessage(ctx context.Context, stores Stores, scope runtime.Scope, m *contract.AgentMessage, now int64) (contract.MessageAck, error) {
 	m.CreatedAtMs, m.ExpiresAtMs = now, now+m.ExpiresAtMs
-	stored, created, err := tx.AgentMessages.PostMessage(ctx, scope, m, a.maxMessages, now)
+	stored, created, err := stores.AgentMessages.PostMessage(ctx, scope, m, a.maxMessages, now, messagePostedEvent(m))
 	if err != nil {
 		return contract.MessageAck{}, err
 	}
@@ -83,8 +85,7 @@ func (a *Service) postMessage(ctx context.Context, tx Stores, scope runtime.Scop
 		}
 		return contract.MessageAck{MessageID: m.ID, Status: contract.AckDuplicate, Ts: stored.CreatedAtMs}, nil
 	}
-	_, err = tx.Events.AppendEvents(ctx, scope, []runtime.NewEvent{messagePostedEvent(m)})
-	return contract.MessageAck{MessageID: m.ID, Status: contract.AckAccepted, Ts: now}, err
+	return contract.MessageAck{MessageID: m.ID, Status: contract.AckAccepted, Ts: now}, nil
 }
 
 // validateAgentMessage checks a post and returns the message with its defaults filled

@@ -174,7 +174,9 @@ func stampTask(t *contract.Task, now int64) {
 func createTask(ctx context.Context, tx Stores, scope runtime.Scope, actor string, nt *NewTask) (contract.Task, string, error) {
 	// The event first: its append takes the scope's lock, so no other create of this
 	// ID runs between the lookup inside CreateTask and the insert, and its sequence is
-	// the task's list position.
+	// the task's list position. The store never waits on an existing task's row
+	// while this holds the head (a change holds the row and then waits for the head:
+	// docs/a2a.md, lock order).
 	seq, err := tx.Events.AppendEvents(ctx, scope, []runtime.NewEvent{taskCreatedEvent(actor, &nt.Task)})
 	if err != nil {
 		return contract.Task{}, "", err
