@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 func TestServeHealthAndReady(t *testing.T) {
@@ -155,12 +156,31 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		})
 		require.ErrorContains(t, err, name)
 	}
-	// HMAC keys need IDs without ':' and secrets, and the error repeats no secret.
-	for _, keys := range []string{`{"k:1": "s3cret"}`, `{"": "s3cret"}`, `{"k1": ""}`, `null`} {
+	// HMAC keys need IDs without ':', secrets and agents; the old bare-secret form is
+	// refused with the form to write instead; each on one line naming the variable
+	// and repeating no secret.
+	for keys, says := range map[string]string{
+		`{"k:1": {"secret": "s3cret", "agents": ["a"]}}`: "without ':'",
+		`{"": {"secret": "s3cret", "agents": ["a"]}}`:    "without ':'",
+		`{"k1": "s3cret"}`:                                                  `old {"keyId": "secret"} form`,
+		`{"k1": {"agents": ["a"]}}`:                                         "non-empty secret",
+		`{"k1": {"secret": "", "agents": ["a"]}}`:                           "non-empty secret",
+		`{"k1": {"secret": "s3cret"}}`:                                      "non-empty agents",
+		`{"k1": {"secret": "s3cret", "agents": []}}`:                        "non-empty agents",
+		`{"k1": {"secret": "s3cret", "agents": ["two words"]}}`:             "not an agent ID",
+		`{"k1": {"secret": "s3cret", "agents": ["a"], "tenants": "acme"}}`:  "tenants must be",
+		`{"k1": {"secret": "s3cret", "agents": ["a"], "tenants": []}}`:      "tenants must be",
+		`{"k1": {"secret": "s3cret", "agents": ["a"], "tenants": [1]}}`:     "tenants must be",
+		`{"k1": {"secret": "s3cret", "agents": ["a"], "tenant": ["acme"]}}`: "must be an object",
+		`{"k1": {"secret": "s3cret", "agents": "a"}}`:                       "must be an object",
+		`null`: "must be a JSON object",
+	} {
 		_, err := LoadConfig(func(k string) string {
 			return map[string]string{"AGENT_CONTEXT_A2A_HMAC_KEYS": keys}[k]
 		})
 		require.ErrorContains(t, err, "AGENT_CONTEXT_A2A_HMAC_KEYS", keys)
+		require.ErrorContains(t, err, says, keys)
+		require.NotContains(t, err.Error(), "\n", keys)
 		require.NotContains(t, err.Error(), "s3cret")
 	}
 	for _, public := range []string{"ftp://host", "https://", "https://host/?q=1", "https://host/#top"} {
@@ -168,11 +188,14 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		require.ErrorContains(t, err, "AGENT_CONTEXT_PUBLIC_URL", public)
 	}
 	cfg, err := LoadConfig(func(k string) string {
-		return map[string]string{"AGENT_CONTEXT_PUBLIC_URL": "https://ctx.example.invalid/base/", "AGENT_CONTEXT_A2A_HMAC_KEYS": `{"h1": "s"}`}[k]
+		return map[string]string{"AGENT_CONTEXT_PUBLIC_URL": "https://ctx.example.invalid/base/", "AGENT_CONTEXT_A2A_HMAC_KEYS": `{"h1": {"secret": "s", "agents": ["agent-a"], "tenants": ["acme"]}, "h2": {"secret": "t", "agents": ["agent-b"], "tenants": null}}`}[k]
 	})
 	require.NoError(t, err)
 	require.Equal(t, "https://ctx.example.invalid/base", cfg.PublicURL)
-	require.Equal(t, map[string][]byte{"h1": []byte("s")}, cfg.A2AHMACKeys)
+	require.Equal(t, map[string]a2a.HMACKey{
+		"h1": {Secret: []byte("s"), Agents: []string{"agent-a"}, Tenants: []string{"acme"}},
+		"h2": {Secret: []byte("t"), Agents: []string{"agent-b"}},
+	}, cfg.A2AHMACKeys)
 }
 
 func TestCommandLine(t *testing.T) {

@@ -165,7 +165,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if cfg.A2APeersFile != "" {
 		peers, err := peerregistry.Open(cfg.A2APeersFile, m.Log)
 		if err != nil {
-			return err
+			return fmt.Errorf("AGENT_CONTEXT_A2A_PEERS_FILE: %w", err)
 		}
 		a2aCfg.Peers = peers
 	}

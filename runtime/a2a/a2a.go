@@ -43,8 +43,8 @@ type Config struct {
 	// Peers holds the pinned Ed25519 keys of peers that sign envelopes; nil has none.
 	Peers PeerKeys
 	// HMACKeys are the HMAC-SHA256 envelope keys by key ID
-	// (AGENT_CONTEXT_A2A_HMAC_KEYS): the UTF-8 bytes of each secret.
-	HMACKeys map[string][]byte
+	// (AGENT_CONTEXT_A2A_HMAC_KEYS), each bound to agents and maybe tenants.
+	HMACKeys map[string]HMACKey
 	// RequireSigned refuses unsigned envelopes even from their own sender.
 	RequireSigned bool
 	// DefaultAgent receives tasks created through POST /a2a without
@@ -83,7 +83,7 @@ type Service struct {
 	eventRetention time.Duration
 	sweepBatch     int
 	peers          PeerKeys
-	hmacKeys       map[string][]byte
+	hmacKeys       map[string]HMACKey
 	requireSigned  bool
 	defaultAgent   string
 	artifacts      SnapshotArtifacts
