@@ -23,6 +23,7 @@ import (
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/memory"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 	"github.com/agent-context/agent-context/runtime/transfer"
 	"github.com/agent-context/agent-context/server"
@@ -78,6 +79,8 @@ type Config struct {
 	EmbeddingDimensions int
 	EmbeddingAPIKey     string
 	EmbeddingTimeout    time.Duration
+	// EmbeddingQuery bounds the query embedding of a recall (loadQueryBudgetConfig).
+	EmbeddingQuery memory.QueryBudget
 	// Knowledge providers (06-knowledge.md), read and checked from
 	// AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE at start; none when it is unset.
 	KnowledgeProvidersFile string
@@ -300,6 +303,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind))
 	}
 	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
+	errs = append(errs, loadQueryBudgetConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
 	case 1:

@@ -133,20 +133,23 @@ func TestOpenModeRefusesPublicBind(t *testing.T) {
 func TestConfigErrorsNameTheVariable(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		"AGENT_CONTEXT_ALLOW_OPEN":          "maybe",
-		"AGENT_CONTEXT_STATEMENT_TIMEOUT":   "soon",
-		"AGENT_CONTEXT_LOG_FORMAT":          "xml",
-		"AGENT_CONTEXT_BIND":                "5120",
-		"AGENT_CONTEXT_DB_MAX_CONNS":        "-1",
-		"AGENT_CONTEXT_SERVICE_TOKEN":       "s3cret\n",
-		"AGENT_CONTEXT_A2A_MAX_MESSAGES":    "0",
-		"AGENT_CONTEXT_A2A_TASK_RETENTION":  "forever",
-		"AGENT_CONTEXT_A2A_EVENT_RETENTION": "-1h",
-		"AGENT_CONTEXT_A2A_SWEEP_INTERVAL":  "often",
-		"AGENT_CONTEXT_A2A_REQUIRE_SIGNED":  "perhaps",
-		"AGENT_CONTEXT_A2A_HMAC_KEYS":       `["s3cret"]`,
-		"AGENT_CONTEXT_A2A_DEFAULT_AGENT":   "two words",
-		"AGENT_CONTEXT_PUBLIC_URL":          "localhost:5120",
+		"AGENT_CONTEXT_ALLOW_OPEN":                 "maybe",
+		"AGENT_CONTEXT_STATEMENT_TIMEOUT":          "soon",
+		"AGENT_CONTEXT_LOG_FORMAT":                 "xml",
+		"AGENT_CONTEXT_BIND":                       "5120",
+		"AGENT_CONTEXT_DB_MAX_CONNS":               "-1",
+		"AGENT_CONTEXT_SERVICE_TOKEN":              "s3cret\n",
+		"AGENT_CONTEXT_A2A_MAX_MESSAGES":           "0",
+		"AGENT_CONTEXT_A2A_TASK_RETENTION":         "forever",
+		"AGENT_CONTEXT_A2A_EVENT_RETENTION":        "-1h",
+		"AGENT_CONTEXT_A2A_SWEEP_INTERVAL":         "often",
+		"AGENT_CONTEXT_A2A_REQUIRE_SIGNED":         "perhaps",
+		"AGENT_CONTEXT_A2A_HMAC_KEYS":              `["s3cret"]`,
+		"AGENT_CONTEXT_A2A_DEFAULT_AGENT":          "two words",
+		"AGENT_CONTEXT_PUBLIC_URL":                 "localhost:5120",
+		"AGENT_CONTEXT_EMBEDDING_QUERY_TIMEOUT":    "0s",
+		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_FAILURES": "0",
+		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_OPEN":     "never",
 	} {
 		_, err := LoadConfig(func(k string) string {
 			if k == name {

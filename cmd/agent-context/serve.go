@@ -145,7 +145,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	entries := memory.NewEntries(db.Memory(), runtime.SystemClock{}, embedders.Configured().Model())
-	recall := memory.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{})
+	recall := memory.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{}, memory.WithQueryBudget(cfg.EmbeddingQuery))
 	exports := transfer.NewExports(transfer.ExportsConfig{DB: db.Transfer(), Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
 		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
 	operations := operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db,
