@@ -261,10 +261,11 @@ func (m *Main) Shutdown(ctx context.Context) error {
 	defer m.stopping.Unlock()
 	var errs []error
 	if m.http != nil {
+		// Each answer from now on closes its connection (Connection: close), so
+		// clients that keep connections alive reconnect, through the load balancer,
+		// elsewhere; connections idle now stay open until then, as closing them would
+		// race with a client sending on them.
 		m.server.Drain()
-		// Each answer from now on closes its connection, so clients that keep
-		// connections alive reconnect, through the load balancer, elsewhere.
-		m.http.SetKeepAlivesEnabled(false)
 		m.Log.Info("agent-context draining", slog.Duration("drain_delay", m.Config.DrainDelay),
 			slog.Duration("drain_timeout", m.Config.DrainTimeout))
 		delay := time.NewTimer(m.Config.DrainDelay)
