@@ -26,6 +26,9 @@ type EventHubOptions struct {
 	// Keepalive is how long the listening connection may be silent before it is
 	// pinged (default 30 s), so a connection that died without a word is noticed.
 	Keepalive time.Duration
+	// MetricsRefresh is how often, at most, the A2A state gauges are counted
+	// (default DefaultMetricsRefresh).
+	MetricsRefresh time.Duration
 }
 
 // Reconnection backoff of the listening connection.
@@ -76,7 +79,7 @@ func NewEventHub(ctx context.Context, pool *pgxpool.Pool, opts EventHubOptions) 
 		return nil, fmt.Errorf("listen for A2A events: %w", err)
 	}
 	if opts.Registerer != nil {
-		if err := h.register(opts.Registerer, pool); err != nil {
+		if err := h.register(opts.Registerer, pool, opts.MetricsRefresh); err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
@@ -85,7 +88,7 @@ func NewEventHub(ctx context.Context, pool *pgxpool.Pool, opts EventHubOptions) 
 	return h, nil
 }
 
-func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool) error {
+func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool, refresh time.Duration) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: "a2a", Name: "poll_waiters",
@@ -95,7 +98,7 @@ func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool) error
 			Namespace: metricsNamespace, Subsystem: "a2a", Name: "listener_connects_total",
 			Help: "Connections the event listener made (the first, then one per reconnection).",
 		}, func() float64 { return float64(h.connects.Load()) }),
-		newA2AStateCollector(pool, h.log),
+		newA2AStateCollector(pool, h.log, refresh),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register the A2A metrics: %w", err)

@@ -287,7 +287,7 @@ func TestProjectionCollector(t *testing.T) {
 	t.Parallel()
 	b := setupProjection(t, nil)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(postgres.NewProjectionCollector(b.pool))
+	reg.MustRegister(postgres.NewProjectionCollector(b.pool, time.Nanosecond)) // every scrape reads
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP agent_context_vector_projection_backlog Entries written and not yet embedded into the vector projection, all scopes.
 # TYPE agent_context_vector_projection_backlog gauge

@@ -81,6 +81,9 @@ type Config struct {
 	EmbeddingTimeout    time.Duration
 	// EmbeddingQuery bounds the query embedding of a recall (loadQueryBudgetConfig).
 	EmbeddingQuery memory.QueryBudget
+	// MetricsRefresh is how often, at most, /metrics counts rows in the database
+	// (loadMetricsConfig).
+	MetricsRefresh time.Duration
 	// Knowledge providers (06-knowledge.md), read and checked from
 	// AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE at start; none when it is unset.
 	KnowledgeProvidersFile string
@@ -304,6 +307,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
 	errs = append(errs, loadQueryBudgetConfig(getenv, &cfg)...)
+	errs = append(errs, loadMetricsConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
 	case 1:

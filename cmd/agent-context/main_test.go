@@ -150,6 +150,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"AGENT_CONTEXT_EMBEDDING_QUERY_TIMEOUT":    "0s",
 		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_FAILURES": "0",
 		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_OPEN":     "never",
+		"AGENT_CONTEXT_METRICS_REFRESH":            "10ms",
 	} {
 		_, err := LoadConfig(func(k string) string {
 			if k == name {

@@ -156,7 +156,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.knowledgeProviders.Start()
-	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry}); err != nil {
+	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry, MetricsRefresh: cfg.MetricsRefresh}); err != nil {
 		return err
 	}
 	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
@@ -180,7 +180,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Entries: entries, Recall: recall, Projection: projection, Exports: exports,
 		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
 		PublicURL: cfg.PublicURL, Version: version})
-	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool))
+	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
 			Metrics: m.registry, A2ASweeper: coordination, A2ASweepInterval: cfg.A2ASweepInterval,
