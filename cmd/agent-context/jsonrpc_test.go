@@ -205,3 +205,35 @@ func TestAgentCard(t *testing.T) {
 	public.do(t, http.MethodGet, contract.PathWellKnownAgentCard, nil).requireOK(t, http.StatusOK, &card)
 	require.Equal(t, "https://ctx.example.test/a2a", card.URL)
 }
+
+// TestJSONRPCNotifications: a request without an id is a notification (JSON-RPC 2.0),
+// which gets no reply: 202 with an empty body, whether it succeeded, failed or named
+// no method. It is still executed. An id of null is a request, and answered.
+func TestJSONRPCNotifications(t *testing.T) {
+	t.Parallel()
+	app, m := startSecuredApp(t)
+	alice := tokenAgent(app, m, "alice", a2aCaps...)
+	noReply := func(body string, headers ...string) {
+		t.Helper()
+		r := app.post(t, contract.PathA2AJSONRPC, body, append(append([]string{}, alice.headers...), headers...)...)
+		require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
+		require.Empty(t, r.Body)
+	}
+	before := a2aState(t, app)
+	noReply(`{"jsonrpc": "2.0", "method": "tasks/explode"}`)
+	noReply(`{"jsonrpc": "2.0", "method": "GetTask", "params": {}}`)
+	noReply(`{"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "nope"}}`, "A2A-Version", "9")
+	require.Equal(t, before, a2aState(t, app))
+
+	noReply(`{"jsonrpc": "2.0", "method": "message/send", "params": {"message": {"role": "user",
+		"parts": [{"kind": "text", "text": "fire and forget"}]}, "metadata": {"toAgent": "bob"}}}`)
+	require.NotEqual(t, before, a2aState(t, app), "a notification is executed")
+
+	out := rpc(t, alice, `{"jsonrpc": "2.0", "id": null, "method": "tasks/get", "params": {"id": "nope"}}`)
+	code, _ := rpcErrorCode(t, out)
+	require.Equal(t, -32001, code)
+	require.Nil(t, out["id"])
+	// What cannot be read as a request is answered, with id null.
+	code, _ = rpcErrorCode(t, rpc(t, alice, `{"jsonrpc": "1.0", "method": "tasks/get"}`))
+	require.Equal(t, -32600, code)
+}
