@@ -422,11 +422,11 @@ func inboundPart(raw jsontext.Value, gen generation, i int) (contract.Part, *rpc
 			if !present(in.Data) {
 				return bad("a data part needs data")
 			}
-			part := contract.Part{Type: contract.PartData, Data: []byte(in.Data)}
+			var mimeType *string
 			if in.Metadata != nil {
-				part.MimeType = in.Metadata.MimeType
+				mimeType = in.Metadata.MimeType
 			}
-			return part, nil
+			return dataPart(in.Data, mimeType), nil
 		case contract.PartFile:
 			if in.File == nil {
 				return bad("a file part needs file")
@@ -453,7 +453,16 @@ func inboundPart(raw jsontext.Value, gen generation, i int) (contract.Part, *rpc
 	case in.URL != nil:
 		return contract.Part{Type: contract.PartFile, Name: in.Filename, MimeType: in.MediaType, URI: in.URL}, nil
 	}
-	return contract.Part{Type: contract.PartData, Data: []byte(in.Data), MimeType: in.MediaType}, nil
+	return dataPart(in.Data, in.MediaType), nil
+}
+
+// dataPart is an inbound data part; one without a type is application/json.
+func dataPart(data jsontext.Value, mimeType *string) contract.Part {
+	if mimeType == nil {
+		json := "application/json"
+		mimeType = &json
+	}
+	return contract.Part{Type: contract.PartData, Data: []byte(data), MimeType: mimeType}
 }
 
 // The state and role names of each generation.

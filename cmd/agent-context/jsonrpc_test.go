@@ -135,6 +135,10 @@ func TestJSONRPCTasks(t *testing.T) {
 	bob.ok(t, contract.RouteA2ATasksGet, map[string]any{"taskId": id}, &rest)
 	require.Equal(t, "alice", rest.FromAgent)
 	require.Equal(t, "review this", rest.Description)
+	// A 0.3 data part without metadata.mimeType is stored as application/json.
+	require.Len(t, rest.Messages, 1)
+	require.Equal(t, contract.PartData, rest.Messages[0].Parts[1].Type)
+	require.Equal(t, ptrTo("application/json"), rest.Messages[0].Parts[1].MimeType)
 	bob.ok(t, contract.RouteA2ATasksUpdate, map[string]any{"taskId": id, "state": "working"}, nil)
 	out = rpc(t, bob, `{"jsonrpc": "2.0", "id": "b", "method": "SendMessage", "params": {"message": {"role": "ROLE_USER",
 		"taskId": "`+id+`", "parts": [{"data": {"ok": true}, "mediaType": "application/x"}, {"url": "https://x/y", "filename": "y"}]}}}`)
