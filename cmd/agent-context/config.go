@@ -84,6 +84,9 @@ type Config struct {
 	// MetricsRefresh is how often, at most, /metrics counts rows in the database
 	// (loadMetricsConfig).
 	MetricsRefresh time.Duration
+	// A2AMaxEnvelopes bounds the stored envelope payloads per scope
+	// (loadEnvelopeConfig; 0: the default).
+	A2AMaxEnvelopes int
 	// Knowledge providers (06-knowledge.md), read and checked from
 	// AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE at start; none when it is unset.
 	KnowledgeProvidersFile string
@@ -308,6 +311,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
 	errs = append(errs, loadQueryBudgetConfig(getenv, &cfg)...)
 	errs = append(errs, loadMetricsConfig(getenv, &cfg)...)
+	errs = append(errs, loadEnvelopeConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
 	case 1:

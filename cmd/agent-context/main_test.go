@@ -151,6 +151,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_FAILURES": "0",
 		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_OPEN":     "never",
 		"AGENT_CONTEXT_METRICS_REFRESH":            "10ms",
+		"AGENT_CONTEXT_A2A_MAX_ENVELOPES":          "0",
 	} {
 		_, err := LoadConfig(func(k string) string {
 			if k == name {

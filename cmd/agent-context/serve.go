@@ -160,6 +160,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
+		MaxEnvelopes:  cfg.A2AMaxEnvelopes,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
 		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
 	if cfg.A2APeersFile != "" {

@@ -33,6 +33,11 @@ type Config struct {
 	// MaxMessages bounds the live messages of a scope (default
 	// contract.DefaultA2AMaxMessages); the oldest go first when it is full.
 	MaxMessages int
+	// MaxEnvelopes bounds the stored handoff_bundle and context_package payloads of a
+	// scope (default contract.DefaultA2AMaxEnvelopes), and MaxEnvelopeBytes their
+	// bytes (default contract.DefaultA2AMaxEnvelopeBytes); the oldest go first.
+	MaxEnvelopes     int
+	MaxEnvelopeBytes int64
 	// TaskRetention is how long terminal tasks are kept (default 72 h).
 	TaskRetention time.Duration
 	// EventRetention is how long events are kept (default 7 days).
@@ -79,6 +84,7 @@ type Service struct {
 	notifier       runtime.EventNotifier
 	clock          runtime.Clock
 	maxMessages    int
+	envelopeBounds EnvelopeBounds
 	taskRetention  time.Duration
 	eventRetention time.Duration
 	sweepBatch     int
@@ -97,6 +103,13 @@ func New(cfg Config) *Service {
 		defaultAgent: cfg.DefaultAgent, artifacts: cfg.Artifacts}
 	if a.clock == nil {
 		a.clock = runtime.SystemClock{}
+	}
+	a.envelopeBounds = EnvelopeBounds{MaxPayloads: cfg.MaxEnvelopes, MaxBytes: cfg.MaxEnvelopeBytes}
+	if a.envelopeBounds.MaxPayloads <= 0 {
+		a.envelopeBounds.MaxPayloads = contract.DefaultA2AMaxEnvelopes
+	}
+	if a.envelopeBounds.MaxBytes <= 0 {
+		a.envelopeBounds.MaxBytes = contract.DefaultA2AMaxEnvelopeBytes
 	}
 	if a.maxMessages <= 0 {
 		a.maxMessages = contract.DefaultA2AMaxMessages

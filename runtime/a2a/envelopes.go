@@ -69,12 +69,21 @@ type EnvelopeRecord struct {
 	ExpiresAtMs int64
 }
 
+// EnvelopeBounds bound the handoff_bundle and context_package payloads a scope keeps
+// (07-a2a.md): their number and their bytes (compact JSON); the oldest go first.
+type EnvelopeBounds struct {
+	MaxPayloads int
+	MaxBytes    int64
+}
+
 // EnvelopeStore keeps the envelopes POST /handoff accepted.
 type EnvelopeStore interface {
 	// CreateEnvelope stores e unless an envelope with its message ID exists; then it
 	// stores nothing and returns that one. A concurrent create of the same ID waits
 	// for the first to commit. Errors: SERVICE_UNAVAILABLE.
-	CreateEnvelope(ctx context.Context, scope runtime.Scope, e *EnvelopeRecord) (stored EnvelopeRecord, created bool, err error)
+	// A stored payload counts against bounds: while the scope holds more payloads or
+	// bytes of them, the oldest payloads are dropped (their records stay).
+	CreateEnvelope(ctx context.Context, scope runtime.Scope, e *EnvelopeRecord, bounds EnvelopeBounds) (stored EnvelopeRecord, created bool, err error)
 	// GetEnvelope returns the envelope with messageID. Errors: NOT_FOUND,
 	// SERVICE_UNAVAILABLE.
 	GetEnvelope(ctx context.Context, scope runtime.Scope, messageID string) (EnvelopeRecord, error)
@@ -156,7 +165,7 @@ func (a *Service) Handoff(ctx context.Context, p runtime.Principal, h *Handoff) 
 	rec.AcceptedAtMs = now
 	var ack *contract.MessageAck
 	err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
-		stored, created, err := tx.Envelopes.CreateEnvelope(ctx, p.Scope, &rec)
+		stored, created, err := tx.Envelopes.CreateEnvelope(ctx, p.Scope, &rec, a.envelopeBounds)
 		if err != nil {
 			return err
 		}
