@@ -337,12 +337,17 @@ func (c *Client) probe(ctx context.Context, p *provider) {
 // call but was never probed successfully (down at start, or probes off): it is up now,
 // so what it can do is read at once rather than at the next probe.
 func (c *Client) readCapabilitiesOnce(ctx context.Context, p *provider) {
+	read := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.capsRead
+	}
+	if read() {
+		return
+	}
 	p.fetching.Lock()
 	defer p.fetching.Unlock()
-	p.mu.Lock()
-	read := p.capsRead
-	p.mu.Unlock()
-	if !read {
+	if !read() {
 		c.probe(context.WithoutCancel(ctx), p)
 	}
 }

@@ -70,7 +70,8 @@ type EnvelopeRecord struct {
 }
 
 // EnvelopeBounds bound the handoff_bundle and context_package payloads a scope keeps
-// (07-a2a.md): their number and their bytes (compact JSON); the oldest go first.
+// (docs/a2a-protocol.md): their number and their bytes (compact JSON); the oldest go
+// first.
 type EnvelopeBounds struct {
 	MaxPayloads int
 	MaxBytes    int64

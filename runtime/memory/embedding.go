@@ -53,7 +53,7 @@ func EmbeddingUnavailable(cause error) *runtime.Error {
 	return &runtime.Error{Code: contract.CodeEmbeddingUnavailable, Message: "the embedding provider is unavailable", Err: err}
 }
 
-// QueryBudget bounds what the query embedding of one recall may cost (05-entries.md):
+// QueryBudget bounds what the query embedding of one recall may cost (docs/embeddings.md):
 // a request waits for it at most Timeout, the embedder's retries included, and after
 // CircuitFailures consecutive failures of an embedder its circuit opens for
 // CircuitOpen, during which recalls do not call it at all (hybrid degrades to text at
