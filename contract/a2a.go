@@ -52,6 +52,10 @@ const (
 	AgentActiveWindowMs = 15 * 60 * 1000
 	// DefaultA2AMaxMessages is the default bound of live messages per scope.
 	DefaultA2AMaxMessages = 10_000
+	// DefaultA2AMaxEnvelopes and DefaultA2AMaxEnvelopeBytes bound the stored
+	// handoff_bundle and context_package payloads per scope; the oldest go first.
+	DefaultA2AMaxEnvelopes     = 10_000
+	DefaultA2AMaxEnvelopeBytes = 1 << 30
 	// SnapshotSchemaVersion is the schemaVersion of A2A snapshot v1.
 	SnapshotSchemaVersion = 1
 )

@@ -50,7 +50,11 @@ type Envelope struct {
 	Version       string          `json:"version"`
 	ContentType   string          `json:"content_type"`
 	Payload       json.RawMessage `json:"payload"`
-	Signature     *string         `json:"signature,omitempty"`
+	// Tenant and Project, when present, must equal the receiving caller's scope:
+	// they bind a signed envelope to where it may land.
+	Tenant    *string `json:"tenant,omitempty"`
+	Project   *string `json:"project,omitempty"`
+	Signature *string `json:"signature,omitempty"`
 }
 
 // A2AVersions is the answer of GET /versions.

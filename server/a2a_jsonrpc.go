@@ -98,7 +98,13 @@ var nullID = jsontext.Value("null")
 func (s *Server) jsonRPC(c echo.Context) error {
 	p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
 	headerGen, headerOK := headerGeneration(c.Request().Header.Get(contract.HeaderA2AVersion))
+	notification := false
 	answer := func(id jsontext.Value, gen generation, result any, fail *rpcFailure) error {
+		if notification {
+			// JSON-RPC 2.0: a notification (a request without an id) gets no reply,
+			// not even an error.
+			return c.NoContent(http.StatusAccepted)
+		}
 		resp := contract.RPCResponse{JSONRPC: "2.0", ID: []byte(id)}
 		if fail == nil {
 			raw, err := stdjson.Marshal(result)
@@ -123,7 +129,7 @@ func (s *Server) jsonRPC(c echo.Context) error {
 	}
 	id, method, params := nullID, "", jsontext.Value(nil)
 	if fail == nil {
-		id, method, params, fail = parseRPCRequest(body)
+		id, method, params, notification, fail = parseRPCRequest(body)
 	}
 	m, known := rpcMethods[method]
 	gen := headerGen
@@ -177,15 +183,17 @@ func readRPCBody(r *http.Request, l bodyLimits, hold *bodyHold) (body []byte, fa
 }
 
 // parseRPCRequest reads body as a JSON-RPC request: the id to echo (null when it cannot
-// be read), the method and the raw params, or the failure of an invalid request.
-func parseRPCRequest(body []byte) (id jsontext.Value, method string, params jsontext.Value, fail *rpcFailure) {
+// be read), the method and the raw params, whether it is a notification (a valid
+// request without an id member, which gets no reply), or the failure of an invalid
+// request (answered with id null however it reads: it was not understood).
+func parseRPCRequest(body []byte) (id jsontext.Value, method string, params jsontext.Value, notification bool, fail *rpcFailure) {
 	id = nullID
 	body = bytes.TrimSpace(bytes.TrimPrefix(body, utf8BOM))
 	if !jsontext.Value(body).IsValid() {
-		return id, "", nil, rpcFail(contract.RPCParseError, "the request is not valid JSON")
+		return id, "", nil, false, rpcFail(contract.RPCParseError, "the request is not valid JSON")
 	}
 	if body[0] != '{' {
-		return id, "", nil, rpcFail(contract.RPCInvalidRequest, "the request must be a JSON object")
+		return id, "", nil, false, rpcFail(contract.RPCInvalidRequest, "the request must be a JSON object")
 	}
 	var req struct {
 		JSONRPC jsontext.Value `json:"jsonrpc"`
@@ -194,23 +202,23 @@ func parseRPCRequest(body []byte) (id jsontext.Value, method string, params json
 		Params  jsontext.Value `json:"params"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		return id, "", nil, rpcFail(contract.RPCInvalidRequest, "the request has duplicate members")
+		return id, "", nil, false, rpcFail(contract.RPCInvalidRequest, "the request has duplicate members")
 	}
 	switch kind := req.ID.Kind(); {
 	case len(req.ID) == 0:
 	case kind == '"' || kind == '0' || kind == 'n':
 		id = req.ID
 	default:
-		return id, "", nil, rpcFail(contract.RPCInvalidRequest, "id must be a string, a number or null")
+		return id, "", nil, false, rpcFail(contract.RPCInvalidRequest, "id must be a string, a number or null")
 	}
 	var version string
 	if req.JSONRPC.Kind() != '"' || json.Unmarshal(req.JSONRPC, &version) != nil || version != "2.0" {
-		return id, "", nil, rpcFail(contract.RPCInvalidRequest, `jsonrpc must be "2.0"`)
+		return id, "", nil, false, rpcFail(contract.RPCInvalidRequest, `jsonrpc must be "2.0"`)
 	}
 	if req.Method.Kind() != '"' || json.Unmarshal(req.Method, &method) != nil {
-		return id, "", nil, rpcFail(contract.RPCInvalidRequest, "method must be a string")
+		return id, "", nil, false, rpcFail(contract.RPCInvalidRequest, "method must be a string")
 	}
-	return id, method, req.Params, nil
+	return id, method, req.Params, len(req.ID) == 0, nil
 }
 
 // decodeParams decodes params leniently into v: an object, unknown members ignored.
@@ -414,11 +422,11 @@ func inboundPart(raw jsontext.Value, gen generation, i int) (contract.Part, *rpc
 			if !present(in.Data) {
 				return bad("a data part needs data")
 			}
-			part := contract.Part{Type: contract.PartData, Data: []byte(in.Data)}
+			var mimeType *string
 			if in.Metadata != nil {
-				part.MimeType = in.Metadata.MimeType
+				mimeType = in.Metadata.MimeType
 			}
-			return part, nil
+			return dataPart(in.Data, mimeType), nil
 		case contract.PartFile:
 			if in.File == nil {
 				return bad("a file part needs file")
@@ -445,7 +453,16 @@ func inboundPart(raw jsontext.Value, gen generation, i int) (contract.Part, *rpc
 	case in.URL != nil:
 		return contract.Part{Type: contract.PartFile, Name: in.Filename, MimeType: in.MediaType, URI: in.URL}, nil
 	}
-	return contract.Part{Type: contract.PartData, Data: []byte(in.Data), MimeType: in.MediaType}, nil
+	return dataPart(in.Data, in.MediaType), nil
+}
+
+// dataPart is an inbound data part; one without a type is application/json.
+func dataPart(data jsontext.Value, mimeType *string) contract.Part {
+	if mimeType == nil {
+		json := "application/json"
+		mimeType = &json
+	}
+	return contract.Part{Type: contract.PartData, Data: []byte(data), MimeType: mimeType}
 }
 
 // The state and role names of each generation.

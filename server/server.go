@@ -166,6 +166,7 @@ func New(cfg Config) *Server {
 	s.echo.HideBanner = true
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = s.errorHandler
+	s.echo.Pre(s.closeWhenDraining)
 	s.echo.Use(requestIDMiddleware)
 	s.echo.Use(cfg.Instruments.middleware()...)
 	s.echo.Use(s.logMiddleware, s.recoverMiddleware)
@@ -206,8 +207,23 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 }
 
 // Drain marks the server as shutting down: /ready answers 503 so load balancers stop
-// sending traffic while in-flight requests finish.
+// sending traffic while in-flight requests finish, and every answer from now on
+// carries Connection: close.
 func (s *Server) Drain() { s.draining.Store(true) }
+
+// closeWhenDraining answers with Connection: close once the drain started, so net/http
+// closes each connection right after its answer and the client reconnects, through
+// the load balancer, elsewhere. Unlike http.Server.SetKeepAlivesEnabled(false), it
+// leaves connections that are idle at that moment open: closing one races with a
+// client that is just sending its next request on it, which then sees a reset.
+func (s *Server) closeWhenDraining(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.draining.Load() {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
+		return next(c)
+	}
+}
 
 func (s *Server) health(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, contract.Health{Status: "ok", Service: contract.Service})

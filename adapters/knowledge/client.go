@@ -81,6 +81,12 @@ type provider struct {
 	mu     sync.Mutex
 	status string
 	caps   ProviderCapabilities
+	// capsRead: caps hold what the provider last reported, not the zero value of
+	// a provider never reached.
+	capsRead bool
+	// fetching serialises the capabilities fetch a call that finds the provider up
+	// with its capabilities unread makes, so concurrent calls make one.
+	fetching sync.Mutex
 }
 
 // New returns a Client for cfg; it fails only when the metrics cannot be registered.
@@ -191,8 +197,13 @@ func (p *provider) info() rtknowledge.ProviderInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	status := p.status
-	if p.breaker.State() == gobreaker.StateOpen {
+	switch {
+	case p.breaker.State() == gobreaker.StateOpen:
 		status = contract.ProviderDown
+	case status == contract.ProviderUp && !p.capsRead:
+		// Answered a call, but its capabilities are being read right now: up would
+		// stand beside capabilities nobody has read.
+		status = contract.ProviderUnknown
 	}
 	return rtknowledge.ProviderInfo{
 		Name: p.cfg.Name, DefaultRequirement: p.cfg.DefaultRequirement,
@@ -317,8 +328,27 @@ func (c *Client) probe(ctx context.Context, p *provider) {
 	}
 	if c.settle(p, OperationCapabilities, start, err) == OutcomeOK {
 		p.mu.Lock()
-		p.caps = caps
+		p.caps, p.capsRead = caps, true
 		p.mu.Unlock()
+	}
+}
+
+// readCapabilitiesOnce fetches the capabilities of a provider that just answered a
+// call but was never probed successfully (down at start, or probes off): it is up now,
+// so what it can do is read at once rather than at the next probe.
+func (c *Client) readCapabilitiesOnce(ctx context.Context, p *provider) {
+	read := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.capsRead
+	}
+	if read() {
+		return
+	}
+	p.fetching.Lock()
+	defer p.fetching.Unlock()
+	if !read() {
+		c.probe(context.WithoutCancel(ctx), p)
 	}
 }
 
@@ -333,8 +363,11 @@ func (c *Client) call(ctx context.Context, p *provider, operation string, creds 
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		err = &failure{reason: contract.ReasonCircuitOpen, err: err}
 	}
-	c.settle(p, operation, start, err)
+	outcome := c.settle(p, operation, start, err)
 	var f *failure
+	if outcome == OutcomeOK || (errors.As(err, &f) && f.healthy) {
+		c.readCapabilitiesOnce(ctx, p)
+	}
 	if errors.As(err, &f) {
 		return &rtknowledge.ProviderError{Provider: p.cfg.Name, Reason: f.reason, Err: f.err}
 	}

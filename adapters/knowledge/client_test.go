@@ -380,7 +380,9 @@ agent_context_knowledge_provider_circuit_state{provider="b"} 0
 `), knowledge.MetricCircuitState))
 	require.EqualValues(t, 1, histogramCount(t, reg, "a", knowledge.OperationQuery, knowledge.OutcomeOK))
 	require.EqualValues(t, 1, histogramCount(t, reg, "b", knowledge.OperationQuery, contract.ReasonProviderUnavailable))
-	require.Equal(t, 2, testutil.CollectAndCount(reg, knowledge.MetricCallDuration))
+	// a answered, never probed: its capabilities were read right after.
+	require.EqualValues(t, 1, histogramCount(t, reg, "a", knowledge.OperationCapabilities, knowledge.OutcomeOK))
+	require.Equal(t, 3, testutil.CollectAndCount(reg, knowledge.MetricCallDuration))
 
 	_, err = knowledge.New(knowledge.Config{}, knowledge.Options{Registerer: reg})
 	require.Error(t, err, "a second client cannot register the same metrics")

@@ -209,15 +209,13 @@ func (f configFile) check() (Config, error) {
 		}
 		cfg.Providers = append(cfg.Providers, pc)
 	}
-	switch {
-	case f.Default != nil:
+	// Only the file's default is the default: a lone provider is not one implicitly,
+	// so adding a second one never changes where queries naming none go.
+	if f.Default != nil {
 		cfg.Default = *f.Default
 		if _, ok := first[cfg.Default]; !ok {
 			add("default %q names no provider of the file", cfg.Default)
 		}
-	case len(cfg.Providers) == 1:
-		// One provider needs no name in every query.
-		cfg.Default = cfg.Providers[0].Name
 	}
 	if len(problems) > 0 {
 		return Config{}, &ConfigError{Problems: problems}

@@ -52,7 +52,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	t.Parallel()
 	cfg, err := knowledge.ParseConfig([]byte(`{"providers": [{"name": "only", "baseUrl": "http://127.0.0.1:1"}]}`), true)
 	require.NoError(t, err)
-	require.Equal(t, "only", cfg.Default, "a single provider is the default")
+	require.Empty(t, cfg.Default, "no default, even with a single provider: queries must name one")
 	require.Equal(t, knowledge.DefaultProbeInterval, cfg.ProbeInterval)
 
 	cfg, err = knowledge.ParseConfig([]byte(`{"probeIntervalMs": 0, "providers": [

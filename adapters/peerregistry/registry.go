@@ -25,11 +25,12 @@ import (
 const MaxFileBytes = 4 << 20
 
 // Key is one entry of the file: {"keyId", "alg": "Ed25519", "publicKey": base64url of
-// the raw 32 bytes}.
+// the raw 32 bytes, "tenants": the tenants it may be used in, absent or null for any}.
 type Key struct {
-	KeyID     string `json:"keyId"`
-	Alg       string `json:"alg"`
-	PublicKey string `json:"publicKey"`
+	KeyID     string          `json:"keyId"`
+	Alg       string          `json:"alg"`
+	PublicKey string          `json:"publicKey"`
+	Tenants   json.RawMessage `json:"tenants,omitempty"`
 }
 
 // File is the registry file's document: each agent's keys.
@@ -50,7 +51,7 @@ type Registry struct {
 type state struct {
 	info os.FileInfo
 	sum  [sha256.Size]byte
-	keys map[string]map[string]ed25519.PublicKey
+	keys map[string]map[string]a2a.PeerKey
 }
 
 var _ a2a.PeerKeys = (*Registry)(nil)
@@ -72,7 +73,7 @@ func Open(path string, log *slog.Logger) (*Registry, error) {
 }
 
 // Ed25519Key implements a2a.PeerKeys.
-func (r *Registry) Ed25519Key(agent, keyID string) (ed25519.PublicKey, bool) {
+func (r *Registry) Ed25519Key(agent, keyID string) (a2a.PeerKey, bool) {
 	key, ok := r.current().keys[agent][keyID]
 	return key, ok
 }
@@ -137,8 +138,8 @@ func (r *Registry) load(info os.FileInfo) error {
 }
 
 // Parse reads a registry document: every key an Ed25519 key of 32 bytes, key IDs
-// unique per agent.
-func Parse(data []byte) (map[string]map[string]ed25519.PublicKey, error) {
+// unique per agent, tenants null or a non-empty array of tenant IDs.
+func Parse(data []byte) (map[string]map[string]a2a.PeerKey, error) {
 	var doc File
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -148,12 +149,12 @@ func Parse(data []byte) (map[string]map[string]ed25519.PublicKey, error) {
 	if doc == nil {
 		return nil, errors.New("not a peers document: null")
 	}
-	keys := make(map[string]map[string]ed25519.PublicKey, len(doc))
+	keys := make(map[string]map[string]a2a.PeerKey, len(doc))
 	for agent, list := range doc {
 		if err := runtime.ValidateID("agent", agent); err != nil {
 			return nil, fmt.Errorf("agent %q: not a valid agent ID", agent)
 		}
-		keys[agent] = make(map[string]ed25519.PublicKey, len(list))
+		keys[agent] = make(map[string]a2a.PeerKey, len(list))
 		for i, k := range list {
 			if k.Alg != "Ed25519" {
 				return nil, fmt.Errorf("%s[%d]: alg must be Ed25519", agent, i)
@@ -168,8 +169,30 @@ func Parse(data []byte) (map[string]map[string]ed25519.PublicKey, error) {
 			if err != nil || len(raw) != ed25519.PublicKeySize {
 				return nil, fmt.Errorf("%s[%d]: publicKey must be base64url (no padding) of 32 bytes", agent, i)
 			}
-			keys[agent][k.KeyID] = ed25519.PublicKey(raw)
+			tenants, err := parseTenants(k.Tenants)
+			if err != nil {
+				return nil, fmt.Errorf("%s[%d]: %w", agent, i, err)
+			}
+			keys[agent][k.KeyID] = a2a.PeerKey{Public: ed25519.PublicKey(raw), Tenants: tenants}
 		}
 	}
 	return keys, nil
+}
+
+// parseTenants reads a key's tenants: absent or null is any tenant (nil); otherwise a
+// non-empty array of tenant IDs, since an empty one would make a key no envelope can use.
+func parseTenants(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var tenants []string
+	if err := json.Unmarshal(raw, &tenants); err != nil || len(tenants) == 0 {
+		return nil, errors.New("tenants must be null or a non-empty array of tenant IDs")
+	}
+	for _, t := range tenants {
+		if runtime.ValidateID("tenant", t) != nil {
+			return nil, fmt.Errorf("tenants: %q is not a valid tenant ID", t)
+		}
+	}
+	return tenants, nil
 }

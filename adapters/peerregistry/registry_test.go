@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/peerregistry"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 func publicKey(seed string) (ed25519.PublicKey, string) {
@@ -47,16 +48,20 @@ func TestOpenRefusesUnusableFiles(t *testing.T) {
 	_, err := peerregistry.Open(filepath.Join(dir, "missing.json"), nil)
 	require.ErrorContains(t, err, "A2A peers file")
 	for name, doc := range map[string]string{
-		"not JSON":        `{"agent-a": [`,
-		"null":            `null`,
-		"unknown member":  `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `", "use": "sig"}]}`,
-		"another alg":     `{"agent-a": [{"keyId": "k1", "alg": "RS256", "publicKey": "` + good + `"}]}`,
-		"no key ID":       `{"agent-a": [{"alg": "Ed25519", "publicKey": "` + good + `"}]}`,
-		"duplicate keyId": `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `"}, {"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `"}]}`,
-		"short key":       `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "AAAA"}]}`,
-		"padded key":      `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `="}]}`,
-		"bad agent ID":    `{"agent a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `"}]}`,
-		"too large":       `{"agent-a": [], "pad": "` + strings.Repeat("x", peerregistry.MaxFileBytes) + `"}`,
+		"not JSON":         `{"agent-a": [`,
+		"null":             `null`,
+		"unknown member":   `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `", "use": "sig"}]}`,
+		"another alg":      `{"agent-a": [{"keyId": "k1", "alg": "RS256", "publicKey": "` + good + `"}]}`,
+		"no key ID":        `{"agent-a": [{"alg": "Ed25519", "publicKey": "` + good + `"}]}`,
+		"duplicate keyId":  `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `"}, {"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `"}]}`,
+		"short key":        `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "AAAA"}]}`,
+		"padded key":       `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `="}]}`,
+		"bad agent ID":     `{"agent a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `"}]}`,
+		"tenants a string": `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `", "tenants": "acme"}]}`,
+		"tenants numbers":  `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `", "tenants": [1]}]}`,
+		"tenants empty":    `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `", "tenants": []}]}`,
+		"tenant not an ID": `{"agent-a": [{"keyId": "k1", "alg": "Ed25519", "publicKey": "` + good + `", "tenants": ["a b"]}]}`,
+		"too large":        `{"agent-a": [], "pad": "` + strings.Repeat("x", peerregistry.MaxFileBytes) + `"}`,
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
 		write(t, path, []byte(doc), time.Now())
@@ -79,17 +84,19 @@ func TestKeysRotateAndABrokenFileKeepsThem(t *testing.T) {
 
 	got, ok := r.Ed25519Key("agent-a", "k1")
 	require.True(t, ok)
-	require.Equal(t, k1, got)
+	require.Equal(t, a2a.PeerKey{Public: k1}, got)
 	_, ok = r.Ed25519Key("agent-b", "k1")
 	require.False(t, ok, "a key ID belongs to its agent only")
 	_, ok = r.Ed25519Key("agent-a", "k2")
 	require.False(t, ok)
 
 	// Rotation: k2 added, k1 withdrawn; read on the next lookup.
-	write(t, path, peerregistry.File{"agent-a": {{KeyID: "k2", Alg: "Ed25519", PublicKey: k2Text}}}, start.Add(time.Minute))
+	write(t, path, peerregistry.File{"agent-a": {{KeyID: "k2", Alg: "Ed25519", PublicKey: k2Text,
+		Tenants: json.RawMessage(`["acme", "globex"]`)}}}, start.Add(time.Minute))
 	got, ok = r.Ed25519Key("agent-a", "k2")
 	require.True(t, ok)
-	require.Equal(t, k2, got)
+	k2Bound := a2a.PeerKey{Public: k2, Tenants: []string{"acme", "globex"}}
+	require.Equal(t, k2Bound, got)
 	_, ok = r.Ed25519Key("agent-a", "k1")
 	require.False(t, ok)
 
@@ -98,7 +105,7 @@ func TestKeysRotateAndABrokenFileKeepsThem(t *testing.T) {
 	for range 3 {
 		got, ok = r.Ed25519Key("agent-a", "k2")
 		require.True(t, ok)
-		require.Equal(t, k2, got)
+		require.Equal(t, k2Bound, got)
 	}
 	require.Equal(t, 1, strings.Count(log.String(), "cannot be used"), log.String())
 
@@ -106,10 +113,11 @@ func TestKeysRotateAndABrokenFileKeepsThem(t *testing.T) {
 	require.NoError(t, os.Remove(path))
 	_, ok = r.Ed25519Key("agent-a", "k2")
 	require.True(t, ok)
-	write(t, path, peerregistry.File{"agent-a": {{KeyID: "k1", Alg: "Ed25519", PublicKey: k1Text}}}, start.Add(3*time.Minute))
+	write(t, path, peerregistry.File{"agent-a": {{KeyID: "k1", Alg: "Ed25519", PublicKey: k1Text,
+		Tenants: json.RawMessage(`null`)}}}, start.Add(3*time.Minute))
 	got, ok = r.Ed25519Key("agent-a", "k1")
 	require.True(t, ok)
-	require.Equal(t, k1, got)
+	require.Equal(t, a2a.PeerKey{Public: k1}, got)
 	_, ok = r.Ed25519Key("agent-a", "k2")
 	require.False(t, ok)
 }

@@ -20,8 +20,8 @@ import (
 // benchPeers pins one Ed25519 key of agent-a.
 type benchPeers struct{ key ed25519.PublicKey }
 
-func (p benchPeers) Ed25519Key(agent, keyID string) (ed25519.PublicKey, bool) {
-	return p.key, agent == "agent-a" && keyID == "k1"
+func (p benchPeers) Ed25519Key(agent, keyID string) (a2a.PeerKey, bool) {
+	return a2a.PeerKey{Public: p.key}, agent == "agent-a" && keyID == "k1"
 }
 
 // signedEnvelopes returns n distinct envelopes from agent-a to bob signed with priv.

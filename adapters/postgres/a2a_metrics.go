@@ -17,21 +17,31 @@ import (
 const a2aStateTimeout = 2 * time.Second
 
 // a2aStateCollector exports the A2A tasks by state and the messages by state (live,
-// or expired and awaiting the purge), over all scopes, counted at each scrape.
+// or expired and awaiting the purge), over all scopes, counted at most once per
+// refresh interval whatever the scrape rate.
 type a2aStateCollector struct {
 	pool            *pgxpool.Pool
 	log             *slog.Logger
 	tasks, messages *prometheus.Desc
+	counts          *scrapeCache[a2aStateCounts]
 }
 
-func newA2AStateCollector(pool *pgxpool.Pool, log *slog.Logger) *a2aStateCollector {
-	return &a2aStateCollector{
+// a2aStateCounts is one read of the A2A state gauges.
+type a2aStateCounts struct{ tasks, messages map[string]float64 }
+
+func newA2AStateCollector(pool *pgxpool.Pool, log *slog.Logger, refresh time.Duration) *a2aStateCollector {
+	c := &a2aStateCollector{
 		pool: pool, log: log,
 		tasks: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "a2a", "tasks"),
 			"A2A tasks by state, over every scope.", []string{"state"}, nil),
 		messages: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "a2a", "messages"),
 			"A2A messages by state (live, or expired and not yet purged), over every scope.", []string{"state"}, nil),
 	}
+	c.counts = newScrapeCache(refresh, func() (a2aStateCounts, error) {
+		tasks, messages, err := c.count()
+		return a2aStateCounts{tasks: tasks, messages: messages}, err
+	})
+	return c
 }
 
 // Describe implements prometheus.Collector.
@@ -43,15 +53,15 @@ func (c *a2aStateCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector. When the database fails, the scrape goes on
 // without these gauges and the failure is logged.
 func (c *a2aStateCollector) Collect(ch chan<- prometheus.Metric) {
-	tasks, messages, err := c.count()
+	counts, err := c.counts.get()
 	if err != nil {
 		c.log.Warn("a2a metrics: counting tasks and messages failed", slog.Any("error", err))
 		return
 	}
-	for state, n := range tasks {
+	for state, n := range counts.tasks {
 		ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, n, state)
 	}
-	for state, n := range messages {
+	for state, n := range counts.messages {
 		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, n, state)
 	}
 }

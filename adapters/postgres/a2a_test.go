@@ -817,7 +817,7 @@ func TestA2AMetrics(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	reg := prometheus.NewPedanticRegistry()
-	hub, err := postgres.NewEventHub(context.Background(), pool, postgres.EventHubOptions{Registerer: reg})
+	hub, err := postgres.NewEventHub(context.Background(), pool, postgres.EventHubOptions{Registerer: reg, MetricsRefresh: time.Nanosecond})
 	require.NoError(t, err)
 	t.Cleanup(hub.Close)
 	b := setupA2AOn(t, pool)

@@ -14,6 +14,7 @@ import (
 // SQLSTATE codes the adapter translates.
 const (
 	sqlstateUniqueViolation  = "23505"
+	sqlstateUndefinedTable   = "42P01"
 	sqlstateQueryCanceled    = "57014"
 	sqlstateAdminShutdown    = "57P01"
 	sqlstateCannotConnectNow = "57P03"

@@ -37,6 +37,9 @@ type EventHubOptions struct {
 	// HintInterval is the least time between two NOTIFY statements of this replica
 	// (default 2 ms): the scopes committed in between go out together.
 	HintInterval time.Duration
+	// MetricsRefresh is how often, at most, the A2A state gauges are counted
+	// (default DefaultMetricsRefresh).
+	MetricsRefresh time.Duration
 }
 
 // Defaults of EventHubOptions.
@@ -140,7 +143,7 @@ func NewEventHub(ctx context.Context, pool *pgxpool.Pool, opts EventHubOptions) 
 		return nil, fmt.Errorf("listen for A2A events: %w", err)
 	}
 	if opts.Registerer != nil {
-		if err := h.register(opts.Registerer, pool); err != nil {
+		if err := h.register(opts.Registerer, pool, opts.MetricsRefresh); err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
@@ -157,7 +160,7 @@ func NewEventHub(ctx context.Context, pool *pgxpool.Pool, opts EventHubOptions) 
 	return h, nil
 }
 
-func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool) error {
+func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool, refresh time.Duration) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: "a2a", Name: "poll_waiters",
@@ -171,7 +174,7 @@ func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool) error
 			Namespace: metricsNamespace, Subsystem: "a2a", Name: "hint_notifications_total",
 			Help: "NOTIFY statements this replica sent to wake other replicas' long polls after commits.",
 		}, func() float64 { return float64(h.hintsSent.Load()) }),
-		newA2AStateCollector(pool, h.log),
+		newA2AStateCollector(pool, h.log, refresh),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register the A2A metrics: %w", err)

@@ -61,8 +61,13 @@ func (t vectorTable) column() string {
 
 func (t vectorTable) ident() string { return pgx.Identifier{t.Name}.Sanitize() }
 
-// vectorCatalog caches vector_models: a model's table never changes its name, and a
-// table is dropped only when no generation uses it any more.
+// vectorCatalog caches vector_models for the statements that read and write vectors:
+// a model's table never changes its name while it exists. Another replica may drop it
+// (its last generation retired) and a later rebuild create the model's table again
+// under a new name, so the cache is a hint, never trusted where it matters: a
+// statement that finds the table gone (42P01) forgets it, and whatever starts a
+// generation of a model checks the model's table under the catalog's advisory lock
+// (ensureModelLocked), which a drop takes too.
 type vectorCatalog struct {
 	mu      sync.RWMutex
 	byModel map[string]vectorTable
@@ -78,17 +83,29 @@ func (c *vectorCatalog) lookup(ctx context.Context, db DBTX, model string) (vect
 	if ok {
 		return t, nil
 	}
-	t = vectorTable{Model: memory.EmbeddingModel{ID: model}}
-	err := db.QueryRow(ctx, `SELECT table_name, dimensions FROM vector_models WHERE model_id = $1`, model).
-		Scan(&t.Name, &t.Model.Dimensions)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return vectorTable{}, fmt.Errorf("no vector table for model %q", model)
-	}
+	t, found, err := readVectorModel(ctx, db, model)
 	if err != nil {
-		return vectorTable{}, translate(err)
+		return vectorTable{}, err
+	}
+	if !found {
+		return vectorTable{}, fmt.Errorf("no vector table for model %q", model)
 	}
 	c.remember(t)
 	return t, nil
+}
+
+// readVectorModel reads the catalog row of model.
+func readVectorModel(ctx context.Context, db DBTX, model string) (vectorTable, bool, error) {
+	t := vectorTable{Model: memory.EmbeddingModel{ID: model}}
+	err := db.QueryRow(ctx, `SELECT table_name, dimensions FROM vector_models WHERE model_id = $1`, model).
+		Scan(&t.Name, &t.Model.Dimensions)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return vectorTable{}, false, nil
+	}
+	if err != nil {
+		return vectorTable{}, false, translate(err)
+	}
+	return t, true, nil
 }
 
 func (c *vectorCatalog) remember(t vectorTable) {
@@ -103,6 +120,16 @@ func (c *vectorCatalog) forget(model string) {
 	c.mu.Unlock()
 }
 
+// translate translates an error of a statement on t, forgetting t when it was dropped
+// meanwhile (by another replica), so the next lookup reads vector_models again.
+func (c *vectorCatalog) translate(t vectorTable, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == sqlstateUndefinedTable {
+		c.forget(t.Model.ID)
+	}
+	return translate(err)
+}
+
 // ProjectionStore implements memory.ProjectionStore.
 type ProjectionStore struct {
 	db      DBTX
@@ -114,65 +141,73 @@ var _ memory.ProjectionStore = (*ProjectionStore)(nil)
 // catalogLock serializes the changes of vector_models across replicas.
 const catalogLock = `SELECT pg_advisory_xact_lock(hashtext('agent-context.vector_models'))`
 
-// EnsureModel implements memory.ProjectionStore. Replicas serialize on an advisory
-// lock, so a model gets exactly one table.
+// EnsureModel implements memory.ProjectionStore. It reads the catalog under its
+// advisory lock every time, never from this process's cache: another replica may have
+// dropped the model's table since. Replicas serialize on the lock, so a model gets
+// exactly one table.
 func (s *ProjectionStore) EnsureModel(ctx context.Context, model memory.EmbeddingModel) error {
-	if t, err := s.catalog.lookup(ctx, s.db, model.ID); err == nil {
-		return sameDimensions(t, model)
-	}
 	return inTx(ctx, s.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, catalogLock); err != nil {
 			return translate(err)
 		}
-		t := vectorTable{Model: model}
-		err := tx.QueryRow(ctx, `SELECT table_name, dimensions FROM vector_models WHERE model_id = $1`, model.ID).
-			Scan(&t.Name, &t.Model.Dimensions)
-		switch {
-		case err == nil:
-			s.catalog.remember(t)
-			return sameDimensions(t, model)
-		case !errors.Is(err, pgx.ErrNoRows):
-			return translate(err)
-		}
-		var n int64
-		if err := tx.QueryRow(ctx, `SELECT nextval('vector_model_tables')`).Scan(&n); err != nil {
-			return translate(err)
-		}
-		t.Name = "entry_vectors_" + strconv.FormatInt(n, 10)
-		ddl := []string{
-			fmt.Sprintf(`CREATE TABLE %s (
-				tenant_id        text   NOT NULL,
-				project_id       text   NOT NULL,
-				generation       bigint NOT NULL,
-				entry_id         text   NOT NULL,
-				conversation_id  text,
-				kind             text   NOT NULL,
-				tags             text[] NOT NULL,
-				expires_at_ms    bigint,
-				embedding        %s NOT NULL,
-				PRIMARY KEY (tenant_id, project_id, generation, entry_id))`, t.ident(), t.column()),
-			fmt.Sprintf(`CREATE INDEX %s ON %s (tenant_id, project_id, conversation_id)`,
-				pgx.Identifier{t.Name + "_by_conversation"}.Sanitize(), t.ident()),
-			fmt.Sprintf(`CREATE INDEX %s ON %s USING gin (tenant_id, project_id, generation, tags)`,
-				pgx.Identifier{t.Name + "_by_tags"}.Sanitize(), t.ident()),
-			fmt.Sprintf(`COMMENT ON TABLE %s IS %s`, t.ident(), quoteLiteral("vectors of model "+model.ID)),
-		}
-		if ops := t.cosineOps(); ops != "" {
-			ddl = append(ddl, fmt.Sprintf(`CREATE INDEX %s ON %s USING hnsw (embedding %s) WITH (m = %d, ef_construction = %d)`,
-				pgx.Identifier{t.Name + "_hnsw"}.Sanitize(), t.ident(), ops, hnswM, hnswEfConstruction))
-		}
-		for _, stmt := range ddl {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
-				return translate(err)
-			}
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO vector_models (model_id, dimensions, table_name, created_at_ms)
-			VALUES ($1, $2, $3, $4)`, model.ID, model.Dimensions, t.Name, time.Now().UnixMilli()); err != nil {
-			return translate(err)
-		}
-		s.catalog.remember(t)
-		return nil
+		_, err := s.ensureModelLocked(ctx, tx, model)
+		return err
 	})
+}
+
+// ensureModelLocked returns the vector table of model, creating it when there is
+// none. The caller holds the catalog's advisory lock until its transaction ends, so
+// that no replica drops the table before a generation of the model, written in the
+// same transaction, holds it (dropUnused takes the lock too).
+func (s *ProjectionStore) ensureModelLocked(ctx context.Context, tx DBTX, model memory.EmbeddingModel) (vectorTable, error) {
+	t, found, err := readVectorModel(ctx, tx, model.ID)
+	if err != nil {
+		return vectorTable{}, err
+	}
+	if found {
+		s.catalog.remember(t)
+		return t, sameDimensions(t, model)
+	}
+	s.catalog.forget(model.ID)
+	t = vectorTable{Model: model}
+	var n int64
+	if err := tx.QueryRow(ctx, `SELECT nextval('vector_model_tables')`).Scan(&n); err != nil {
+		return vectorTable{}, translate(err)
+	}
+	t.Name = "entry_vectors_" + strconv.FormatInt(n, 10)
+	ddl := []string{
+		fmt.Sprintf(`CREATE TABLE %s (
+			tenant_id        text   NOT NULL,
+			project_id       text   NOT NULL,
+			generation       bigint NOT NULL,
+			entry_id         text   NOT NULL,
+			conversation_id  text,
+			kind             text   NOT NULL,
+			tags             text[] NOT NULL,
+			expires_at_ms    bigint,
+			embedding        %s NOT NULL,
+			PRIMARY KEY (tenant_id, project_id, generation, entry_id))`, t.ident(), t.column()),
+		fmt.Sprintf(`CREATE INDEX %s ON %s (tenant_id, project_id, conversation_id)`,
+			pgx.Identifier{t.Name + "_by_conversation"}.Sanitize(), t.ident()),
+		fmt.Sprintf(`CREATE INDEX %s ON %s USING gin (tenant_id, project_id, generation, tags)`,
+			pgx.Identifier{t.Name + "_by_tags"}.Sanitize(), t.ident()),
+		fmt.Sprintf(`COMMENT ON TABLE %s IS %s`, t.ident(), quoteLiteral("vectors of model "+model.ID)),
+	}
+	if ops := t.cosineOps(); ops != "" {
+		ddl = append(ddl, fmt.Sprintf(`CREATE INDEX %s ON %s USING hnsw (embedding %s) WITH (m = %d, ef_construction = %d)`,
+			pgx.Identifier{t.Name + "_hnsw"}.Sanitize(), t.ident(), ops, hnswM, hnswEfConstruction))
+	}
+	for _, stmt := range ddl {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return vectorTable{}, translate(err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO vector_models (model_id, dimensions, table_name, created_at_ms)
+		VALUES ($1, $2, $3, $4)`, model.ID, model.Dimensions, t.Name, time.Now().UnixMilli()); err != nil {
+		return vectorTable{}, translate(err)
+	}
+	s.catalog.remember(t)
+	return t, nil
 }
 
 // cosineOps is the operator class of the table's HNSW index; "" when it has none.
@@ -223,6 +258,14 @@ func (s *ProjectionStore) Enqueue(ctx context.Context, scope runtime.Scope, entr
 	// configured model (1, unless a rebuild ran before any entry existed).
 	next, err := lockProjectionHead(ctx, s.db, scope)
 	if err != nil {
+		return err
+	}
+	// The model's table may have been dropped by another replica since this one
+	// prepared it: check under the catalog's lock, held until the generation commits.
+	if _, err := s.db.Exec(ctx, catalogLock); err != nil {
+		return translate(err)
+	}
+	if _, err := s.ensureModelLocked(ctx, s.db, model); err != nil {
 		return err
 	}
 	_, err = s.db.Exec(ctx, `
@@ -307,20 +350,10 @@ func (s *ProjectionStore) Retire(ctx context.Context, scope runtime.Scope, ids [
 		if _, err := s.db.Exec(ctx, fmt.Sprintf(`
 			DELETE FROM %s WHERE tenant_id = $1 AND project_id = $2 AND generation = ANY($3) AND entry_id = ANY($4)`,
 			t.ident()), scope.TenantID, scope.ProjectID, gens, ids); err != nil {
-			return s.translateVector(t, err)
+			return s.catalog.translate(t, err)
 		}
 	}
 	return nil
-}
-
-// translateVector translates an error of a statement on t, forgetting t when it was
-// dropped meanwhile (by another replica), so the next lookup reads vector_models again.
-func (s *ProjectionStore) translateVector(t vectorTable, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
-		s.catalog.forget(t.Model.ID)
-	}
-	return translate(err)
 }
 
 // Status implements memory.ProjectionStore with one statement.
@@ -502,7 +535,7 @@ func (s *ProjectionStore) storeVectors(ctx context.Context, db DBTX, scope runti
 		FOR SHARE OF e
 		ON CONFLICT DO NOTHING`, t.ident(), t.column()),
 		scope.TenantID, scope.ProjectID, g.Number, ids, vecs)
-	return s.translateVector(t, err)
+	return s.catalog.translate(t, err)
 }
 
 // InFlightRebuild implements memory.ProjectionStore.
@@ -565,6 +598,15 @@ func (s *ProjectionStore) StartRebuild(ctx context.Context, scope runtime.Scope,
 	return rebuildStep(ctx, s.db, scope, operationID, nil, func(tx pgx.Tx) error {
 		next, err := lockProjectionHead(ctx, tx, scope)
 		if err != nil {
+			return err
+		}
+		// EnsureModel ran before, but another replica may have dropped the table since
+		// (its last generation retired): check again under the catalog's lock, which
+		// keeps any drop out until the building generation below commits.
+		if _, err := tx.Exec(ctx, catalogLock); err != nil {
+			return translate(err)
+		}
+		if _, err := s.ensureModelLocked(ctx, tx, model); err != nil {
 			return err
 		}
 		var total int64
@@ -655,7 +697,7 @@ func (s *ProjectionStore) DropRetiredStep(ctx context.Context, scope runtime.Sco
 					SELECT ctid FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND generation = ANY($3) LIMIT $4))`,
 				t.ident()), scope.TenantID, scope.ProjectID, gens, limit)
 			if err != nil {
-				return false, s.translateVector(t, err)
+				return false, s.catalog.translate(t, err)
 			}
 			if tag.RowsAffected() > 0 {
 				_, err := tx.Exec(ctx, `UPDATE operations SET updated_at_ms = $4

@@ -287,7 +287,7 @@ func TestProjectionCollector(t *testing.T) {
 	t.Parallel()
 	b := setupProjection(t, nil)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(postgres.NewProjectionCollector(b.pool))
+	reg.MustRegister(postgres.NewProjectionCollector(b.pool, time.Nanosecond)) // every scrape reads
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP agent_context_vector_projection_backlog Entries written and not yet embedded into the vector projection, all scopes.
 # TYPE agent_context_vector_projection_backlog gauge
@@ -351,4 +351,66 @@ func TestTextHalf(t *testing.T) {
 	require.Equal(t, []string{"error"}, search("what does E1043 mean here?"))
 	require.Empty(t, search("is the gateway slow again today?"), "one shared word is not enough for a question")
 	require.Empty(t, search("what is the plan for the week?"), "the common word alone finds nothing")
+}
+
+// TestReplicasRebuildAlternately: two replicas (two DBs, each with its own catalog
+// cache, on one database) rebuild one scope hash → local → hash → local → hash in
+// turn. Each rebuild back to hash drops local's table, which the other replica still
+// has in its cache; every step of every rebuild must succeed all the same, and
+// the entries end up in the last generation.
+func TestReplicasRebuildAlternately(t *testing.T) {
+	t.Parallel()
+	local := memory.EmbeddingModel{ID: "fake-local", Dimensions: 8}
+	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()},
+		embeddingtest.Named{Name: contract.EmbedderLocal, Embedder: fixedEmbedder{local}})
+	a := setupProjection(t, set)
+	ctx := context.Background()
+	dbB := newDB(t, a.pool)
+	projectionB := memory.NewProjection(memory.ProjectionConfig{DB: dbB.Memory(), Embedders: set, Batch: 4})
+	require.NoError(t, projectionB.Prepare(ctx))
+	replicas := []struct {
+		projection *memory.Projection
+		ops        *operation.Operations
+	}{
+		{a.projection, a.ops},
+		{projectionB, operation.NewOperations(operation.OperationsConfig{DB: dbB.Operation(), Schema: dbB, Projection: projectionB, Rebuilds: projectionB})},
+	}
+	for i := range 6 {
+		a.create(t, fmt.Sprintf("e%d", i), fmt.Sprintf("entry number %d", i))
+	}
+	a.drain(t)
+
+	for i, name := range []string{contract.EmbedderLocal, contract.EmbedderHash, contract.EmbedderLocal, contract.EmbedderHash} {
+		r := replicas[i%2]
+		res, created, err := r.projection.Rebuild(ctx, a.scope, &contract.RebuildProjectionRequest{Embedder: &name})
+		require.NoError(t, err, "rebuild %d to %s", i, name)
+		require.True(t, created)
+		for {
+			done, err := r.ops.RunOperation(ctx, a.scope, res.Operation.ID, time.Now())
+			require.NoError(t, err, "rebuild %d to %s", i, name)
+			if done {
+				break
+			}
+		}
+		op, err := a.db.Operation().Stores().Operations.Operation(ctx, a.scope, res.Operation.ID)
+		require.NoError(t, err)
+		require.Equal(t, contract.OperationSucceeded, op.State, "rebuild %d to %s: %+v", i, name, op)
+		var models []string
+		require.NoError(t, a.pool.QueryRow(ctx, `SELECT array_agg(model_id ORDER BY model_id) FROM vector_models`).Scan(&models))
+		want := []string{local.ID, hash.ModelID}
+		if name == contract.EmbedderHash {
+			want = []string{hash.ModelID} // the configured model's table stays; the other is dropped
+		}
+		require.Equal(t, want, models)
+	}
+	// The other replica writes and recalls on the model its cache last saw dropped.
+	b := &projectionBundle{pool: a.pool, db: dbB, projection: projectionB, scope: a.scope, p: a.p,
+		entries: memory.NewEntries(dbB.Memory(), nil, set.Configured().Model())}
+	b.create(t, "late", "written through the other replica")
+	b.drain(t)
+	ids := b.vectorIDs(t)
+	require.Len(t, ids, 1)
+	for _, got := range ids {
+		require.Equal(t, []string{"e0", "e1", "e2", "e3", "e4", "e5", "late"}, got)
+	}
 }

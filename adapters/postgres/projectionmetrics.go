@@ -13,27 +13,44 @@ const projectionStatTimeout = 2 * time.Second
 
 // ProjectionCollector exports the vector projection's backlog: the entries of every
 // scope written and not yet embedded, and how long the oldest has waited, counted in
-// the database at each scrape. Every replica reports the same figures: aggregate with
+// the database at most once per refresh interval, whatever the scrape rate. Every replica reports the same figures: aggregate with
 // max, not sum. Scopes are not a label (unbounded, and one tenant's figures are not
 // another's business); the maintenance status reports a scope's own.
 type ProjectionCollector struct {
 	pool    *pgxpool.Pool
 	backlog *prometheus.Desc
 	oldest  *prometheus.Desc
+	stat    *scrapeCache[projectionBacklog]
+}
+
+// projectionBacklog is one read of the queue: its length and its oldest entry's time.
+type projectionBacklog struct {
+	n      int64
+	oldest *int64
 }
 
 var _ prometheus.Collector = (*ProjectionCollector)(nil)
 
 // NewProjectionCollector returns the projection collector of the database behind
-// pool; register it once.
-func NewProjectionCollector(pool *pgxpool.Pool) *ProjectionCollector {
-	return &ProjectionCollector{
+// pool, counting at most every refresh (0: DefaultMetricsRefresh); register it once.
+func NewProjectionCollector(pool *pgxpool.Pool, refresh time.Duration) *ProjectionCollector {
+	c := &ProjectionCollector{
 		pool: pool,
 		backlog: prometheus.NewDesc("agent_context_vector_projection_backlog",
 			"Entries written and not yet embedded into the vector projection, all scopes.", nil, nil),
 		oldest: prometheus.NewDesc("agent_context_vector_projection_oldest_pending_age_seconds",
 			"How long the oldest entry waiting to be embedded has waited (0 when none waits).", nil, nil),
 	}
+	c.stat = newScrapeCache(refresh, c.read)
+	return c
+}
+
+func (c *ProjectionCollector) read() (projectionBacklog, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), projectionStatTimeout)
+	defer cancel()
+	var b projectionBacklog
+	err := c.pool.QueryRow(ctx, `SELECT count(*), min(created_at_ms) FROM entry_projection_queue`).Scan(&b.n, &b.oldest)
+	return b, err
 }
 
 // Describe implements prometheus.Collector.
@@ -45,18 +62,15 @@ func (c *ProjectionCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector. A failed count is reported as an invalid
 // metric, which the metrics endpoint logs and leaves out.
 func (c *ProjectionCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), projectionStatTimeout)
-	defer cancel()
-	var n int64
-	var oldest *int64
-	if err := c.pool.QueryRow(ctx, `SELECT count(*), min(created_at_ms) FROM entry_projection_queue`).Scan(&n, &oldest); err != nil {
+	b, err := c.stat.get()
+	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.backlog, err)
 		return
 	}
 	age := 0.0
-	if oldest != nil {
-		age = max(float64(time.Now().UnixMilli()-*oldest)/1000, 0)
+	if b.oldest != nil {
+		age = max(float64(time.Now().UnixMilli()-*b.oldest)/1000, 0)
 	}
-	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.n))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
 }

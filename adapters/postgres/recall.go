@@ -113,7 +113,7 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 		search := func(exact bool) (err error) {
 			rows, err := tx.Query(ctx, vectorSQL(t, exact), args...)
 			if err != nil {
-				return translate(err)
+				return s.catalog.translate(t, err)
 			}
 			hits, err = collectHits(rows, func(distance float64) float64 { return 1 - distance })
 			return err

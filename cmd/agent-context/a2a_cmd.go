@@ -145,11 +145,11 @@ func envelopeSigner(keyFile, hmacID string, getenv func(string) string) (string,
 		if err != nil {
 			return "", "", nil, fmt.Errorf("AGENT_CONTEXT_A2A_HMAC_KEYS %w", err)
 		}
-		secret, ok := keys[hmacID]
+		key, ok := keys[hmacID]
 		if !ok {
 			return "", "", nil, fmt.Errorf("AGENT_CONTEXT_A2A_HMAC_KEYS has no key %q", hmacID)
 		}
-		return contract.SignatureHMACSHA256, hmacID, a2a.HMACSigner(secret), nil
+		return contract.SignatureHMACSHA256, hmacID, a2a.HMACSigner(key.Secret), nil
 	}
 	data, err := os.ReadFile(keyFile)
 	if err != nil {

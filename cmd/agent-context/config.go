@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
+	"github.com/agent-context/agent-context/runtime/memory"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 	"github.com/agent-context/agent-context/runtime/transfer"
 	"github.com/agent-context/agent-context/server"
@@ -77,6 +79,14 @@ type Config struct {
 	EmbeddingDimensions int
 	EmbeddingAPIKey     string
 	EmbeddingTimeout    time.Duration
+	// EmbeddingQuery bounds the query embedding of a recall (loadQueryBudgetConfig).
+	EmbeddingQuery memory.QueryBudget
+	// MetricsRefresh is how often, at most, /metrics counts rows in the database
+	// (loadMetricsConfig).
+	MetricsRefresh time.Duration
+	// A2AMaxEnvelopes bounds the stored envelope payloads per scope
+	// (loadEnvelopeConfig; 0: the default).
+	A2AMaxEnvelopes int
 	// Knowledge providers (docs/knowledge.md), read and checked from
 	// AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE at start; none when it is unset.
 	KnowledgeProvidersFile string
@@ -108,7 +118,7 @@ type Config struct {
 	// tasks sent to POST /a2a without metadata.toAgent, and the URL the agent card
 	// advertises (else derived from each request).
 	A2APeersFile     string
-	A2AHMACKeys      map[string][]byte
+	A2AHMACKeys      map[string]a2a.HMACKey
 	A2ARequireSigned bool
 	A2ADefaultAgent  string
 	PublicURL        string
@@ -145,6 +155,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
 	errs = append(errs, loadMCPConfig(getenv, &cfg)...)
 	errs = append(errs, loadListenConfig(getenv, &cfg)...)
+	errs = append(errs, loadQueryBudgetConfig(getenv, &cfg)...)
+	errs = append(errs, loadMetricsConfig(getenv, &cfg)...)
+	errs = append(errs, loadEnvelopeConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
 	case 1:
@@ -547,18 +560,57 @@ func loadRateLimitConfig(getenv func(string) string, cfg *Config) []string {
 }
 
 // parseHMACKeys reads AGENT_CONTEXT_A2A_HMAC_KEYS: a JSON object of key IDs to
-// secrets, each key the UTF-8 bytes of its secret. The error never repeats a secret.
-func parseHMACKeys(v string) (map[string][]byte, error) {
-	var raw map[string]string
+// {"secret", "agents", "tenants"}, each secret used as its UTF-8 bytes, each key bound
+// to the senders it may sign for and, unless tenants is absent or null, to tenants.
+// The old {"keyId": "secret"} form let any holder sign as any agent and is refused
+// with the migration it needs. The error never repeats a secret.
+func parseHMACKeys(v string) (map[string]a2a.HMACKey, error) {
+	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(v), &raw); err != nil || raw == nil {
-		return nil, errors.New(`must be a JSON object {"keyId": "secret"}`)
+		return nil, errors.New(`must be a JSON object {"keyId": {"secret": "...", "agents": ["agent-a"], "tenants": null}}`)
 	}
-	keys := make(map[string][]byte, len(raw))
-	for id, secret := range raw {
-		if id == "" || strings.Contains(id, ":") || secret == "" {
-			return nil, errors.New("needs non-empty key IDs without ':' and non-empty secrets")
+	keys := make(map[string]a2a.HMACKey, len(raw))
+	for id, entry := range raw {
+		if id == "" || strings.Contains(id, ":") {
+			return nil, errors.New("needs non-empty key IDs without ':'")
 		}
-		keys[id] = []byte(secret)
+		if len(entry) > 0 && entry[0] == '"' {
+			return nil, fmt.Errorf(`key %q uses the old {"keyId": "secret"} form, which binds the key to no agent: `+
+				`write {"%s": {"secret": "...", "agents": ["<agents it signs for>"]}}`, id, id)
+		}
+		var k struct {
+			Secret  string          `json:"secret"`
+			Agents  []string        `json:"agents"`
+			Tenants json.RawMessage `json:"tenants"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(entry))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&k); err != nil {
+			return nil, fmt.Errorf(`key %q must be an object {"secret": string, "agents": [string], "tenants": [string] or null}`, id)
+		}
+		if k.Secret == "" {
+			return nil, fmt.Errorf("key %q needs a non-empty secret", id)
+		}
+		if len(k.Agents) == 0 {
+			return nil, fmt.Errorf("key %q needs a non-empty agents list: the senders it may sign for", id)
+		}
+		for _, agent := range k.Agents {
+			if runtime.ValidateID("agent", agent) != nil {
+				return nil, fmt.Errorf("key %q: agents holds %q, not an agent ID", id, agent)
+			}
+		}
+		key := a2a.HMACKey{Secret: []byte(k.Secret), Agents: k.Agents}
+		if len(k.Tenants) > 0 && string(k.Tenants) != "null" {
+			if err := json.Unmarshal(k.Tenants, &key.Tenants); err != nil || len(key.Tenants) == 0 {
+				return nil, fmt.Errorf("key %q: tenants must be null or a non-empty array of tenant IDs", id)
+			}
+			for _, tenant := range key.Tenants {
+				if runtime.ValidateID("tenant", tenant) != nil {
+					return nil, fmt.Errorf("key %q: tenants holds %q, not a tenant ID", id, tenant)
+				}
+			}
+		}
+		keys[id] = key
 	}
 	return keys, nil
 }

@@ -159,7 +159,7 @@ var servingAddr = regexp.MustCompile(`"msg":"agent-context serving".*"addr":"([^
 // startServiceProcess runs the service (this test binary, as TestExportBenchService)
 // on dsn, on a free loopback port, with the production configuration but for env
 // (NAME=value settings added), and stops it with SIGTERM at the end.
-func startServiceProcess(b *testing.B, dsn string, env ...string) *serviceProcess {
+func startServiceProcess(b testing.TB, dsn string, env ...string) *serviceProcess {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestExportBenchService$")
 	cmd.Env = append(append(os.Environ(), envBenchServe+"=1", "AGENT_CONTEXT_DATABASE_URL="+dsn, "AGENT_CONTEXT_BIND=127.0.0.1:0",

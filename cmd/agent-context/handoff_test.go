@@ -30,7 +30,8 @@ type peerKit struct {
 
 func newPeerKit(t *testing.T) *peerKit {
 	t.Helper()
-	k := &peerKit{t: t, dir: t.TempDir(), peers: peerregistry.File{}, hmacKeys: `{"h1": "s3cret-hmac-key"}`}
+	k := &peerKit{t: t, dir: t.TempDir(), peers: peerregistry.File{}, hmacKeys: `{"h1": {"secret": "s3cret-hmac-key", "agents": ["agent-z"]}, ` +
+		`"h2": {"secret": "acme-only-key", "agents": ["agent-z", "agent-y"], "tenants": ["acme"]}}`}
 	k.peersFile = filepath.Join(k.dir, "peers.json")
 	k.keygen("agent-a", "k1")
 	k.keygen("agent-b", "kb")
@@ -47,10 +48,26 @@ func (k *peerKit) keygen(agent, keyID string) string {
 	var entry peerregistry.File
 	require.NoError(k.t, json.Unmarshal(out.Bytes(), &entry), out.String())
 	k.peers[agent] = append(k.peers[agent], entry[agent]...)
+	k.writePeers()
+	return keyFile
+}
+
+func (k *peerKit) writePeers() {
+	k.t.Helper()
 	data, err := json.Marshal(k.peers)
 	require.NoError(k.t, err)
 	require.NoError(k.t, writeFileAtomic(k.peersFile, data, 0o644))
-	return keyFile
+}
+
+// bindTenants limits agent's keys to tenants in the peers file.
+func (k *peerKit) bindTenants(agent string, tenants ...string) {
+	k.t.Helper()
+	list, err := json.Marshal(tenants)
+	require.NoError(k.t, err)
+	for i := range k.peers[agent] {
+		k.peers[agent][i].Tenants = list
+	}
+	k.writePeers()
 }
 
 func (k *peerKit) getenv(name string) string {
@@ -164,7 +181,7 @@ func TestHandoffSignatures(t *testing.T) {
 		"unknown key": kit.sign(envelope("m-u", "agent-a", "bob", contract.ContentA2AMessage,
 			map[string]any{"content": "x"}), kit.key("agent-b", "kb")...),
 		"unknown hmac key": bytes.Replace(kit.sign(envelope("m-h", "agent-a", "bob", contract.ContentA2AMessage,
-			map[string]any{"content": "x"}), "--hmac", "h1"), []byte("hmac-sha256:h1:"), []byte("hmac-sha256:h2:"), 1),
+			map[string]any{"content": "x"}), "--hmac", "h1"), []byte("hmac-sha256:h1:"), []byte("hmac-sha256:h9:"), 1),
 		"unsigned, not the caller": mustMarshal(t, envelope("m-n", "agent-a", "bob", contract.ContentA2AMessage,
 			map[string]any{"content": "x"})),
 		"malformed signature": bytes.Replace(fresh, []byte(`"ed25519:k1:`), []byte(`"ed25519:k1`), 1),
@@ -193,6 +210,67 @@ func TestHandoffSignatures(t *testing.T) {
 	rotated := kit.sign(envelope("m-k2", "agent-a", "bob", contract.ContentA2AMessage,
 		map[string]any{"content": "rotated"}), kit.key("agent-a", "k2")...)
 	require.Equal(t, contract.AckAccepted, ack(relay.post(t, contract.RouteA2AHandoff, rotated)).Status)
+}
+
+// TestHandoffBindings: a key signs only for the senders and tenants it is bound to,
+// and an envelope naming its tenant and project lands nowhere else.
+func TestHandoffBindings(t *testing.T) {
+	t.Parallel()
+	kit := newPeerKit(t)
+	kit.keygen("agent-t", "kt")
+	kit.bindTenants("agent-t", "acme")
+	app, m := startSecuredApp(t, kit.configure)
+	relay := tokenAgent(app, m, "gateway", a2aCaps...)
+	elsewhere := a2aAgent{app: app, headers: []string{"Authorization", m.subjectBearer("gateway", "globex", "alpha", a2aCaps...)}}
+	otherProject := a2aAgent{app: app, headers: []string{"Authorization", m.subjectBearer("gateway", "acme", "beta", a2aCaps...)}}
+	msg := func(id, from string) map[string]any {
+		return envelope(id, from, "bob", contract.ContentA2AMessage, map[string]any{"content": "bound " + id})
+	}
+	bound := func(env map[string]any, tenant, project any) map[string]any {
+		env["tenant"], env["project"] = tenant, project
+		return env
+	}
+	accepted := func(a a2aAgent, body []byte) {
+		t.Helper()
+		var ack contract.MessageAck
+		a.post(t, contract.RouteA2AHandoff, body).requireOK(t, http.StatusOK, &ack)
+		require.Equal(t, contract.AckAccepted, ack.Status)
+	}
+	refused := func(a a2aAgent, body []byte) {
+		t.Helper()
+		a.post(t, contract.RouteA2AHandoff, body).requireError(t, http.StatusUnauthorized, contract.CodeSignatureInvalid)
+	}
+
+	// An HMAC key signs for its agents only: h1 is agent-z's, not agent-a's.
+	accepted(relay, kit.sign(msg("m-z", "agent-z"), "--hmac", "h1"))
+	refused(relay, kit.sign(msg("m-a", "agent-a"), "--hmac", "h1"))
+	// A key bound to tenants is refused elsewhere, HMAC and Ed25519 alike.
+	accepted(relay, kit.sign(msg("m-h2", "agent-y"), "--hmac", "h2"))
+	refused(elsewhere, kit.sign(msg("m-h2b", "agent-y"), "--hmac", "h2"))
+	accepted(relay, kit.sign(msg("m-t", "agent-t"), kit.key("agent-t", "kt")...))
+	refused(elsewhere, kit.sign(msg("m-tb", "agent-t"), kit.key("agent-t", "kt")...))
+	// An envelope naming its scope, captured and replayed into another tenant or
+	// project, is refused there though its key may be used anywhere.
+	scoped := kit.sign(bound(msg("m-scoped", "agent-a"), "acme", "alpha"), kit.key("agent-a", "k1")...)
+	accepted(relay, scoped)
+	before := envelopeState(t, app)
+	refused(elsewhere, scoped)
+	refused(otherProject, scoped)
+	require.Equal(t, before, envelopeState(t, app))
+	// Unsigned, the binding holds as well.
+	self := tokenAgent(app, m, "agent-c", a2aCaps...)
+	self.post(t, contract.RouteA2AHandoff, bound(msg("m-self", "agent-c"), "globex", nil)).
+		requireError(t, http.StatusUnauthorized, contract.CodeSignatureInvalid)
+
+	// A tenant or project that is not a string is a validation error naming it.
+	for field, value := range map[string]any{"tenant": 7, "project": []string{"alpha"}} {
+		env := msg("m-bad-"+field, "agent-a")
+		env[field] = value
+		r := relay.post(t, contract.RouteA2AHandoff, kit.sign(env, kit.key("agent-a", "k1")...))
+		r.requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+		require.Contains(t, string(r.Body), `"field":"`+field+`"`)
+	}
+	require.Equal(t, before, envelopeState(t, app))
 }
 
 func TestHandoffRequireSigned(t *testing.T) {

@@ -135,6 +135,10 @@ func TestJSONRPCTasks(t *testing.T) {
 	bob.ok(t, contract.RouteA2ATasksGet, map[string]any{"taskId": id}, &rest)
 	require.Equal(t, "alice", rest.FromAgent)
 	require.Equal(t, "review this", rest.Description)
+	// A 0.3 data part without metadata.mimeType is stored as application/json.
+	require.Len(t, rest.Messages, 1)
+	require.Equal(t, contract.PartData, rest.Messages[0].Parts[1].Type)
+	require.Equal(t, ptrTo("application/json"), rest.Messages[0].Parts[1].MimeType)
 	bob.ok(t, contract.RouteA2ATasksUpdate, map[string]any{"taskId": id, "state": "working"}, nil)
 	out = rpc(t, bob, `{"jsonrpc": "2.0", "id": "b", "method": "SendMessage", "params": {"message": {"role": "ROLE_USER",
 		"taskId": "`+id+`", "parts": [{"data": {"ok": true}, "mediaType": "application/x"}, {"url": "https://x/y", "filename": "y"}]}}}`)
@@ -204,4 +208,36 @@ func TestAgentCard(t *testing.T) {
 	var card contract.AgentCard
 	public.do(t, http.MethodGet, contract.PathWellKnownAgentCard, nil).requireOK(t, http.StatusOK, &card)
 	require.Equal(t, "https://ctx.example.test/a2a", card.URL)
+}
+
+// TestJSONRPCNotifications: a request without an id is a notification (JSON-RPC 2.0),
+// which gets no reply: 202 with an empty body, whether it succeeded, failed or named
+// no method. It is still executed. An id of null is a request, and answered.
+func TestJSONRPCNotifications(t *testing.T) {
+	t.Parallel()
+	app, m := startSecuredApp(t)
+	alice := tokenAgent(app, m, "alice", a2aCaps...)
+	noReply := func(body string, headers ...string) {
+		t.Helper()
+		r := app.post(t, contract.PathA2AJSONRPC, body, append(append([]string{}, alice.headers...), headers...)...)
+		require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
+		require.Empty(t, r.Body)
+	}
+	before := a2aState(t, app)
+	noReply(`{"jsonrpc": "2.0", "method": "tasks/explode"}`)
+	noReply(`{"jsonrpc": "2.0", "method": "GetTask", "params": {}}`)
+	noReply(`{"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "nope"}}`, "A2A-Version", "9")
+	require.Equal(t, before, a2aState(t, app))
+
+	noReply(`{"jsonrpc": "2.0", "method": "message/send", "params": {"message": {"role": "user",
+		"parts": [{"kind": "text", "text": "fire and forget"}]}, "metadata": {"toAgent": "bob"}}}`)
+	require.NotEqual(t, before, a2aState(t, app), "a notification is executed")
+
+	out := rpc(t, alice, `{"jsonrpc": "2.0", "id": null, "method": "tasks/get", "params": {"id": "nope"}}`)
+	code, _ := rpcErrorCode(t, out)
+	require.Equal(t, -32001, code)
+	require.Nil(t, out["id"])
+	// What cannot be read as a request is answered, with id null.
+	code, _ = rpcErrorCode(t, rpc(t, alice, `{"jsonrpc": "1.0", "method": "tasks/get"}`))
+	require.Equal(t, -32600, code)
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -212,7 +213,7 @@ func TestKnowledgeFailureTable(t *testing.T) {
 func TestKnowledgeCircuitEndToEnd(t *testing.T) {
 	t.Parallel()
 	p := knowledgetest.NewProvider(t, knowledgetest.JSON(500, `{}`))
-	app := startApp(t, withProviders(t, map[string]any{"providers": []any{
+	app := startApp(t, withProviders(t, map[string]any{"default": "flaky", "providers": []any{
 		providerEntry("flaky", p.URL, "circuitFailures", 3, "circuitOpenMs", 1000),
 	}}))
 	required := map[string]any{"query": "q", "requirement": "required"}
@@ -312,6 +313,56 @@ func TestKnowledgeCapabilitiesEndToEnd(t *testing.T) {
 	require.Equal(t, "provider", e.Details["field"])
 }
 
+// TestKnowledgeNoImplicitDefault: a providers file without default has no default
+// provider, even with a single provider: a query naming none is provider_not_configured
+// (degraded, or 503 when required) and the provider is not called.
+func TestKnowledgeNoImplicitDefault(t *testing.T) {
+	t.Parallel()
+	p := knowledgetest.NewProvider(t, knowledgetest.Hits(1, "x"))
+	app := startApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.URL)}}))
+	require.Nil(t, knowledgeCapabilities(t, app).Default)
+	got := app.knowledgeQuery(t, map[string]any{"query": "q"})
+	require.True(t, got.Degraded)
+	require.Nil(t, got.Provider)
+	require.Equal(t, contract.ReasonProviderNotConfigured, reason(got.DegradationReason))
+	e := app.post(t, pathKnowledgeQuery, map[string]any{"query": "q", "requirement": "required"}).
+		requireError(t, http.StatusServiceUnavailable, contract.CodeKnowledgeUnavailable)
+	require.Equal(t, contract.ReasonProviderNotConfigured, e.Details["reason"])
+	require.Zero(t, p.Calls())
+	require.Len(t, app.knowledgeQuery(t, map[string]any{"query": "q", "provider": "wiki"}).Hits, 1)
+}
+
+// TestKnowledgeProviderComesUp: a provider down when the service started (its probe
+// failed) and up later shows its real capabilities as soon as it shows up, without
+// waiting for the next probe: the call that finds it up reads them at once.
+func TestKnowledgeProviderComesUp(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	down.Store(true)
+	unless := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if down.Load() {
+				http.Error(w, "starting", http.StatusServiceUnavailable)
+				return
+			}
+			h(w, r)
+		}
+	}
+	p := knowledgetest.NewProbedProvider(t, unless(knowledgetest.Hits(1, "x")),
+		unless(knowledgetest.JSON(http.StatusOK, knowledgetest.Capabilities)))
+	app := startApp(t, withProviders(t, map[string]any{"default": "late", "probeIntervalMs": 3_600_000,
+		"providers": []any{providerEntry("late", p.URL)}}))
+	require.Eventually(t, func() bool { return knowledgeStatus(t, app, "late") == contract.ProviderDown },
+		testWait, testPoll, "the probe at start")
+
+	down.Store(false)
+	require.Len(t, app.knowledgeQuery(t, map[string]any{"query": "q"}).Hits, 1)
+	require.Equal(t, []contract.KnowledgeProviderInfo{
+		{Provider: "late", QueryModes: []string{"semantic", "keyword"}, ResourceResolution: true, MaxHits: 50, Status: "up"},
+	}, knowledgeCapabilities(t, app).Providers)
+	require.Len(t, p.Probes(), 2, "the probe at start and the read when it came up")
+}
+
 // A provider's configured defaultRequirement applies to queries that name none.
 func TestKnowledgeDefaultRequirement(t *testing.T) {
 	t.Parallel()
@@ -337,7 +388,7 @@ func TestKnowledgeResolveEndToEnd(t *testing.T) {
 		{"resourceRef": "doc-1", "revisionRef": "r7", "title": "One"},
 		{"resourceRef": "doc-1", "revisionRef": "r8", "title": "One again"},
 		{"resourceRef": "not-asked", "title": "Extra"}], "missing": ["doc-2"]}`))
-	app := startApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.URL)}}))
+	app := startApp(t, withProviders(t, map[string]any{"default": "wiki", "providers": []any{providerEntry("wiki", p.URL)}}))
 	var out contract.ResolveResourcesResponse
 	app.post(t, pathKnowledgeResolve, map[string]any{"provider": nil, "resourceRefs": []string{"doc-1", "doc-2", "doc-3", "doc-1"}}).
 		requireOK(t, http.StatusOK, &out)
@@ -354,7 +405,7 @@ func TestKnowledgeResolveEndToEnd(t *testing.T) {
 func TestKnowledgeBadInput(t *testing.T) {
 	t.Parallel()
 	p := knowledgetest.NewProvider(t, knowledgetest.ByPath(knowledgetest.Hits(1, "x"), knowledgetest.JSON(200, `{"resources": [], "missing": []}`)))
-	app := startApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.URL)}}))
+	app := startApp(t, withProviders(t, map[string]any{"default": "wiki", "providers": []any{providerEntry("wiki", p.URL)}}))
 	longRef := strings.Repeat("r", contract.MaxEvidenceRefChars+1)
 	refs := func(n int) []string {
 		out := make([]string, n)
@@ -575,7 +626,7 @@ func TestKnowledgeCredentialForwarding(t *testing.T) {
 func TestKnowledgeCapabilityChecks(t *testing.T) {
 	t.Parallel()
 	p := knowledgetest.NewProvider(t, knowledgetest.ByPath(knowledgetest.Hits(1, "x"), knowledgetest.JSON(200, `{"resources": []}`)))
-	app, minter := startSecuredApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("wiki", p.URL)}}))
+	app, minter := startSecuredApp(t, withProviders(t, map[string]any{"default": "wiki", "providers": []any{providerEntry("wiki", p.URL)}}))
 	for _, c := range []struct {
 		route contract.Route
 		body  any
@@ -622,7 +673,7 @@ func TestKnowledgeServeExample(t *testing.T) {
 	require.Contains(t, line, "serving 2 Markdown documents from "+dir+" on http://127.0.0.1:")
 	baseURL := strings.TrimSpace(line[strings.LastIndex(line, " ")+1:])
 
-	app := startApp(t, withProviders(t, map[string]any{"providers": []any{providerEntry("docs", baseURL)}}))
+	app := startApp(t, withProviders(t, map[string]any{"default": "docs", "providers": []any{providerEntry("docs", baseURL)}}))
 	got := app.knowledgeQuery(t, map[string]any{"query": "deploy policy", "requirement": "required", "topK": 5})
 	require.Equal(t, "docs", *got.Provider)
 	require.False(t, got.Degraded)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 func TestServeHealthAndReady(t *testing.T) {
@@ -132,21 +133,26 @@ func TestOpenModeRefusesPublicBind(t *testing.T) {
 func TestConfigErrorsNameTheVariable(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		"AGENT_CONTEXT_ALLOW_OPEN":          "maybe",
-		"AGENT_CONTEXT_STATEMENT_TIMEOUT":   "soon",
-		"AGENT_CONTEXT_LOG_FORMAT":          "xml",
-		"AGENT_CONTEXT_BIND":                "5120",
-		"AGENT_CONTEXT_DB_MAX_CONNS":        "-1",
-		"AGENT_CONTEXT_SERVICE_TOKEN":       "s3cret\n",
-		"AGENT_CONTEXT_A2A_MAX_MESSAGES":    "0",
-		"AGENT_CONTEXT_A2A_TASK_RETENTION":  "forever",
-		"AGENT_CONTEXT_A2A_EVENT_RETENTION": "-1h",
-		"AGENT_CONTEXT_A2A_SWEEP_INTERVAL":  "often",
-		"AGENT_CONTEXT_A2A_REQUIRE_SIGNED":  "perhaps",
-		"AGENT_CONTEXT_A2A_HMAC_KEYS":       `["s3cret"]`,
-		"AGENT_CONTEXT_A2A_DEFAULT_AGENT":   "two words",
-		"AGENT_CONTEXT_PUBLIC_URL":          "localhost:5120",
-		"AGENT_CONTEXT_LISTEN_DATABASE_URL": "postgres://user:s3cret@[broken/db",
+		"AGENT_CONTEXT_ALLOW_OPEN":                 "maybe",
+		"AGENT_CONTEXT_STATEMENT_TIMEOUT":          "soon",
+		"AGENT_CONTEXT_LOG_FORMAT":                 "xml",
+		"AGENT_CONTEXT_BIND":                       "5120",
+		"AGENT_CONTEXT_DB_MAX_CONNS":               "-1",
+		"AGENT_CONTEXT_SERVICE_TOKEN":              "s3cret\n",
+		"AGENT_CONTEXT_A2A_MAX_MESSAGES":           "0",
+		"AGENT_CONTEXT_A2A_TASK_RETENTION":         "forever",
+		"AGENT_CONTEXT_A2A_EVENT_RETENTION":        "-1h",
+		"AGENT_CONTEXT_A2A_SWEEP_INTERVAL":         "often",
+		"AGENT_CONTEXT_A2A_REQUIRE_SIGNED":         "perhaps",
+		"AGENT_CONTEXT_A2A_HMAC_KEYS":              `["s3cret"]`,
+		"AGENT_CONTEXT_A2A_DEFAULT_AGENT":          "two words",
+		"AGENT_CONTEXT_PUBLIC_URL":                 "localhost:5120",
+		"AGENT_CONTEXT_EMBEDDING_QUERY_TIMEOUT":    "0s",
+		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_FAILURES": "0",
+		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_OPEN":     "never",
+		"AGENT_CONTEXT_METRICS_REFRESH":            "10ms",
+		"AGENT_CONTEXT_A2A_MAX_ENVELOPES":          "0",
+		"AGENT_CONTEXT_LISTEN_DATABASE_URL":        "postgres://user:s3cret@[broken/db",
 	} {
 		_, err := LoadConfig(func(k string) string {
 			if k == name {
@@ -157,12 +163,31 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		require.ErrorContains(t, err, name)
 		require.NotContains(t, err.Error(), "s3cret")
 	}
-	// HMAC keys need IDs without ':' and secrets, and the error repeats no secret.
-	for _, keys := range []string{`{"k:1": "s3cret"}`, `{"": "s3cret"}`, `{"k1": ""}`, `null`} {
+	// HMAC keys need IDs without ':', secrets and agents; the old bare-secret form is
+	// refused with the form to write instead; each on one line naming the variable
+	// and repeating no secret.
+	for keys, says := range map[string]string{
+		`{"k:1": {"secret": "s3cret", "agents": ["a"]}}`: "without ':'",
+		`{"": {"secret": "s3cret", "agents": ["a"]}}`:    "without ':'",
+		`{"k1": "s3cret"}`:                                                  `old {"keyId": "secret"} form`,
+		`{"k1": {"agents": ["a"]}}`:                                         "non-empty secret",
+		`{"k1": {"secret": "", "agents": ["a"]}}`:                           "non-empty secret",
+		`{"k1": {"secret": "s3cret"}}`:                                      "non-empty agents",
+		`{"k1": {"secret": "s3cret", "agents": []}}`:                        "non-empty agents",
+		`{"k1": {"secret": "s3cret", "agents": ["two words"]}}`:             "not an agent ID",
+		`{"k1": {"secret": "s3cret", "agents": ["a"], "tenants": "acme"}}`:  "tenants must be",
+		`{"k1": {"secret": "s3cret", "agents": ["a"], "tenants": []}}`:      "tenants must be",
+		`{"k1": {"secret": "s3cret", "agents": ["a"], "tenants": [1]}}`:     "tenants must be",
+		`{"k1": {"secret": "s3cret", "agents": ["a"], "tenant": ["acme"]}}`: "must be an object",
+		`{"k1": {"secret": "s3cret", "agents": "a"}}`:                       "must be an object",
+		`null`: "must be a JSON object",
+	} {
 		_, err := LoadConfig(func(k string) string {
 			return map[string]string{"AGENT_CONTEXT_A2A_HMAC_KEYS": keys}[k]
 		})
 		require.ErrorContains(t, err, "AGENT_CONTEXT_A2A_HMAC_KEYS", keys)
+		require.ErrorContains(t, err, says, keys)
+		require.NotContains(t, err.Error(), "\n", keys)
 		require.NotContains(t, err.Error(), "s3cret")
 	}
 	for _, public := range []string{"ftp://host", "https://", "https://host/?q=1", "https://host/#top"} {
@@ -170,11 +195,14 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		require.ErrorContains(t, err, "AGENT_CONTEXT_PUBLIC_URL", public)
 	}
 	cfg, err := LoadConfig(func(k string) string {
-		return map[string]string{"AGENT_CONTEXT_PUBLIC_URL": "https://ctx.example.invalid/base/", "AGENT_CONTEXT_A2A_HMAC_KEYS": `{"h1": "s"}`}[k]
+		return map[string]string{"AGENT_CONTEXT_PUBLIC_URL": "https://ctx.example.invalid/base/", "AGENT_CONTEXT_A2A_HMAC_KEYS": `{"h1": {"secret": "s", "agents": ["agent-a"], "tenants": ["acme"]}, "h2": {"secret": "t", "agents": ["agent-b"], "tenants": null}}`}[k]
 	})
 	require.NoError(t, err)
 	require.Equal(t, "https://ctx.example.invalid/base", cfg.PublicURL)
-	require.Equal(t, map[string][]byte{"h1": []byte("s")}, cfg.A2AHMACKeys)
+	require.Equal(t, map[string]a2a.HMACKey{
+		"h1": {Secret: []byte("s"), Agents: []string{"agent-a"}, Tenants: []string{"acme"}},
+		"h2": {Secret: []byte("t"), Agents: []string{"agent-b"}},
+	}, cfg.A2AHMACKeys)
 }
 
 func TestCommandLine(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding/local/localtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/contract/client"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 // seedRecallEntries writes a small corpus with kinds, tags and conversations.
@@ -141,18 +143,24 @@ func TestRecallBeforeTheProjection(t *testing.T) {
 
 // embeddingServer is an OpenAI-compatible endpoint for tests: it answers with
 // deterministic hashed vectors of dims dimensions, or, per mode, fails (500), answers
-// one dimension short, or answers NaN.
+// one dimension short, answers NaN, or accepts the request and never answers (until
+// the caller gives up or the test ends).
 type embeddingServer struct {
 	*httptest.Server
 	dims  int
-	mode  atomic.Value // "ok", "down", "short", "nan"
+	mode  atomic.Value // "ok", "down", "short", "nan", "hang"
 	calls atomic.Int64
+	// single counts the requests that carried one text, by text: the query
+	// embeddings of recalls.
+	mu     sync.Mutex
+	single map[string]int
 }
 
 func newEmbeddingServer(t *testing.T, dims int) *embeddingServer {
 	t.Helper()
-	s := &embeddingServer{dims: dims}
+	s := &embeddingServer{dims: dims, single: map[string]int{}}
 	s.mode.Store("ok")
+	release := make(chan struct{})
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.calls.Add(1)
 		var req struct {
@@ -162,9 +170,21 @@ func newEmbeddingServer(t *testing.T, dims int) *embeddingServer {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		if len(req.Input) == 1 {
+			s.mu.Lock()
+			s.single[req.Input[0]]++
+			s.mu.Unlock()
+		}
 		mode := s.mode.Load().(string)
-		if mode == "down" {
+		switch mode {
+		case "down":
 			http.Error(w, "upstream is down", http.StatusInternalServerError)
+			return
+		case "hang":
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
 			return
 		}
 		data := make([]map[string]any, len(req.Input))
@@ -187,7 +207,15 @@ func newEmbeddingServer(t *testing.T, dims int) *embeddingServer {
 		_ = json.NewEncoder(w).Encode(map[string]any{"data": data})
 	}))
 	t.Cleanup(s.Close)
+	t.Cleanup(func() { close(release) }) // before Close, which waits for hung requests
 	return s
+}
+
+// requests returns how many requests carried text alone.
+func (s *embeddingServer) requests(text string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.single[text]
 }
 
 func (s *embeddingServer) configure(c *Config) {
@@ -253,6 +281,51 @@ func TestRecallEmbedderOutage(t *testing.T) {
 	require.EqualValues(t, 3, vectorRows(t, app))
 	require.ElementsMatch(t, []string{"e1", "bad-short", "bad-nan"},
 		app.recallIDs(t, map[string]any{"query": "egret service answers", "mode": "vector"}))
+}
+
+// TestRecallHungProvider: an endpoint that accepts and never answers costs a recall
+// its query budget (1 s here), not the embedder's own 30 s per attempt and retries:
+// hybrid recall degrades and vector recall is 503 well within 3 s; after
+// AGENT_CONTEXT_EMBEDDING_CIRCUIT_FAILURES such failures recalls no longer call it.
+func TestRecallHungProvider(t *testing.T) {
+	t.Parallel()
+	srv := newEmbeddingServer(t, 16)
+	app := startApp(t, srv.configure, func(c *Config) {
+		c.EmbeddingTimeout = 30 * time.Second
+		c.EmbeddingQuery = memory.QueryBudget{Timeout: time.Second, CircuitFailures: 3}
+	})
+	app.createEntry(t, entryBody("e1", "The heron service restarts nightly."))
+	app.waitProjected(t)
+	srv.mode.Store("hang")
+
+	const query = "heron service"
+	within := func(body map[string]any) *testResponse {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		r, err := app.send(ctx, http.MethodPost, pathRecall, body)
+		require.NoError(t, err, "the recall must be answered within 3 s")
+		return r
+	}
+	var res contract.RecallResponse
+	within(map[string]any{"query": query}).requireOK(t, http.StatusOK, &res)
+	require.True(t, res.Degraded)
+	require.Equal(t, contract.DegradationEmbeddingUnavailable, *res.DegradationReason)
+	require.Equal(t, []string{"e1"}, resultIDs(res.Results))
+	within(map[string]any{"query": query, "mode": "vector"}).
+		requireError(t, http.StatusServiceUnavailable, contract.CodeEmbeddingUnavailable)
+	within(map[string]any{"query": query}).requireOK(t, http.StatusOK, &res)
+	require.True(t, res.Degraded)
+	require.Equal(t, 3, srv.requests(query))
+
+	// The circuit is open: recalls answer without calling the provider.
+	for range 5 {
+		within(map[string]any{"query": query}).requireOK(t, http.StatusOK, &res)
+		require.True(t, res.Degraded)
+		within(map[string]any{"query": query, "mode": "vector"}).
+			requireError(t, http.StatusServiceUnavailable, contract.CodeEmbeddingUnavailable)
+	}
+	require.Equal(t, 3, srv.requests(query))
 }
 
 // TestRebuildAfterTruncate: the projection is derived: truncated, vector recall finds

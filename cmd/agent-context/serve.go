@@ -128,7 +128,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.registry.MustRegister(postgres.NewPoolCollector(m.pool), postgres.NewJobQueueCollector(m.pool))
 	// Before the units of work: they hand it the scopes of their committed events.
 	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry,
-		DSN: cfg.ListenDatabaseURL}); err != nil {
+		DSN: cfg.ListenDatabaseURL, MetricsRefresh: cfg.MetricsRefresh}); err != nil {
 		return err
 	}
 	db, err := postgres.NewDB(m.pool, postgres.DBOptions{Logger: m.Log, Hints: m.hub})
@@ -150,7 +150,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	entries := memory.NewEntries(db.Memory(), runtime.SystemClock{}, embedders.Configured().Model())
-	recall := memory.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{})
+	recall := memory.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{}, memory.WithQueryBudget(cfg.EmbeddingQuery))
 	exports := transfer.NewExports(transfer.ExportsConfig{DB: db.Transfer(), Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
 		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
 	operations := operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db,
@@ -162,12 +162,13 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.knowledgeProviders.Start()
 	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
+		MaxEnvelopes:  cfg.A2AMaxEnvelopes,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
 		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
 	if cfg.A2APeersFile != "" {
 		peers, err := peerregistry.Open(cfg.A2APeersFile, m.Log)
 		if err != nil {
-			return err
+			return fmt.Errorf("AGENT_CONTEXT_A2A_PEERS_FILE: %w", err)
 		}
 		a2aCfg.Peers = peers
 	}
@@ -189,7 +190,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Knowledge:    server.KnowledgeConfig{Service: knowledge.New(m.knowledgeProviders)},
 		Cost:         server.CostConfig{Costs: cost.NewCosts(db.Costs(), pricing)},
 	})
-	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool))
+	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
 			Metrics: m.registry, A2ASweeper: coordination, A2ASweepInterval: cfg.A2ASweepInterval,
@@ -270,10 +271,11 @@ func (m *Main) Shutdown(ctx context.Context) error {
 	defer m.stopping.Unlock()
 	var errs []error
 	if m.http != nil {
+		// Each answer from now on closes its connection (Connection: close), so
+		// clients that keep connections alive reconnect, through the load balancer,
+		// elsewhere; connections idle now stay open until then, as closing them would
+		// race with a client sending on them.
 		m.server.Drain()
-		// Each answer from now on closes its connection, so clients that keep
-		// connections alive reconnect, through the load balancer, elsewhere.
-		m.http.SetKeepAlivesEnabled(false)
 		m.Log.Info("agent-context draining", slog.Duration("drain_delay", m.Config.DrainDelay),
 			slog.Duration("drain_timeout", m.Config.DrainTimeout))
 		delay := time.NewTimer(m.Config.DrainDelay)

@@ -2,20 +2,26 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/server"
 )
@@ -133,6 +139,138 @@ func TestShutdownDrains(t *testing.T) {
 	require.Equal(t, 1, res.Appended)
 	require.NoError(t, <-shutdown)
 	require.Equal(t, 2, storedMessages(t, pool, "c"))
+}
+
+// TestDrainKeepsIdleConnections: a connection kept alive and idle when the drain
+// starts is not closed under its client, which may be sending its next request on it
+// right then (a reset); that request is answered, with Connection: close, and only
+// then is the connection closed.
+func TestDrainKeepsIdleConnections(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.DrainDelay = time.Hour })
+	conn, err := net.Dial("tcp", app.main.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(testWait)))
+	responses := bufio.NewReader(conn)
+	get := func() (*http.Response, error) {
+		if _, err := io.WriteString(conn, "GET /health HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
+			return nil, err
+		}
+		resp, err := http.ReadResponse(responses, nil)
+		if err != nil {
+			return nil, err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		return resp, errors.Join(err, resp.Body.Close())
+	}
+	first, err := get()
+	require.NoError(t, err)
+	require.False(t, first.Close, "kept alive before the drain")
+
+	hurry, cutDelay := context.WithCancel(context.Background())
+	t.Cleanup(cutDelay)
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- app.main.Shutdown(hurry) }()
+	require.Eventually(t, func() bool {
+		resp, err := app.client.Get(app.base + contract.PathReady)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}, testWait, testPoll)
+
+	second, err := get()
+	require.NoError(t, err, "the idle connection still serves")
+	require.Equal(t, http.StatusOK, second.StatusCode)
+	require.True(t, second.Close, "Connection: close")
+	_, err = responses.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "closed after the answer")
+	cutDelay()
+	require.NoError(t, <-shutdown)
+}
+
+// TestSIGTERMUnderLoad stops a service process with SIGTERM while 8 clients append
+// over kept-alive connections, the way a load balancer and its health check see it:
+// /ready turns 503 first (then the clients, as a balancer would, send no more), and
+// no request is reset or answered with a 5xx; every acknowledged append is stored, and
+// the process exits cleanly.
+func TestSIGTERMUnderLoad(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDSN(t)
+	svc := startServiceProcess(t, dsn, "AGENT_CONTEXT_DRAIN_DELAY=2s", "AGENT_CONTEXT_DRAIN_TIMEOUT=20s")
+	const clients = 8
+	var (
+		routed   atomic.Bool // the balancer still routes here
+		answered atomic.Int64
+	)
+	routed.Store(true)
+	type tally struct {
+		acked, serverErrors int
+		failures            []error
+	}
+	tallies := make(chan tally, clients)
+	for i := range clients {
+		go func() {
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}, Timeout: time.Minute}
+			var tl tally
+			for n := 0; routed.Load(); n++ {
+				body, err := json.Marshal(batchOf(rec(fmt.Sprintf("c%d", i), fmt.Sprintf("m%d", n), "user", "under load")))
+				if err != nil {
+					tl.failures = append(tl.failures, err)
+					break
+				}
+				resp, err := client.Post(svc.base+pathBatch, "application/json", bytes.NewReader(body))
+				if err != nil {
+					tl.failures = append(tl.failures, err)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				switch {
+				case resp.StatusCode >= 500:
+					tl.serverErrors++
+				case resp.StatusCode == http.StatusOK:
+					tl.acked++
+				}
+				answered.Add(1)
+			}
+			tallies <- tl
+		}()
+	}
+	require.Eventually(t, func() bool { return answered.Load() >= 200 }, testWait, testPoll, "the load runs")
+	require.NoError(t, svc.cmd.Process.Signal(syscall.SIGTERM))
+
+	// The balancer's health check: /ready must say 503 before anything refuses.
+	probe := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: testWait}
+	deadline := time.Now().Add(testWait)
+	for {
+		resp, err := probe.Get(svc.base + contract.PathReady)
+		require.NoError(t, err, "/ready answers until it says 503")
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.True(t, time.Now().Before(deadline), "/ready never turned 503")
+		time.Sleep(testPoll)
+	}
+	routed.Store(false)
+	var acked int
+	for range clients {
+		tl := <-tallies
+		require.Empty(t, tl.failures, "no request is reset or refused")
+		require.Zero(t, tl.serverErrors)
+		acked += tl.acked
+	}
+	require.NoError(t, svc.cmd.Wait(), "the process exits cleanly")
+	pool := openPool(t, dsn)
+	stored := 0
+	for i := range clients {
+		stored += storedMessages(t, pool, fmt.Sprintf("c%d", i))
+	}
+	require.Equal(t, acked, stored)
 }
 
 // TestShutdownDrainTimeout: a request still running when the drain timeout ends is cut

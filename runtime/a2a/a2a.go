@@ -33,6 +33,11 @@ type Config struct {
 	// MaxMessages bounds the live messages of a scope (default
 	// contract.DefaultA2AMaxMessages); the oldest go first when it is full.
 	MaxMessages int
+	// MaxEnvelopes bounds the stored handoff_bundle and context_package payloads of a
+	// scope (default contract.DefaultA2AMaxEnvelopes), and MaxEnvelopeBytes their
+	// bytes (default contract.DefaultA2AMaxEnvelopeBytes); the oldest go first.
+	MaxEnvelopes     int
+	MaxEnvelopeBytes int64
 	// TaskRetention is how long terminal tasks are kept (default 72 h).
 	TaskRetention time.Duration
 	// EventRetention is how long events are kept (default 7 days).
@@ -43,8 +48,8 @@ type Config struct {
 	// Peers holds the pinned Ed25519 keys of peers that sign envelopes; nil has none.
 	Peers PeerKeys
 	// HMACKeys are the HMAC-SHA256 envelope keys by key ID
-	// (AGENT_CONTEXT_A2A_HMAC_KEYS): the UTF-8 bytes of each secret.
-	HMACKeys map[string][]byte
+	// (AGENT_CONTEXT_A2A_HMAC_KEYS), each bound to agents and maybe tenants.
+	HMACKeys map[string]HMACKey
 	// RequireSigned refuses unsigned envelopes even from their own sender.
 	RequireSigned bool
 	// DefaultAgent receives tasks created through POST /a2a without
@@ -79,11 +84,12 @@ type Service struct {
 	notifier       runtime.EventNotifier
 	clock          runtime.Clock
 	maxMessages    int
+	envelopeBounds EnvelopeBounds
 	taskRetention  time.Duration
 	eventRetention time.Duration
 	sweepBatch     int
 	peers          PeerKeys
-	hmacKeys       map[string][]byte
+	hmacKeys       map[string]HMACKey
 	requireSigned  bool
 	defaultAgent   string
 	artifacts      SnapshotArtifacts
@@ -97,6 +103,13 @@ func New(cfg Config) *Service {
 		defaultAgent: cfg.DefaultAgent, artifacts: cfg.Artifacts}
 	if a.clock == nil {
 		a.clock = runtime.SystemClock{}
+	}
+	a.envelopeBounds = EnvelopeBounds{MaxPayloads: cfg.MaxEnvelopes, MaxBytes: cfg.MaxEnvelopeBytes}
+	if a.envelopeBounds.MaxPayloads <= 0 {
+		a.envelopeBounds.MaxPayloads = contract.DefaultA2AMaxEnvelopes
+	}
+	if a.envelopeBounds.MaxBytes <= 0 {
+		a.envelopeBounds.MaxBytes = contract.DefaultA2AMaxEnvelopeBytes
 	}
 	if a.maxMessages <= 0 {
 		a.maxMessages = contract.DefaultA2AMaxMessages

@@ -23,7 +23,33 @@ import (
 type PeerKeys interface {
 	// Ed25519Key returns agent's public key keyID; false when agent has no such key
 	// (a key of another agent included).
-	Ed25519Key(agent, keyID string) (ed25519.PublicKey, bool)
+	Ed25519Key(agent, keyID string) (PeerKey, bool)
+}
+
+// PeerKey is a peer's Ed25519 public key and the tenants it may be used in.
+type PeerKey struct {
+	Public ed25519.PublicKey
+	// Tenants lists the tenants an envelope signed with the key may land in; nil is
+	// any tenant.
+	Tenants []string
+}
+
+// HMACKey is an HMAC-SHA256 envelope key (AGENT_CONTEXT_A2A_HMAC_KEYS): the UTF-8
+// bytes of its secret and where it may be used. Unlike a peer key, which belongs to
+// one agent, a shared secret names the agents whose envelopes it may sign, so a holder
+// cannot sign as anyone else.
+type HMACKey struct {
+	Secret []byte
+	// Agents are the envelope senders (from) the key may sign for; never empty.
+	Agents []string
+	// Tenants lists the tenants an envelope signed with the key may land in; nil is
+	// any tenant.
+	Tenants []string
+}
+
+// allows reports whether tenants (nil: any) admits tenant.
+func allows(tenants []string, tenant string) bool {
+	return tenants == nil || slices.Contains(tenants, tenant)
 }
 
 // EnvelopeRecord is an accepted envelope as the idempotency record keeps it: its
@@ -43,12 +69,22 @@ type EnvelopeRecord struct {
 	ExpiresAtMs int64
 }
 
+// EnvelopeBounds bound the handoff_bundle and context_package payloads a scope keeps
+// (docs/a2a-protocol.md): their number and their bytes (compact JSON); the oldest go
+// first.
+type EnvelopeBounds struct {
+	MaxPayloads int
+	MaxBytes    int64
+}
+
 // EnvelopeStore keeps the envelopes POST /handoff accepted.
 type EnvelopeStore interface {
 	// CreateEnvelope stores e unless an envelope with its message ID exists; then it
 	// stores nothing and returns that one. A concurrent create of the same ID waits
 	// for the first to commit. Errors: SERVICE_UNAVAILABLE.
-	CreateEnvelope(ctx context.Context, scope runtime.Scope, e *EnvelopeRecord) (stored EnvelopeRecord, created bool, err error)
+	// A stored payload counts against bounds: while the scope holds more payloads or
+	// bytes of them, the oldest payloads are dropped (their records stay).
+	CreateEnvelope(ctx context.Context, scope runtime.Scope, e *EnvelopeRecord, bounds EnvelopeBounds) (stored EnvelopeRecord, created bool, err error)
 	// GetEnvelope returns the envelope with messageID. Errors: NOT_FOUND,
 	// SERVICE_UNAVAILABLE.
 	GetEnvelope(ctx context.Context, scope runtime.Scope, messageID string) (EnvelopeRecord, error)
@@ -86,6 +122,11 @@ func (a *Service) Handoff(ctx context.Context, p runtime.Principal, h *Handoff) 
 	env := new(contract.Envelope)
 	if err := h.Decode(h.Raw, env); err != nil {
 		return nil, err
+	}
+	// A signed envelope is bound to the scope it names, so one captured in a tenant
+	// cannot be replayed into another (idempotency is per scope).
+	if (env.Tenant != nil && *env.Tenant != p.TenantID) || (env.Project != nil && *env.Project != p.ProjectID) {
+		return nil, signatureInvalid("the envelope is bound to another tenant or project")
 	}
 	rec, tsMs, err := validateEnvelope(env, claims.input, a.nowMs())
 	if err != nil {
@@ -125,7 +166,7 @@ func (a *Service) Handoff(ctx context.Context, p runtime.Principal, h *Handoff) 
 	rec.AcceptedAtMs = now
 	var ack *contract.MessageAck
 	err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
-		stored, created, err := tx.Envelopes.CreateEnvelope(ctx, p.Scope, &rec)
+		stored, created, err := tx.Envelopes.CreateEnvelope(ctx, p.Scope, &rec, a.envelopeBounds)
 		if err != nil {
 			return err
 		}
@@ -196,9 +237,10 @@ func signatureInvalid(msg string) error {
 }
 
 // verifyEnvelope checks the signature: Ed25519 with a pinned key of the agent the
-// envelope names in from, or HMAC-SHA256 with a configured key. An unsigned envelope
-// passes only when the caller is its sender and signatures are not required. Every
-// failure is the same SIGNATURE_INVALID, naming no key.
+// envelope names in from, or HMAC-SHA256 with a configured key bound to that agent;
+// either key must admit the caller's tenant. An unsigned envelope passes only when the
+// caller is its sender and signatures are not required. Every failure is the same
+// SIGNATURE_INVALID, naming no key.
 func (a *Service) verifyEnvelope(p runtime.Principal, c envelopeClaims) error {
 	if c.signature == nil {
 		if a.requireSigned || c.from != p.Subject {
@@ -220,13 +262,19 @@ func (a *Service) verifyEnvelope(p runtime.Principal, c envelopeClaims) error {
 			return signatureInvalid("the signature does not verify")
 		}
 		key, found := a.peers.Ed25519Key(c.from, keyID)
-		if !found || len(sig) != ed25519.SignatureSize || !ed25519.Verify(key, c.input, sig) {
+		if !found || len(sig) != ed25519.SignatureSize || !ed25519.Verify(key.Public, c.input, sig) {
 			return signatureInvalid("the signature does not verify")
 		}
+		if !allows(key.Tenants, p.TenantID) {
+			return signatureInvalid("the key is not bound to this tenant")
+		}
 	case contract.SignatureHMACSHA256:
-		secret, found := a.hmacKeys[keyID]
-		if !found || !hmac.Equal(sig, hmacSHA256(secret, c.input)) {
+		key, found := a.hmacKeys[keyID]
+		if !found || !hmac.Equal(sig, hmacSHA256(key.Secret, c.input)) {
 			return signatureInvalid("the signature does not verify")
+		}
+		if !slices.Contains(key.Agents, c.from) || !allows(key.Tenants, p.TenantID) {
+			return signatureInvalid("the key is not bound to this sender or tenant")
 		}
 	default:
 		return signatureInvalid("the signature algorithm is not supported")

@@ -13,31 +13,43 @@ import (
 )
 
 // Redaction replaces secrets in exported text with [REDACTED:<label>] (docs/a2a.md):
-// private-key blocks, Authorization values, bearer tokens, JWTs, AWS access keys,
-// GitHub tokens, the values of key=, token=, password= and secret= assignments, and
-// long high-entropy strings. docs/a2a.md lists the exact rules.
+// private-key blocks, credentials inside URLs, Authorization and Cookie values, bearer
+// tokens, JWTs, AWS access keys, GitHub tokens, the values of names ending in key,
+// token, password or secret however they are assigned (key=v, key: v, "key": "v",
+// YAML and HTTP-header lines), and long high-entropy strings. docs/a2a.md lists the
+// exact rules.
 
-// redactRule replaces every match of pattern. keep, when positive, is the number of
-// the submatch that survives in front of the label (a name and its "=").
+// redactRule replaces every match of pattern with repl, a regexp template that may
+// keep submatches around the label (a name and its separator, a URL's user).
 type redactRule struct {
-	label   string
 	pattern *regexp.Regexp
-	keep    int
+	repl    string
 }
 
 var redactRules = []redactRule{
-	{"private_key", regexp.MustCompile(`(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)`), 0},
-	{"authorization", regexp.MustCompile(`(?i)(\bauthorization"?\s*[:=]\s*"?)(?:[A-Za-z]+\s+)?[^\s"',;]+`), 1},
-	{"bearer", regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]+`), 1},
-	{"jwt", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}`), 0},
-	{"aws_access_key", regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b`), 0},
-	{"github_token", regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b`), 0},
+	{regexp.MustCompile(`(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)`), "[REDACTED:private_key]"},
+	// scheme://user:password@host keeps the user and the host. The password runs to
+	// the last @ of the authority, so one holding an unescaped @ goes whole.
+	{regexp.MustCompile(`\b([A-Za-z][A-Za-z0-9+.-]*://)([^\s:/?#@]*):([^\s/?#]+)@`), "${1}${2}:[REDACTED:password]@"},
+	{regexp.MustCompile(`(?i)(\bauthorization"?\s*[:=]\s*"?)(?:[A-Za-z]+\s+)?[^\s"',;]+`), "${1}[REDACTED:authorization]"},
+	// A Cookie or Set-Cookie header line carries session secrets under any name.
+	{regexp.MustCompile(`(?im)^([ \t]*(?:set-)?cookie[ \t]*:[ \t]*)\S[^\r\n]*`), "${1}[REDACTED:cookie]"},
+	{regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]+`), "${1}[REDACTED:bearer]"},
+	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}`), "[REDACTED:jwt]"},
+	{regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b`), "[REDACTED:aws_access_key]"},
+	{regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b`), "[REDACTED:github_token]"},
 }
 
-// assignment matches name=value (and "name": "value" in JSON-like text) where the name
-// ends in key, token, password (passwd, pwd) or secret; the value is what follows up
-// to a quote, space or separator.
-var assignment = regexp.MustCompile(`(?i)\b([A-Za-z0-9_.-]*?(password|passwd|pwd|secret|token|key))("?\s*=\s*|"\s*:\s*)("[^"]*"|'[^']*'|[^\s"',;&}\]]+)`)
+// secretLine matches a YAML, .env or HTTP-header line assigning with a colon to a name
+// that ends in key, token, password (passwd, pwd) or secret: `password: hunter2`,
+// `  DB_PASSWORD: "x y"`, `- api_key: k`, `X-Api-Key: sk-live-...`. Such a value runs
+// to the end of the line (a YAML scalar may hold spaces), unless it is quoted.
+var secretLine = regexp.MustCompile(`(?im)^([ \t]*(?:-[ \t]+)?["']?)([A-Za-z0-9_.-]*?(password|passwd|pwd|secret|token|key))(["']?[ \t]*:[ \t]*)([^\s:][^\r\n]*)`)
+
+// assignment matches name=value, name: value and "name": "value" in running text where
+// the name ends in key, token, password (passwd, pwd) or secret; the value is what
+// follows up to a quote, space or separator. A "::" (a path in code) is no assignment.
+var assignment = regexp.MustCompile(`(?i)\b([A-Za-z0-9_.-]*?(password|passwd|pwd|secret|token|key))("?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s"',;&}\]:][^\s"',;&}\]]*)`)
 
 // highEntropyCandidate is a run of token characters long enough to be a credential.
 var highEntropyCandidate = regexp.MustCompile(`[A-Za-z0-9+/_=-]{32,}`)
@@ -45,15 +57,29 @@ var highEntropyCandidate = regexp.MustCompile(`[A-Za-z0-9+/_=-]{32,}`)
 // Redact returns s with every secret the rules recognize replaced by its label.
 func Redact(s string) string {
 	for _, r := range redactRules {
-		repl := "[REDACTED:" + r.label + "]"
-		if r.keep > 0 {
-			repl = "${" + string(rune('0'+r.keep)) + "}" + repl
-		}
-		s = r.pattern.ReplaceAllString(s, repl)
+		s = r.pattern.ReplaceAllString(s, r.repl)
 	}
+	s = secretLine.ReplaceAllStringFunc(s, func(m string) string {
+		sub := secretLine.FindStringSubmatch(m)
+		value, label := strings.TrimRight(sub[5], " \t"), secretLabel(sub[3])
+		if strings.Contains(value, "[REDACTED:") {
+			return m
+		}
+		// A quoted value keeps its quotes and what follows them (a comma in a JSON
+		// line, a comment); an unquoted one goes to the end of the line.
+		if q := value[0]; q == '"' || q == '\'' {
+			if end := strings.IndexByte(value[1:], q); end >= 0 {
+				return sub[1] + sub[2] + sub[4] + value[:1] + "[REDACTED:" + label + "]" + value[1+end:]
+			}
+		}
+		return sub[1] + sub[2] + sub[4] + "[REDACTED:" + label + "]"
+	})
 	s = assignment.ReplaceAllStringFunc(s, func(m string) string {
 		sub := assignment.FindStringSubmatch(m)
 		value, label := sub[4], secretLabel(sub[2])
+		if strings.HasPrefix(value, "[REDACTED:") {
+			return m
+		}
 		quote := ""
 		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') {
 			quote = value[:1]

@@ -33,6 +33,69 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// TestRedactAssignmentForms: secrets as agents write them — YAML, .env, HTTP headers,
+// prose, JSON lines, connection strings — lose their values and keep their names, users
+// and hosts; lines that only look similar stay as they were.
+func TestRedactAssignmentForms(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{
+		// YAML and colon forms.
+		{"password: hunter2", "password: [REDACTED:password]"},
+		{"  password: correct horse battery staple", "  password: [REDACTED:password]"},
+		{"DB_PASSWORD: s3cr3t!", "DB_PASSWORD: [REDACTED:password]"},
+		{`DB_PASSWORD: "p@ss word"`, `DB_PASSWORD: "[REDACTED:password]"`},
+		{"    db_password: 'x'  # prod", "    db_password: '[REDACTED:password]'  # prod"},
+		{"token: 4f9a1c", "token: [REDACTED:token]"},
+		{"- api_key: abc123", "- api_key: [REDACTED:key]"},
+		{"client_secret: sEcReT", "client_secret: [REDACTED:secret]"},
+		{"aws_secret_access_key: wJalrXUtnFEMI/K7MDENG", "aws_secret_access_key: [REDACTED:key]"},
+		{"spring.datasource.password: admin123", "spring.datasource.password: [REDACTED:password]"},
+		{"MYSQL_PWD: root", "MYSQL_PWD: [REDACTED:password]"},
+		{"config:\n  redis:\n    password: r3dis\n    port: 6379", "config:\n  redis:\n    password: [REDACTED:password]\n    port: 6379"},
+		// HTTP headers.
+		{"X-Api-Key: sk-live-51HxQ2e", "X-Api-Key: [REDACTED:key]"},
+		{"Authorization: Bearer abc.def.ghi", "Authorization: [REDACTED:authorization]"},
+		{"Proxy-Authorization: Basic YWxhZGRpbjpvcGVu", "Proxy-Authorization: [REDACTED:authorization]"},
+		{"X-Auth-Token: 0123abcd", "X-Auth-Token: [REDACTED:token]"},
+		{"Cookie: session=abc; theme=dark", "Cookie: [REDACTED:cookie]"},
+		{"Set-Cookie: sid=31d4d96e407aad42; Path=/; Secure", "Set-Cookie: [REDACTED:cookie]"},
+		{`curl -H "X-Api-Key: sk-live-abc" https://api.example.com`, `curl -H "X-Api-Key: [REDACTED:key]" https://api.example.com`},
+		{"curl -H 'Authorization: token ghp_x' url", "curl -H 'Authorization: [REDACTED:authorization]' url"},
+		// Prose, .env and query strings.
+		{"the staging password: hunter2 works again", "the staging password: [REDACTED:password] works again"},
+		{"use token:abc123 for now", "use token:[REDACTED:token] for now"},
+		{"export GITHUB_TOKEN=abc", "export GITHUB_TOKEN=[REDACTED:token]"},
+		{"PGPASSWORD=secret psql -h db", "PGPASSWORD=[REDACTED:password] psql -h db"},
+		{"GET /cb?code=1&access_token=xyz&state=2", "GET /cb?code=1&access_token=[REDACTED:token]&state=2"},
+		{`  "password": "hunter2",`, `  "password": "[REDACTED:password]",`},
+		{`{"apiKey": "k-123", "region": "eu"}`, `{"apiKey": "[REDACTED:key]", "region": "eu"}`},
+		// Credentials inside URLs keep the user and the host.
+		{"postgres://admin:secret@db.internal:5432/app", "postgres://admin:[REDACTED:password]@db.internal:5432/app"},
+		{"DATABASE_URL=postgres://admin:secret@host/db", "DATABASE_URL=postgres://admin:[REDACTED:password]@host/db"},
+		{"mongodb+srv://svc:p@ss@cluster0.mongodb.net/?retryWrites=true", "mongodb+srv://svc:[REDACTED:password]@cluster0.mongodb.net/?retryWrites=true"},
+		{"https://deploy:tok3n@git.example.com/org/repo.git", "https://deploy:[REDACTED:password]@git.example.com/org/repo.git"},
+		{"redis://:authpass@cache:6379/0", "redis://:[REDACTED:password]@cache:6379/0"},
+		{"amqp://guest:guest@rabbit/vhost", "amqp://guest:[REDACTED:password]@rabbit/vhost"},
+		// What only looks like it stays.
+		{"status: ok", "status: ok"},
+		{"tokens: 1200", "tokens: 1200"},
+		{"max_tokens: 512", "max_tokens: 512"},
+		{"keyboard: us", "keyboard: us"},
+		{"Content-Type: application/json", "Content-Type: application/json"},
+		{"Host: api.example.com", "Host: api.example.com"},
+		{"password:", "password:"},
+		{"ssh git@github.com:org/repo.git", "ssh git@github.com:org/repo.git"},
+		{"https://user@example.com/path", "https://user@example.com/path"},
+		{"postgres://db.internal:5432/app", "postgres://db.internal:5432/app"},
+		{"see https://example.com:8443/a?b=c", "see https://example.com:8443/a?b=c"},
+		{"let k = HashKey::new(seed);", "let k = HashKey::new(seed);"},
+		{"the key point is consistency", "the key point is consistency"},
+		{"time: 12:30:00", "time: 12:30:00"},
+	} {
+		require.Equal(t, c.want, a2a.Redact(c.in), c.in)
+	}
+}
+
 func TestRedactJSON(t *testing.T) {
 	t.Parallel()
 	require.Nil(t, a2a.RedactJSON(nil))

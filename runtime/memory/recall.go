@@ -65,14 +65,28 @@ type Recall struct {
 	projection *Projection
 	embedders  Embedders
 	clock      runtime.Clock
+	queries    *queryEmbedder
+}
+
+// RecallOption configures NewRecall.
+type RecallOption func(*Recall)
+
+// WithQueryBudget bounds the query embeddings of recalls (the defaults of QueryBudget
+// otherwise).
+func WithQueryBudget(b QueryBudget) RecallOption {
+	return func(r *Recall) { r.queries = newQueryEmbedder(b) }
 }
 
 // NewRecall returns the recall use case; projection reports the watermark.
-func NewRecall(store RecallStore, projection *Projection, embedders Embedders, clock runtime.Clock) *Recall {
+func NewRecall(store RecallStore, projection *Projection, embedders Embedders, clock runtime.Clock, opts ...RecallOption) *Recall {
 	if clock == nil {
 		clock = runtime.SystemClock{}
 	}
-	return &Recall{store: store, projection: projection, embedders: embedders, clock: clock}
+	r := &Recall{store: store, projection: projection, embedders: embedders, clock: clock, queries: newQueryEmbedder(QueryBudget{})}
+	for _, opt := range opts {
+		opt(r)
+	}
+	return r
 }
 
 // rrfK is the constant of reciprocal rank fusion: a result's fused score is the sum,
@@ -159,17 +173,14 @@ func (r *Recall) Recall(ctx context.Context, p runtime.Principal, req *contract.
 	return res, nil
 }
 
-// embedQuery embeds the query with the embedder of the generation's model.
+// embedQuery embeds the query with the embedder of the generation's model, within the
+// query budget.
 func (r *Recall) embedQuery(ctx context.Context, model EmbeddingModel, text string) ([]float32, error) {
 	emb, ok := r.embedders.ForModel(model.ID)
 	if !ok {
 		return nil, EmbeddingUnavailable(fmt.Errorf("no embedder for the projection's model %s", model.ID))
 	}
-	v, err := EmbedChecked(ctx, emb, model, []string{text})
-	if err != nil {
-		return nil, err
-	}
-	return v[0], nil
+	return r.queries.embed(ctx, emb, model, text)
 }
 
 // single ranks the hits of one half: the score is that half's.

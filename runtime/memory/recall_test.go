@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -76,13 +78,68 @@ func hit(id string, created int64, score float64) memory.RecallHit {
 	return memory.RecallHit{Entry: contract.ContextEntry{ID: id, CreatedAtMs: created}, Score: score}
 }
 
-func newRecall(t *testing.T, store *stubRecall, emb memory.Embedder) *memory.Recall {
+func newRecall(t *testing.T, store *stubRecall, emb memory.Embedder, opts ...memory.RecallOption) *memory.Recall {
 	t.Helper()
 	db := runtimetest.DB[memory.Stores]{S: memory.Stores{
 		Projection: stubProjection{status: memory.ProjectionStatus{Generation: memory.Generation{Number: 3, Model: testModel}, Pending: 2, IndexedThroughMs: 9}}}}
 	embedders := oneEmbedder{emb}
 	projection := memory.NewProjection(memory.ProjectionConfig{DB: db, Embedders: embedders})
-	return memory.NewRecall(store, projection, embedders, nil)
+	return memory.NewRecall(store, projection, embedders, nil, opts...)
+}
+
+// hungEmbedder stands for a provider that accepts and never answers: each call waits
+// for its context, as an HTTP client does, and counts.
+type hungEmbedder struct{ calls *atomic.Int64 }
+
+func (e hungEmbedder) Model() memory.EmbeddingModel { return testModel }
+
+func (e hungEmbedder) Embed(ctx context.Context, _ []string) ([][]float32, error) {
+	e.calls.Add(1)
+	<-ctx.Done()
+	return nil, memory.EmbeddingUnavailable(ctx.Err())
+}
+
+// A hung provider costs a recall its query budget, not the embedder's own timeouts;
+// after CircuitFailures such failures recalls stop calling it; a recall whose caller
+// went away is not held against the provider.
+func TestRecallQueryBudget(t *testing.T) {
+	t.Parallel()
+	store := &stubRecall{text: []memory.RecallHit{hit("t", 1, 0.2)}}
+	calls := new(atomic.Int64)
+	r := newRecall(t, store, hungEmbedder{calls: calls},
+		memory.WithQueryBudget(memory.QueryBudget{Timeout: 20 * time.Millisecond, CircuitFailures: 3, CircuitOpen: time.Hour}))
+
+	// The caller leaving does not count: the circuit stays closed.
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 5 {
+		_, _ = r.Recall(gone, runtime.Principal{}, &contract.RecallRequest{Query: "q"})
+	}
+	require.EqualValues(t, 5, calls.Load())
+
+	for i := range 3 {
+		res, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
+		require.NoError(t, err)
+		require.True(t, res.Degraded, i)
+		require.Equal(t, contract.DegradationEmbeddingUnavailable, *res.DegradationReason)
+		require.Len(t, res.Results, 1)
+	}
+	require.EqualValues(t, 8, calls.Load())
+	// Open: hybrid degrades and vector fails without calling the provider.
+	res, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
+	require.NoError(t, err)
+	require.True(t, res.Degraded)
+	_, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", Mode: "vector"})
+	require.Equal(t, contract.CodeEmbeddingUnavailable, runtime.ErrorCode(err))
+	require.EqualValues(t, 8, calls.Load())
+
+	// A failure that is not the provider's (a bug) does not open the circuit.
+	broken := newRecall(t, store, unitEmbedder{model: testModel, err: errors.New("a bug")},
+		memory.WithQueryBudget(memory.QueryBudget{CircuitFailures: 1}))
+	for range 3 {
+		_, err = broken.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
+		require.Equal(t, contract.CodeInternal, runtime.ErrorCode(err))
+	}
 }
 
 // Reciprocal rank fusion: the sum of 1/(60 + rank) over the halves; ties go to the
