@@ -65,6 +65,9 @@ type Config struct {
 	Version string
 	// Exports serves export, export artifacts, import and the advanced operations.
 	Exports *transfer.Exports
+	// A2AStreamMax is how long a stream of POST /a2a lives at most (default
+	// DefaultA2AStreamMax).
+	A2AStreamMax time.Duration
 }
 
 // Server is the echo host.
@@ -89,6 +92,7 @@ type Server struct {
 	publicURL   string
 	version     string
 	exports     *transfer.Exports
+	streamMax   time.Duration
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -110,6 +114,10 @@ func New(cfg Config) *Server {
 	s.entries, s.recall, s.projection = cfg.Entries, cfg.Recall, cfg.Projection
 	s.publicURL, s.version = cfg.PublicURL, cfg.Version
 	s.exports = cfg.Exports
+	s.streamMax = cfg.A2AStreamMax
+	if s.streamMax <= 0 {
+		s.streamMax = DefaultA2AStreamMax
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

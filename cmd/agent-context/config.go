@@ -111,6 +111,7 @@ type Config struct {
 	A2AHMACKeys      map[string][]byte
 	A2ARequireSigned bool
 	A2ADefaultAgent  string
+	A2ALive          A2ALiveConfig
 	PublicURL        string
 }
 
@@ -299,6 +300,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_BIND must be host:port, got %q", cfg.Bind))
 	}
 	errs = append(errs, loadKnowledgeConfig(getenv, &cfg)...)
+	errs = append(errs, loadA2ALiveConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
 	case 1:

@@ -104,6 +104,12 @@ type TaskStore interface {
 	// CountTasks counts the tasks agent created or receives. Errors:
 	// SERVICE_UNAVAILABLE.
 	CountTasks(ctx context.Context, scope runtime.Scope, agent string) (TaskCounts, error)
+	// LastTaskEvent returns the sequence of the task's newest event in the scope's
+	// log, 0 when it has none. Errors: SERVICE_UNAVAILABLE.
+	LastTaskEvent(ctx context.Context, scope runtime.Scope, taskID string) (int64, error)
+	// TaskEvents returns up to limit of the task's events after the sequence after,
+	// in sequence (commit) order. Errors: SERVICE_UNAVAILABLE.
+	TaskEvents(ctx context.Context, scope runtime.Scope, taskID string, after int64, limit int) ([]contract.Event, error)
 	// PurgeTerminalTasks deletes up to limit tasks that became terminal before
 	// beforeMs, with everything they hold, and reports how many. Errors:
 	// SERVICE_UNAVAILABLE.
