@@ -10,7 +10,8 @@ CREATE INDEX a2a_events_by_task ON a2a_events (tenant_id, project_id, task_id, s
 -- after it. protocol is the generation whose method set it ('0.3' or '1.0'), which
 -- shapes the bodies. A delivery job holds the config's lease (lease_until_ms) while it
 -- delivers, so one config's deliveries never overlap and stay in commit order;
--- failures and retry_at_ms are its backoff after a failed delivery.
+-- failures and retry_at_ms are its backoff after a failed delivery, retry_owner the job
+-- that retries it.
 CREATE TABLE a2a_push_configs (
     tenant_id        text    NOT NULL,
     project_id       text    NOT NULL,
@@ -25,6 +26,7 @@ CREATE TABLE a2a_push_configs (
     delivered_state  text    NOT NULL,
     failures         integer NOT NULL DEFAULT 0,
     retry_at_ms      bigint  NOT NULL DEFAULT 0,
+    retry_owner      bigint  NOT NULL DEFAULT 0,
     lease_until_ms   bigint  NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant_id, project_id, task_id, config_id),
     FOREIGN KEY (tenant_id, project_id, task_id)

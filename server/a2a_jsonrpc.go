@@ -142,7 +142,7 @@ func (s *Server) jsonRPC(c echo.Context) error {
 	var result any
 	switch m.op {
 	case opPush:
-		fail = rpcFail(contract.RPCPushNotSupported, "push notifications are not supported")
+		result, fail, err = s.rpcPush(ctx, p, method, params, gen)
 	case opUnsupported:
 		fail = rpcFail(contract.RPCUnsupportedOperation, "method %q is not supported", method)
 	case opSend:
@@ -257,6 +257,9 @@ func (s *Server) rpcFailureOf(c echo.Context, err error, op rpcOp) *rpcFailure {
 	}
 	switch e.Code {
 	case contract.CodeNotFound:
+		if e.Details["field"] == "configId" {
+			return rpcFail(contract.RPCTaskNotFound, "push notification config not found")
+		}
 		return rpcFail(contract.RPCTaskNotFound, "task not found")
 	case contract.CodeScopeForbidden, contract.CodeInvalidTransition:
 		if op == opCancel {

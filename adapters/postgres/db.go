@@ -224,7 +224,7 @@ func (db *DB) Memory() runtime.UnitOfWork[memory.Stores] {
 func (db *DB) A2A() runtime.UnitOfWork[a2a.Stores] {
 	return newUnitOfWork(db, func(h DBTX) a2a.Stores {
 		return a2a.Stores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h}, Tasks: &TaskStore{db: h},
-			Events: &EventStore{db: h}, Envelopes: &EnvelopeStore{db: h}}
+			Events: &EventStore{db: h}, Envelopes: &EnvelopeStore{db: h}, Push: &PushStore{db: h}, Jobs: db.jobs(h)}
 	})
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
 	"github.com/agent-context/agent-context/adapters/telemetry"
+	"github.com/agent-context/agent-context/adapters/webhook"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -159,7 +160,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry}); err != nil {
 		return err
 	}
+	webhooks, err := webhook.New(webhook.Options{AllowHosts: cfg.A2ALive.PushAllowHosts, Registerer: m.registry})
+	if err != nil {
+		return err
+	}
 	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
+		Webhooks: webhooks, PushBody: server.A2APushBody,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
 		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
 	if cfg.A2APeersFile != "" {
@@ -185,7 +191,8 @@ func (m *Main) Run(ctx context.Context) error {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
 			Metrics: m.registry, A2ASweeper: coordination, A2ASweepInterval: cfg.A2ASweepInterval,
 			Projection: projection, ProjectionSweepInterval: cfg.ProjectionSweepInterval,
-			ExportPurger: exports, ExportPurgeInterval: cfg.ExportPurgeInterval}
+			ExportPurger: exports, ExportPurgeInterval: cfg.ExportPurgeInterval,
+			Push: coordination, PushTimeout: webhook.Timeout}
 		if cfg.RetentionMaxAge > 0 {
 			jobOpts.RetentionInterval = cfg.RetentionInterval
 		}

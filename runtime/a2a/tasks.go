@@ -441,6 +441,9 @@ func (a *Service) changeTask(ctx context.Context, p runtime.Principal, taskID st
 		if out, err = tx.Tasks.GetTask(ctx, p.Scope, taskID); err != nil {
 			return err
 		}
+		if err := enqueuePush(ctx, tx, p.Scope, taskID); err != nil {
+			return err
+		}
 		// Last: the append holds the scope's lock until the commit.
 		_, err = tx.Events.AppendEvents(ctx, p.Scope, []runtime.NewEvent{event})
 		return err
