@@ -519,7 +519,11 @@ func rpcTask(t *contract.Task, gen generation, historyLength *int) contract.RPCT
 
 // rpcMessage writes the task's message at index i for gen.
 func rpcMessage(t *contract.Task, i int, gen generation) contract.RPCMessage {
-	m := t.Messages[i]
+	return rpcTaskMessage(t, i, &t.Messages[i], gen)
+}
+
+// rpcTaskMessage writes m, the message at index i of t, for gen.
+func rpcTaskMessage(t *contract.Task, i int, m *contract.TaskMessage, gen generation) contract.RPCMessage {
 	msg := contract.RPCMessage{MessageID: fmt.Sprintf("%s-m%d", t.ID, i+1), ContextID: t.ContextID, TaskID: t.ID,
 		Role: rpcRoles[m.Role][gen], Parts: outboundParts(m.Parts, gen)}
 	if gen == gen03 {

@@ -174,7 +174,7 @@ func streamEvents(u *a2a.StreamUpdate, taskID string, gen generation) []any {
 			update.ContextID = u.Task.ContextID
 		}
 		if u.Kind == a2a.StreamMessage {
-			msg := rpcMessage(u.Task, u.MessageIndex, gen)
+			msg := rpcTaskMessage(u.Task, u.MessageIndex, u.Message, gen)
 			update.Status.Message = &msg
 		}
 		if gen == gen10 {

@@ -368,3 +368,23 @@ func (s *TaskStore) TaskEvents(ctx context.Context, scope runtime.Scope, taskID 
 	}
 	return events, translate(rows.Err())
 }
+
+// TaskMessage implements a2a.TaskStore by the messages' primary key.
+func (s *TaskStore) TaskMessage(ctx context.Context, scope runtime.Scope, taskID string, index int) (contract.TaskMessage, error) {
+	var m contract.TaskMessage
+	var parts string
+	err := s.db.QueryRow(ctx, `
+		SELECT role, from_agent, parts::text, created_at_ms FROM a2a_task_messages
+		WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND ordinal = $4`,
+		scope.TenantID, scope.ProjectID, taskID, index).Scan(&m.Role, &m.FromAgent, &parts, &m.CreatedAtMs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return m, runtime.NotFound("taskId", "task message")
+	}
+	if err != nil {
+		return m, translate(err)
+	}
+	if err := json.Unmarshal([]byte(parts), &m.Parts); err != nil {
+		return m, fmt.Errorf("task %q: decode message %d: %w", taskID, index, err)
+	}
+	return m, nil
+}

@@ -30,14 +30,15 @@ const (
 // StreamUpdate is one step of a followed task.
 type StreamUpdate struct {
 	Kind StreamUpdateKind
-	// Task is the task as first read (StreamTask, StreamStatus), or as read after
-	// the change (StreamMessage, StreamArtifact).
+	// Task is the task as first read (StreamTask, StreamStatus, StreamMessage: for
+	// its IDs), or as read after the change (StreamArtifact).
 	Task *contract.Task
 	// State and AtMs are the task's state after the change and the change's time.
 	State string
 	AtMs  int64
 	Final bool
-	// MessageIndex is the position of the message (StreamMessage).
+	// Message and MessageIndex are the message and its position (StreamMessage).
+	Message      *contract.TaskMessage
 	MessageIndex int
 	// Artifact is the artifact (StreamArtifact).
 	Artifact *contract.TaskArtifact
@@ -182,15 +183,12 @@ func (f *follower) apply(ctx context.Context, e *contract.Event) error {
 		f.state = payload.To
 		return f.emit(&StreamUpdate{Kind: StreamStatus, Task: f.first, State: f.state, AtMs: e.CreatedAtMs, Final: TaskTerminal(f.state)})
 	case contract.EventTaskMessage:
-		t, err := f.a.stores.Tasks.GetTask(ctx, f.p.Scope, f.first.ID)
+		m, err := f.a.stores.Tasks.TaskMessage(ctx, f.p.Scope, f.first.ID, payload.MessageIndex)
 		if err != nil {
 			return err
 		}
-		if payload.MessageIndex < 0 || payload.MessageIndex >= len(t.Messages) {
-			return nil
-		}
-		return f.emit(&StreamUpdate{Kind: StreamMessage, Task: &t, State: f.state, AtMs: e.CreatedAtMs,
-			MessageIndex: payload.MessageIndex})
+		return f.emit(&StreamUpdate{Kind: StreamMessage, Task: f.first, State: f.state, AtMs: e.CreatedAtMs,
+			MessageIndex: payload.MessageIndex, Message: &m})
 	}
 	return nil
 }

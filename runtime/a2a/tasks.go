@@ -104,6 +104,9 @@ type TaskStore interface {
 	// CountTasks counts the tasks agent created or receives. Errors:
 	// SERVICE_UNAVAILABLE.
 	CountTasks(ctx context.Context, scope runtime.Scope, agent string) (TaskCounts, error)
+	// TaskMessage returns the task's message at index (0-based). Errors: NOT_FOUND,
+	// SERVICE_UNAVAILABLE.
+	TaskMessage(ctx context.Context, scope runtime.Scope, taskID string, index int) (contract.TaskMessage, error)
 	// LastTaskEvent returns the sequence of the task's newest event in the scope's
 	// log, 0 when it has none. Errors: SERVICE_UNAVAILABLE.
 	LastTaskEvent(ctx context.Context, scope runtime.Scope, taskID string) (int64, error)
