@@ -198,3 +198,14 @@ func TestA2AStreamBadInput(t *testing.T) {
 		require.Equal(t, task.ID, out["result"].(map[string]any)["id"])
 	})
 }
+
+func TestA2AStreamEndsAtItsMaximum(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.A2ALive.StreamMax = time.Second })
+	alice := headerAgent(app, "alice")
+	var task contract.Task
+	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "long"}, &task)
+	events := sseEvents(t, alice, `{"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": "`+task.ID+`"}}`)
+	require.Equal(t, task.ID, result(t, nextEvent(t, events), 1.0)["task"].(map[string]any)["id"])
+	requireEnded(t, events)
+}
