@@ -8,7 +8,8 @@ CREATE INDEX a2a_events_by_task ON a2a_events (tenant_id, project_id, task_id, s
 -- and each config's delivery position: delivered_seq is the task's last event that
 -- was delivered (or dropped after 24 h of failures), delivered_state the task's state
 -- after it. protocol is the generation whose method set it ('0.3' or '1.0'), which
--- shapes the bodies. A delivery job holds the config's lease (lease_until_ms) while it
+-- shapes the bodies; created_by is the participant who set it last, the only one shown
+-- its token and authentication. A delivery job holds the config's lease (lease_until_ms) while it
 -- delivers, so one config's deliveries never overlap and stay in commit order;
 -- failures and retry_at_ms are its backoff after a failed delivery, retry_owner the job
 -- that retries it.
@@ -21,6 +22,7 @@ CREATE TABLE a2a_push_configs (
     url              text    NOT NULL,
     token            text,
     authentication   json,
+    created_by       text    NOT NULL,
     created_at_ms    bigint  NOT NULL,
     delivered_seq    bigint  NOT NULL,
     delivered_state  text    NOT NULL,

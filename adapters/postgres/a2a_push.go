@@ -18,12 +18,12 @@ type PushStore struct {
 
 var _ a2a.PushStore = (*PushStore)(nil)
 
-const pushConfigColumns = `task_id, config_id, protocol, url, token, authentication::text, created_at_ms`
+const pushConfigColumns = `task_id, config_id, protocol, url, token, authentication::text, created_by, created_at_ms`
 
 func scanPushConfig(row pgx.Row, extra ...any) (a2a.PushConfig, error) {
 	var c a2a.PushConfig
 	var auth *string
-	if err := row.Scan(append([]any{&c.TaskID, &c.ID, &c.Protocol, &c.URL, &c.Token, &auth, &c.CreatedAtMs}, extra...)...); err != nil {
+	if err := row.Scan(append([]any{&c.TaskID, &c.ID, &c.Protocol, &c.URL, &c.Token, &auth, &c.CreatedBy, &c.CreatedAtMs}, extra...)...); err != nil {
 		return c, err
 	}
 	if auth != nil {
@@ -45,15 +45,15 @@ func (s *PushStore) PutPushConfig(ctx context.Context, scope runtime.Scope, c *a
 	var one int
 	err := s.db.QueryRow(ctx, `
 		INSERT INTO a2a_push_configs AS p (tenant_id, project_id, task_id, config_id, protocol, url, token,
-		    authentication, created_at_ms, delivered_seq, delivered_state)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8::json, $9, $10, $11
+		    authentication, created_by, created_at_ms, delivered_seq, delivered_state)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8::json, $9, $10, $11, $12
 		WHERE (SELECT count(*) FROM a2a_push_configs
-		       WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND config_id <> $4) < $12
+		       WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND config_id <> $4) < $13
 		ON CONFLICT (tenant_id, project_id, task_id, config_id) DO UPDATE
 		    SET protocol = excluded.protocol, url = excluded.url, token = excluded.token,
-		        authentication = excluded.authentication
+		        authentication = excluded.authentication, created_by = excluded.created_by
 		RETURNING 1`,
-		scope.TenantID, scope.ProjectID, c.TaskID, c.ID, c.Protocol, c.URL, c.Token, auth, c.CreatedAtMs,
+		scope.TenantID, scope.ProjectID, c.TaskID, c.ID, c.Protocol, c.URL, c.Token, auth, c.CreatedBy, c.CreatedAtMs,
 		deliveredSeq, deliveredState, a2a.MaxPushConfigs).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return true, nil

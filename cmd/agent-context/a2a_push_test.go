@@ -102,6 +102,14 @@ func TestA2APushDeliversEveryChangeInOrder(t *testing.T) {
 	rpc(t, alice, `{"jsonrpc": "2.0", "id": 3, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "`+task.ID+`",
 		"pushNotificationConfig": {"id": "flaky", "url": "`+urlFlaky+`/hook", "token": "tok-f"}}}`)
 
+	// Each participant sees the other's configs without their secrets.
+	list := rpc(t, bob, `{"jsonrpc": "2.0", "id": 4, "method": "ListTaskPushNotificationConfigs", "params": {"taskId": "`+task.ID+`"}}`)
+	require.Equal(t, []any{
+		map[string]any{"taskId": task.ID, "id": "c03", "url": url03 + "/hook"},
+		map[string]any{"taskId": task.ID, "id": "c10", "url": url10 + "/hook", "token": "tok-10"},
+		map[string]any{"taskId": task.ID, "id": "flaky", "url": urlFlaky + "/hook"},
+	}, list["result"].(map[string]any)["configs"])
+
 	bob.ok(t, contract.RouteA2ATasksUpdate, map[string]any{"taskId": task.ID, "state": "working"}, nil)
 	bob.ok(t, contract.RouteA2ATasksMessage, map[string]any{"taskId": task.ID, "parts": []map[string]any{{"type": "text", "text": "on it"}}}, nil)
 	bob.ok(t, contract.RouteA2ATasksUpdate, map[string]any{"taskId": task.ID, "state": "completed"}, nil)

@@ -50,7 +50,10 @@ type PushConfig struct {
 	// Authentication is the config's authentication object as the client sent it
 	// (compact JSON), or nil.
 	Authentication json.RawMessage
-	CreatedAtMs    int64
+	// CreatedBy is the participant who set the config last: only they are shown
+	// its token and authentication.
+	CreatedBy   string
+	CreatedAtMs int64
 }
 
 // PushDelivery is a config with its delivery position, as a delivery run leased it.
@@ -159,10 +162,15 @@ func (a *Service) SetPushConfig(ctx context.Context, p runtime.Principal, c *Pus
 	if len(c.Authentication) > MaxPushAuthBytes {
 		return nil, runtime.TooLarge("authentication", MaxPushAuthBytes)
 	}
+	// The task first, so that a caller who may not see it learns nothing of the URL
+	// check; the check (a DNS lookup) runs outside the transaction.
+	if _, err := a.participantTask(ctx, p, c.TaskID); err != nil {
+		return nil, err
+	}
 	if err := a.webhooks.Check(ctx, "url", c.URL); err != nil {
 		return nil, err
 	}
-	c.CreatedAtMs = a.nowMs()
+	c.CreatedBy, c.CreatedAtMs = p.Subject, a.nowMs()
 	err := a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
 		// The task's lock orders the config against the task's changes: those
 		// committed before are behind its start, those after enqueue its delivery.
@@ -192,29 +200,57 @@ func (a *Service) SetPushConfig(ctx context.Context, p runtime.Principal, c *Pus
 	return c, nil
 }
 
-// PushConfigs returns one config of a task the caller participates in (configID set)
-// or all of them; an unknown config is NOT_FOUND naming configId.
-func (a *Service) PushConfigs(ctx context.Context, p runtime.Principal, taskID string, configID *string) ([]PushConfig, error) {
-	if _, err := a.GetTask(ctx, p, &contract.TaskRequest{TaskID: taskID}); err != nil {
+// participantTask returns a task the caller participates in; anyone else, a2a:admin
+// included, gets NOT_FOUND.
+func (a *Service) participantTask(ctx context.Context, p runtime.Principal, taskID string) (*contract.Task, error) {
+	if err := runtime.ValidateID("taskId", taskID); err != nil {
 		return nil, err
 	}
-	if configID == nil {
-		return a.stores.Push.ListPushConfigs(ctx, p.Scope, taskID)
-	}
-	if err := runtime.ValidateID("configId", *configID); err != nil {
-		return nil, err
-	}
-	c, err := a.stores.Push.GetPushConfig(ctx, p.Scope, taskID, *configID)
+	t, err := a.stores.Tasks.GetTask(ctx, p.Scope, taskID)
 	if err != nil {
 		return nil, err
 	}
-	return []PushConfig{c}, nil
+	if !participant(&t, p.Subject) {
+		return nil, taskNotFound()
+	}
+	return &t, nil
+}
+
+// PushConfigs returns one config of a task the caller participates in (configID set)
+// or all of them; an unknown config is NOT_FOUND naming configId. The token and
+// authentication of a config the other participant set are left out.
+func (a *Service) PushConfigs(ctx context.Context, p runtime.Principal, taskID string, configID *string) ([]PushConfig, error) {
+	if _, err := a.participantTask(ctx, p, taskID); err != nil {
+		return nil, err
+	}
+	var configs []PushConfig
+	if configID == nil {
+		var err error
+		if configs, err = a.stores.Push.ListPushConfigs(ctx, p.Scope, taskID); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := runtime.ValidateID("configId", *configID); err != nil {
+			return nil, err
+		}
+		c, err := a.stores.Push.GetPushConfig(ctx, p.Scope, taskID, *configID)
+		if err != nil {
+			return nil, err
+		}
+		configs = []PushConfig{c}
+	}
+	for i := range configs {
+		if configs[i].CreatedBy != p.Subject {
+			configs[i].Token, configs[i].Authentication = nil, nil
+		}
+	}
+	return configs, nil
 }
 
 // DeletePushConfig deletes one config of a task the caller participates in; an
 // unknown config is NOT_FOUND naming configId.
 func (a *Service) DeletePushConfig(ctx context.Context, p runtime.Principal, taskID, configID string) error {
-	if _, err := a.GetTask(ctx, p, &contract.TaskRequest{TaskID: taskID}); err != nil {
+	if _, err := a.participantTask(ctx, p, taskID); err != nil {
 		return err
 	}
 	if err := runtime.ValidateID("configId", configID); err != nil {
