@@ -27,9 +27,9 @@ const (
 	// DefaultA2AStreamMax is how long a stream lives at most
 	// (AGENT_CONTEXT_A2A_STREAM_MAX).
 	DefaultA2AStreamMax = 30 * time.Minute
-	// streamKeepAlive is how long a stream stays silent at most: then it writes a
-	// comment, which also re-checks the log for a lost wake-up.
-	streamKeepAlive = 15 * time.Second
+	// DefaultA2AStreamKeepAlive is how long a stream stays silent at most: then it
+	// writes a comment, which also re-checks the log for a lost wake-up.
+	DefaultA2AStreamKeepAlive = 15 * time.Second
 	// streamWriteWait bounds one write to a stream's client; the server's write
 	// timeout does not apply to streams.
 	streamWriteWait = 30 * time.Second
@@ -116,7 +116,7 @@ func (s *Server) rpcStream(c echo.Context, p runtime.Principal, id jsontext.Valu
 		return nil
 	}
 	started := false
-	err = s.a2a.FollowTask(ctx, p, taskID, streamKeepAlive, func(u *a2a.StreamUpdate) error {
+	err = s.a2a.FollowTask(ctx, p, taskID, s.streamKeepAlive, func(u *a2a.StreamUpdate) error {
 		if u.Kind == a2a.StreamIdle {
 			return w.keepAlive()
 		}

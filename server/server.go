@@ -68,6 +68,9 @@ type Config struct {
 	// A2AStreamMax is how long a stream of POST /a2a lives at most (default
 	// DefaultA2AStreamMax).
 	A2AStreamMax time.Duration
+	// A2AStreamKeepAlive is how long a stream stays silent at most (default
+	// DefaultA2AStreamKeepAlive).
+	A2AStreamKeepAlive time.Duration
 }
 
 // Server is the echo host.
@@ -93,6 +96,8 @@ type Server struct {
 	version     string
 	exports     *transfer.Exports
 	streamMax   time.Duration
+	// streamKeepAlive is how long a stream stays silent at most.
+	streamKeepAlive time.Duration
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -117,6 +122,10 @@ func New(cfg Config) *Server {
 	s.streamMax = cfg.A2AStreamMax
 	if s.streamMax <= 0 {
 		s.streamMax = DefaultA2AStreamMax
+	}
+	s.streamKeepAlive = cfg.A2AStreamKeepAlive
+	if s.streamKeepAlive <= 0 {
+		s.streamKeepAlive = DefaultA2AStreamKeepAlive
 	}
 	if s.log == nil {
 		s.log = slog.Default()

@@ -209,3 +209,31 @@ func TestA2AStreamEndsAtItsMaximum(t *testing.T) {
 	require.Equal(t, task.ID, result(t, nextEvent(t, events), 1.0)["task"].(map[string]any)["id"])
 	requireEnded(t, events)
 }
+
+func TestA2AStreamKeepAliveAndShutdown(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.A2ALive.StreamKeepAlive = 50 * time.Millisecond })
+	alice := headerAgent(app, "alice")
+	var task contract.Task
+	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "quiet"}, &task)
+	req, err := http.NewRequest(http.MethodPost, app.base+contract.PathA2AJSONRPC,
+		strings.NewReader(`{"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {"id": "`+task.ID+`"}}`))
+	require.NoError(t, err)
+	req.Header.Set("x-infra-subject", "alice")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	var seen []string
+	for lines.Scan() && !strings.HasPrefix(lines.Text(), ":") {
+		seen = append(seen, lines.Text())
+	}
+	require.Equal(t, ": keep-alive", lines.Text(), "after %v", seen)
+	require.True(t, strings.HasPrefix(seen[0], `data: {"jsonrpc":"2.0","id":1,"result":{"kind":"task"`), "%v", seen)
+
+	// A replica that shuts down ends its streams instead of holding the drain.
+	require.NoError(t, app.main.Close())
+	for lines.Scan() {
+		require.True(t, lines.Text() == "" || strings.HasPrefix(lines.Text(), ":"), "no event after the task: %q", lines.Text())
+	}
+}

@@ -14,6 +14,9 @@ type A2ALiveConfig struct {
 	// StreamMax is how long a stream lives at most (AGENT_CONTEXT_A2A_STREAM_MAX,
 	// default 30 min).
 	StreamMax time.Duration
+	// StreamKeepAlive is how long a stream stays silent at most (15 s; no variable:
+	// tests shorten it).
+	StreamKeepAlive time.Duration
 	// PushAllowHosts are the webhook hosts that may be reached over plain http and at
 	// loopback, private, link-local or multicast addresses
 	// (AGENT_CONTEXT_A2A_PUSH_ALLOW_HOSTS, comma-separated host names or IPs).
@@ -24,7 +27,7 @@ type A2ALiveConfig struct {
 // AGENT_CONTEXT_A2A_PUSH_ALLOW_HOSTS into cfg and returns one message per bad value.
 func loadA2ALiveConfig(getenv func(string) string, cfg *Config) []string {
 	var errs []string
-	cfg.A2ALive.StreamMax = server.DefaultA2AStreamMax
+	cfg.A2ALive.StreamMax, cfg.A2ALive.StreamKeepAlive = server.DefaultA2AStreamMax, server.DefaultA2AStreamKeepAlive
 	if v := getenv("AGENT_CONTEXT_A2A_STREAM_MAX"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

@@ -185,7 +185,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Costs: cost.NewCosts(db.Costs(), pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
 		Entries: entries, Recall: recall, Projection: projection, Exports: exports,
 		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
-		PublicURL: cfg.PublicURL, Version: version, A2AStreamMax: cfg.A2ALive.StreamMax})
+		PublicURL: cfg.PublicURL, Version: version, A2AStreamMax: cfg.A2ALive.StreamMax,
+		A2AStreamKeepAlive: cfg.A2ALive.StreamKeepAlive})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
