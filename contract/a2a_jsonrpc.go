@@ -192,6 +192,9 @@ type RPCTask struct {
 type RPCTaskStatus struct {
 	State     string `json:"state"`
 	Timestamp string `json:"timestamp"`
+	// Message is the message a streamed status update carries (a message added to
+	// the task).
+	Message *RPCMessage `json:"message,omitempty"`
 }
 
 // RPCMessage is a task message on the A2A wire; Kind is "message" in 0.3.
@@ -214,4 +217,33 @@ type RPCArtifact struct {
 // RPCSendResult is the 1.0 answer of SendMessage.
 type RPCSendResult struct {
 	Task RPCTask `json:"task"`
+}
+
+// RPCStatusUpdate is a streamed change of a task's status: in 0.3 Kind is
+// "status-update" and Final is set (true on the terminal state); 1.0 has neither.
+type RPCStatusUpdate struct {
+	Kind      string        `json:"kind,omitempty"`
+	TaskID    string        `json:"taskId"`
+	ContextID string        `json:"contextId"`
+	Status    RPCTaskStatus `json:"status"`
+	Final     *bool         `json:"final,omitempty"`
+}
+
+// RPCArtifactUpdate is a streamed artifact, whole: in 0.3 Kind is "artifact-update"
+// and Append false, LastChunk true.
+type RPCArtifactUpdate struct {
+	Kind      string      `json:"kind,omitempty"`
+	TaskID    string      `json:"taskId"`
+	ContextID string      `json:"contextId"`
+	Artifact  RPCArtifact `json:"artifact"`
+	Append    *bool       `json:"append,omitempty"`
+	LastChunk *bool       `json:"lastChunk,omitempty"`
+}
+
+// RPCStreamResponse is a 1.0 stream event (and push notification body): exactly one
+// member is set.
+type RPCStreamResponse struct {
+	Task           *RPCTask           `json:"task,omitempty"`
+	StatusUpdate   *RPCStatusUpdate   `json:"statusUpdate,omitempty"`
+	ArtifactUpdate *RPCArtifactUpdate `json:"artifactUpdate,omitempty"`
 }

@@ -48,7 +48,7 @@ func (s *Server) agentCard(c echo.Context) error {
 			{URL: endpoint, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"},
 			{URL: endpoint, ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3"},
 		},
-		Capabilities: contract.AgentCapabilities{StateTransitionHistory: true},
+		Capabilities: contract.AgentCapabilities{Streaming: true, PushNotifications: true, StateTransitionHistory: true},
 		SecuritySchemes: map[string]contract.SecurityScheme{"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			HTTPAuthSecurityScheme: contract.HTTPAuthScheme{Scheme: "bearer", BearerFormat: "JWT"}}},
 		Security:             []map[string][]string{{"bearer": {}}},

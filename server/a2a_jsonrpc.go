@@ -42,6 +42,10 @@ const (
 	opCancel
 	opUnsupported
 	opPush
+	// opStream sends like opSend, then streams the task; opSubscribe streams an
+	// existing task.
+	opStream
+	opSubscribe
 )
 
 type rpcMethod struct {
@@ -53,13 +57,13 @@ type rpcMethod struct {
 var rpcMethods = map[string]rpcMethod{
 	contract.MethodV03MessageSend: {gen03, opSend}, contract.MethodV03TasksSend: {gen03, opSend},
 	contract.MethodV03TasksGet: {gen03, opGet}, contract.MethodV03TasksCancel: {gen03, opCancel},
-	contract.MethodV03MessageStream: {gen03, opUnsupported}, contract.MethodV03Resubscribe: {gen03, opUnsupported},
+	contract.MethodV03MessageStream: {gen03, opStream}, contract.MethodV03Resubscribe: {gen03, opSubscribe},
 	contract.MethodV03PushSet: {gen03, opPush}, contract.MethodV03PushGet: {gen03, opPush},
 	contract.MethodV03PushList: {gen03, opPush}, contract.MethodV03PushDelete: {gen03, opPush},
 	contract.MethodV03ExtendedCard: {gen03, opUnsupported}, contract.MethodV03TasksList: {gen03, opUnsupported},
 	contract.MethodV1SendMessage: {gen10, opSend}, contract.MethodV1GetTask: {gen10, opGet},
 	contract.MethodV1CancelTask:    {gen10, opCancel},
-	contract.MethodV1SendStreaming: {gen10, opUnsupported}, contract.MethodV1SubscribeToTask: {gen10, opUnsupported},
+	contract.MethodV1SendStreaming: {gen10, opStream}, contract.MethodV1SubscribeToTask: {gen10, opSubscribe},
 	contract.MethodV1CreatePushConfig: {gen10, opPush}, contract.MethodV1GetPushConfig: {gen10, opPush},
 	contract.MethodV1DeletePushConfig: {gen10, opPush}, contract.MethodV1ListPushConfigs: {gen10, opPush},
 	contract.MethodV1ExtendedCard: {gen10, opUnsupported}, contract.MethodV1ListTasks: {gen10, opUnsupported},
@@ -105,19 +109,9 @@ func (s *Server) jsonRPC(c echo.Context) error {
 			// not even an error.
 			return c.NoContent(http.StatusAccepted)
 		}
-		resp := contract.RPCResponse{JSONRPC: "2.0", ID: []byte(id)}
-		if fail == nil {
-			raw, err := stdjson.Marshal(result)
-			if err != nil {
-				return err
-			}
-			resp.Result = raw
-		} else {
-			resp.Error = &contract.RPCError{Code: fail.code, Message: fail.message}
-			if gen == gen10 {
-				resp.Error.Data = []contract.RPCErrorInfo{{Type: contract.RPCErrorInfoType,
-					Reason: contract.RPCReasons[fail.code], Domain: contract.RPCErrorInfoDomain}}
-			}
+		resp, err := rpcResponse(id, gen, result, fail)
+		if err != nil {
+			return err
 		}
 		return writeJSON(c, http.StatusOK, resp)
 	}
@@ -145,11 +139,16 @@ func (s *Server) jsonRPC(c echo.Context) error {
 	case !known:
 		return answer(id, gen, nil, rpcFail(contract.RPCMethodNotFound, "method %q not found", method))
 	}
+	if m.op == opStream || m.op == opSubscribe {
+		// A stream may last long: it gives its body's share of the budget back now.
+		hold.release()
+		return s.rpcStream(c, p, id, m, params)
+	}
 	ctx := c.Request().Context()
 	var result any
 	switch m.op {
 	case opPush:
-		fail = rpcFail(contract.RPCPushNotSupported, "push notifications are not supported")
+		result, fail, err = s.rpcPush(ctx, p, method, params, gen)
 	case opUnsupported:
 		fail = rpcFail(contract.RPCUnsupportedOperation, "method %q is not supported", method)
 	case opSend:
@@ -163,6 +162,25 @@ func (s *Server) jsonRPC(c echo.Context) error {
 		fail = s.rpcFailureOf(c, err, m.op)
 	}
 	return answer(id, gen, result, fail)
+}
+
+// rpcResponse is the JSON-RPC answer to the request id: result, or fail shaped for gen.
+func rpcResponse(id jsontext.Value, gen generation, result any, fail *rpcFailure) (contract.RPCResponse, error) {
+	resp := contract.RPCResponse{JSONRPC: "2.0", ID: []byte(id)}
+	if fail == nil {
+		raw, err := stdjson.Marshal(result)
+		if err != nil {
+			return resp, err
+		}
+		resp.Result = raw
+		return resp, nil
+	}
+	resp.Error = &contract.RPCError{Code: fail.code, Message: fail.message}
+	if gen == gen10 {
+		resp.Error.Data = []contract.RPCErrorInfo{{Type: contract.RPCErrorInfoType,
+			Reason: contract.RPCReasons[fail.code], Domain: contract.RPCErrorInfoDomain}}
+	}
+	return resp, nil
 }
 
 // readRPCBody buffers the body under hold like every other request body. A body over
@@ -247,6 +265,9 @@ func (s *Server) rpcFailureOf(c echo.Context, err error, op rpcOp) *rpcFailure {
 	}
 	switch e.Code {
 	case contract.CodeNotFound:
+		if e.Details["field"] == "configId" {
+			return rpcFail(contract.RPCTaskNotFound, "push notification config not found")
+		}
 		return rpcFail(contract.RPCTaskNotFound, "task not found")
 	case contract.CodeScopeForbidden, contract.CodeInvalidTransition:
 		if op == opCancel {
@@ -271,6 +292,19 @@ func (s *Server) rpcFailureOf(c echo.Context, err error, op rpcOp) *rpcFailure {
 
 // rpcSend serves message/send, tasks/send and SendMessage.
 func (s *Server) rpcSend(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (any, *rpcFailure, error) {
+	t, fail, err := s.rpcSendTask(ctx, p, params, gen)
+	if fail != nil || err != nil {
+		return nil, fail, err
+	}
+	task := rpcTask(t, gen, nil)
+	if gen == gen10 {
+		return contract.RPCSendResult{Task: task}, nil, nil
+	}
+	return task, nil, nil
+}
+
+// rpcSendTask starts or continues the task a send names and returns it.
+func (s *Server) rpcSendTask(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (*contract.Task, *rpcFailure, error) {
 	var req struct {
 		Message *struct {
 			TaskID    *string          `json:"taskId"`
@@ -323,14 +357,7 @@ func (s *Server) rpcSend(ctx context.Context, p runtime.Principal, params jsonte
 		send.Parts = append(send.Parts, part)
 	}
 	t, err := s.a2a.SendProtocolMessage(ctx, p, &send)
-	if err != nil {
-		return nil, nil, err
-	}
-	task := rpcTask(t, gen, nil)
-	if gen == gen10 {
-		return contract.RPCSendResult{Task: task}, nil, nil
-	}
-	return task, nil, nil
+	return t, nil, err
 }
 
 // rpcGet serves tasks/get and GetTask.
@@ -485,8 +512,7 @@ var (
 // message IDs are <taskId>-m<n> by position in the whole list, so they stay stable.
 func rpcTask(t *contract.Task, gen generation, historyLength *int) contract.RPCTask {
 	out := contract.RPCTask{ID: t.ID, ContextID: t.ContextID,
-		Status: contract.RPCTaskStatus{State: rpcStates[t.State][gen],
-			Timestamp: time.UnixMilli(t.UpdatedAtMs).UTC().Format("2006-01-02T15:04:05.000Z")},
+		Status:  contract.RPCTaskStatus{State: rpcStates[t.State][gen], Timestamp: rpcTimestamp(t.UpdatedAtMs)},
 		History: []contract.RPCMessage{}, Artifacts: []contract.RPCArtifact{}, Metadata: t.Metadata}
 	if gen == gen03 {
 		out.Kind = "task"
@@ -499,19 +525,33 @@ func rpcTask(t *contract.Task, gen generation, historyLength *int) contract.RPCT
 		first = len(t.Messages) - *historyLength
 	}
 	for i := first; i < len(t.Messages); i++ {
-		m := t.Messages[i]
-		msg := contract.RPCMessage{MessageID: fmt.Sprintf("%s-m%d", t.ID, i+1), ContextID: t.ContextID, TaskID: t.ID,
-			Role: rpcRoles[m.Role][gen], Parts: outboundParts(m.Parts, gen)}
-		if gen == gen03 {
-			msg.Kind = "message"
-		}
-		out.History = append(out.History, msg)
+		out.History = append(out.History, rpcMessage(t, i, gen))
 	}
 	for _, a := range t.Artifacts {
 		out.Artifacts = append(out.Artifacts, contract.RPCArtifact{ArtifactID: a.ArtifactID, Name: a.Name,
 			Parts: outboundParts(a.Parts, gen)})
 	}
 	return out
+}
+
+// rpcMessage writes the task's message at index i for gen.
+func rpcMessage(t *contract.Task, i int, gen generation) contract.RPCMessage {
+	return rpcTaskMessage(t, i, &t.Messages[i], gen)
+}
+
+// rpcTaskMessage writes m, the message at index i of t, for gen.
+func rpcTaskMessage(t *contract.Task, i int, m *contract.TaskMessage, gen generation) contract.RPCMessage {
+	msg := contract.RPCMessage{MessageID: fmt.Sprintf("%s-m%d", t.ID, i+1), ContextID: t.ContextID, TaskID: t.ID,
+		Role: rpcRoles[m.Role][gen], Parts: outboundParts(m.Parts, gen)}
+	if gen == gen03 {
+		msg.Kind = "message"
+	}
+	return msg
+}
+
+// rpcTimestamp writes a time in ms as RFC 3339 UTC with milliseconds.
+func rpcTimestamp(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 const defaultDataType = "application/json"

@@ -90,6 +90,12 @@ type A2AConfig struct {
 	// PublicURL is the base URL the agent card advertises; empty derives it from
 	// each request.
 	PublicURL string
+	// StreamMax is how long a stream of POST /a2a lives at most (default
+	// DefaultA2AStreamMax).
+	StreamMax time.Duration
+	// StreamKeepAlive is how long a stream stays silent at most (default
+	// DefaultA2AStreamKeepAlive).
+	StreamKeepAlive time.Duration
 }
 
 // TransferConfig serves export, export artifacts, import and the advanced operations.
@@ -132,6 +138,9 @@ type Server struct {
 	// mcp is the MCP door and mcpAuthServers what its metadata names.
 	mcp            *mcpserver.Door
 	mcpAuthServers []string
+	streamMax      time.Duration
+	// streamKeepAlive is how long a stream stays silent at most.
+	streamKeepAlive time.Duration
 }
 
 // New builds the host with every route of contract.Routes registered.
@@ -152,6 +161,14 @@ func New(cfg Config) *Server {
 	s.costs = cfg.Cost.Costs
 	s.rateLimiter = newRateLimiter(cfg.RateLimiting)
 	s.version = cfg.Version
+	s.streamMax = cfg.A2A.StreamMax
+	if s.streamMax <= 0 {
+		s.streamMax = DefaultA2AStreamMax
+	}
+	s.streamKeepAlive = cfg.A2A.StreamKeepAlive
+	if s.streamKeepAlive <= 0 {
+		s.streamKeepAlive = DefaultA2AStreamKeepAlive
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -333,3 +333,66 @@ func (s *TaskStore) CountTasks(ctx context.Context, scope runtime.Scope, agent s
 func (s *TaskStore) PurgeTerminalTasks(ctx context.Context, scope runtime.Scope, beforeMs int64, limit int) (int, error) {
 	return purgeOldest(ctx, s.db, "a2a_tasks", "task_id", "terminal_at_ms", scope, beforeMs, limit)
 }
+
+// LastTaskEvent implements a2a.TaskStore by the task index of the event log.
+func (s *TaskStore) LastTaskEvent(ctx context.Context, scope runtime.Scope, taskID string) (int64, error) {
+	var last int64
+	err := s.db.QueryRow(ctx, `
+		SELECT coalesce(max(seq), 0) FROM a2a_events
+		WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3`,
+		scope.TenantID, scope.ProjectID, taskID).Scan(&last)
+	return last, translate(err)
+}
+
+// TaskEvents implements a2a.TaskStore by the task index of the event log.
+func (s *TaskStore) TaskEvents(ctx context.Context, scope runtime.Scope, taskID string, after int64, limit int) ([]contract.Event, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT seq, event_id, kind, actor, correlation_id, target_agents, consistency, payload::text, created_at_ms
+		FROM a2a_events
+		WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND seq > $4
+		ORDER BY seq
+		LIMIT $5`,
+		scope.TenantID, scope.ProjectID, taskID, after, limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var events []contract.Event
+	for rows.Next() {
+		var (
+			e       contract.Event
+			rank    int16
+			payload string
+		)
+		if err := rows.Scan(&e.Sequence, &e.ID, &e.Kind, &e.Actor, &e.CorrelationID, &e.TargetAgents, &rank, &payload,
+			&e.CreatedAtMs); err != nil {
+			return nil, translate(err)
+		}
+		if e.TargetAgents == nil {
+			e.TargetAgents = []string{}
+		}
+		e.ConsistencyLevel, e.Payload = runtime.ConsistencyLevel(int(rank)), json.RawMessage(payload)
+		events = append(events, e)
+	}
+	return events, translate(rows.Err())
+}
+
+// TaskMessage implements a2a.TaskStore by the messages' primary key.
+func (s *TaskStore) TaskMessage(ctx context.Context, scope runtime.Scope, taskID string, index int) (contract.TaskMessage, error) {
+	var m contract.TaskMessage
+	var parts string
+	err := s.db.QueryRow(ctx, `
+		SELECT role, from_agent, parts::text, created_at_ms FROM a2a_task_messages
+		WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND ordinal = $4`,
+		scope.TenantID, scope.ProjectID, taskID, index).Scan(&m.Role, &m.FromAgent, &parts, &m.CreatedAtMs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return m, runtime.NotFound("taskId", "task message")
+	}
+	if err != nil {
+		return m, translate(err)
+	}
+	if err := json.Unmarshal([]byte(parts), &m.Parts); err != nil {
+		return m, fmt.Errorf("task %q: decode message %d: %w", taskID, index, err)
+	}
+	return m, nil
+}

@@ -289,7 +289,7 @@ func (db *DB) Memory() runtime.UnitOfWork[memory.Stores] {
 func (db *DB) A2A() runtime.UnitOfWork[a2a.Stores] {
 	return newUnitOfWork(db, func(h DBTX, appended func(runtime.Scope)) a2a.Stores {
 		return a2a.Stores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h, appended: appended}, Tasks: &TaskStore{db: h},
-			Events: &EventStore{db: h, appended: appended}, Envelopes: &EnvelopeStore{db: h}}
+			Events: &EventStore{db: h, appended: appended}, Envelopes: &EnvelopeStore{db: h}, Push: &PushStore{db: h}, Jobs: db.jobs(h)}
 	})
 }
 

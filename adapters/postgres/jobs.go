@@ -49,6 +49,14 @@ type A2ASweeper interface {
 	SweepA2A(ctx context.Context, since, deadline time.Time) (bool, error)
 }
 
+// PushDeliverer delivers A2A push notifications; a2a.Service implements it.
+type PushDeliverer interface {
+	// DeliverPush delivers a config's pending changes until none is left (done) or
+	// deadline passed; when not done, the job runs again at retryAt. An error is
+	// transient.
+	DeliverPush(ctx context.Context, job *a2a.PushJob, jobID int64, deadline time.Time) (done bool, retryAt time.Time, err error)
+}
+
 // ExportPurger removes expired export artifacts; transfer.Exports implements it.
 type ExportPurger interface {
 	// PurgeArtifacts purges until none is left or deadline passed; it reports
@@ -79,6 +87,10 @@ type JobOptions struct {
 	// becomes the queue's leader.
 	ExportPurger        ExportPurger
 	ExportPurgeInterval time.Duration
+	// Push delivers A2A push notifications (nil: this replica delivers none).
+	// PushTimeout is one delivery's bound (the webhook's timeout).
+	Push        PushDeliverer
+	PushTimeout time.Duration
 	// Projection runs the vector projection's jobs (nil: this replica runs none, and
 	// must then not be the only one). ProjectionSweepInterval is how often its sweep
 	// runs (default 1 minute); the first run comes right after this replica becomes
@@ -159,6 +171,9 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 				func() (river.JobArgs, *river.InsertOpts) { return transfer.ExportPurgeJob{}, nil },
 				&river.PeriodicJobOpts{ID: "export_purge", RunOnStart: true}))
 		}
+	}
+	if opts.Push != nil {
+		river.AddWorker(workers, &pushWorker{push: opts.Push, budget: tm.budget, timeout: tm.budget + opts.PushTimeout + tm.stepTimeout})
 	}
 	if p := opts.Projection; p != nil {
 		interval := opts.ProjectionSweepInterval
@@ -319,3 +334,32 @@ type projectionSweepArgs struct{}
 
 // Kind names the job kind in River.
 func (projectionSweepArgs) Kind() string { return "agent_context_projection_sweep" }
+
+// pushWorker delivers the pending changes of one A2A push config.
+type pushWorker struct {
+	river.WorkerDefaults[a2a.PushJob]
+	push    PushDeliverer
+	budget  time.Duration
+	timeout time.Duration
+}
+
+// Timeout lets a run finish the delivery it started at the end of its budget. A run
+// that outlives the rescue window is harmless: the config's lease keeps a second run
+// of it waiting.
+func (w *pushWorker) Timeout(*river.Job[a2a.PushJob]) time.Duration { return w.timeout }
+
+// Work delivers for one budget; undelivered changes snooze the job until their retry
+// (a snooze uses up no attempt, so a webhook is retried for as long as the changes
+// are kept trying, 24 h).
+func (w *pushWorker) Work(ctx context.Context, job *river.Job[a2a.PushJob]) error {
+	done, retryAt, err := w.push.DeliverPush(ctx, &job.Args, job.ID, time.Now().Add(w.budget))
+	switch {
+	case err != nil && stopping(ctx):
+		return river.JobSnooze(0)
+	case err != nil:
+		return err
+	case !done:
+		return river.JobSnooze(max(time.Until(retryAt), 0))
+	}
+	return nil
+}

@@ -121,6 +121,7 @@ type Config struct {
 	A2AHMACKeys      map[string]a2a.HMACKey
 	A2ARequireSigned bool
 	A2ADefaultAgent  string
+	A2ALive          A2ALiveConfig
 	PublicURL        string
 	// MCPAuthorizationServers are named by the MCP endpoint's protected resource
 	// metadata (docs/mcp.md).
@@ -158,6 +159,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	errs = append(errs, loadQueryBudgetConfig(getenv, &cfg)...)
 	errs = append(errs, loadMetricsConfig(getenv, &cfg)...)
 	errs = append(errs, loadEnvelopeConfig(getenv, &cfg)...)
+	errs = append(errs, loadA2ALiveConfig(getenv, &cfg)...)
 	switch len(errs) {
 	case 0:
 	case 1:

@@ -700,8 +700,9 @@ func TestOpenAPIContract(t *testing.T) {
 			{"", contract.MethodV1CancelTask, contract.RPCTaskNotFound, true},
 			{"1.0", "tasks/explode", contract.RPCMethodNotFound, true},
 			{"2.0", contract.MethodV03TasksGet, contract.RPCVersionNotSupported, false},
-			{"", contract.MethodV03PushSet, contract.RPCPushNotSupported, false},
-			{"", contract.MethodV1SendStreaming, contract.RPCUnsupportedOperation, true},
+			{"", contract.MethodV03PushSet, contract.RPCInvalidParams, false},
+			{"", contract.MethodV03PushList, contract.RPCTaskNotFound, false},
+			{"", contract.MethodV1GetPushConfig, contract.RPCInvalidParams, true},
 		} {
 			res := call(rig.full, tc.version, tc.method, map[string]any{"id": "t-none"})
 			require.Nil(t, res.Result)

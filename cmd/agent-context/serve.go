@@ -21,6 +21,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
 	"github.com/agent-context/agent-context/adapters/telemetry"
+	"github.com/agent-context/agent-context/adapters/webhook"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -161,8 +162,12 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.knowledgeProviders.Start()
+	webhooks, err := webhook.New(webhook.Options{AllowHosts: cfg.A2ALive.PushAllowHosts, Registerer: m.registry})
+	if err != nil {
+		return err
+	}
 	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
-		MaxEnvelopes:  cfg.A2AMaxEnvelopes,
+		MaxEnvelopes: cfg.A2AMaxEnvelopes, Webhooks: webhooks, PushBody: server.A2APushBody,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
 		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
 	if cfg.A2APeersFile != "" {
@@ -185,17 +190,19 @@ func (m *Main) Run(ctx context.Context) error {
 		Conversation: server.ConversationConfig{Messages: messages, Windows: windows},
 		Operation:    server.OperationConfig{Operations: operations},
 		Memory:       server.MemoryConfig{Entries: entries, Recall: recall, Projection: projection},
-		A2A:          server.A2AConfig{Service: coordination, PublicURL: cfg.PublicURL},
-		Transfer:     server.TransferConfig{Exports: exports},
-		Knowledge:    server.KnowledgeConfig{Service: knowledge.New(m.knowledgeProviders)},
-		Cost:         server.CostConfig{Costs: cost.NewCosts(db.Costs(), pricing)},
+		A2A: server.A2AConfig{Service: coordination, PublicURL: cfg.PublicURL, StreamMax: cfg.A2ALive.StreamMax,
+			StreamKeepAlive: cfg.A2ALive.StreamKeepAlive},
+		Transfer:  server.TransferConfig{Exports: exports},
+		Knowledge: server.KnowledgeConfig{Service: knowledge.New(m.knowledgeProviders)},
+		Cost:      server.CostConfig{Costs: cost.NewCosts(db.Costs(), pricing)},
 	})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
 			Metrics: m.registry, A2ASweeper: coordination, A2ASweepInterval: cfg.A2ASweepInterval,
 			Projection: projection, ProjectionSweepInterval: cfg.ProjectionSweepInterval,
-			ExportPurger: exports, ExportPurgeInterval: cfg.ExportPurgeInterval}
+			ExportPurger: exports, ExportPurgeInterval: cfg.ExportPurgeInterval,
+			Push: coordination, PushTimeout: webhook.Timeout}
 		if cfg.RetentionMaxAge > 0 {
 			jobOpts.RetentionInterval = cfg.RetentionInterval
 		}

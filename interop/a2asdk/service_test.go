@@ -62,6 +62,23 @@ func startService(t *testing.T) *service {
 		"AGENT_CONTEXT_EMBEDDER=hash",
 	)}
 	s.command("token", "keygen")
+	s.serve()
+	return s
+}
+
+// replica starts a second agent-context process on the first's database and keys: a
+// second replica of the same service. Its base URL is the returned service's.
+func (s *service) replica() *service {
+	s.t.Helper()
+	r := &service{t: s.t, env: s.env}
+	r.serve()
+	return r
+}
+
+// serve runs the binary with s.env and waits for the address it logs.
+func (s *service) serve() {
+	t := s.t
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, binary, "serve")
 	cmd.Env = s.env
@@ -104,7 +121,6 @@ func startService(t *testing.T) *service {
 	case <-time.After(time.Minute):
 		t.Fatal("agent-context did not start within a minute")
 	}
-	return s
 }
 
 // command runs a subcommand of the binary and returns its output.
@@ -127,9 +143,15 @@ func (s *service) token(subject string) string {
 // restUpdate moves a task to state through the REST route, as its recipient.
 func (s *service) restUpdate(token, taskID, state string) {
 	s.t.Helper()
-	body, err := json.Marshal(map[string]string{"taskId": taskID, "state": state})
+	s.rest(token, "/internal/v1/a2a/tasks/update", map[string]any{"taskId": taskID, "state": state})
+}
+
+// rest posts body to a REST route of the A2A area with token and asserts 200.
+func (s *service) rest(token, path string, body any) {
+	s.t.Helper()
+	raw, err := json.Marshal(body)
 	require.NoError(s.t, err)
-	req, err := http.NewRequest(http.MethodPost, s.base+"/internal/v1/a2a/tasks/update", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, s.base+path, bytes.NewReader(raw))
 	require.NoError(s.t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)

@@ -20,6 +20,9 @@ type Stores struct {
 	Events        runtime.EventStore
 	// Envelopes are the idempotency records of POST /handoff.
 	Envelopes EnvelopeStore
+	// Push keeps push notification configs; Jobs enqueues their deliveries.
+	Push PushStore
+	Jobs runtime.JobQueue
 }
 
 // Config configures the agent-to-agent use cases.
@@ -58,6 +61,10 @@ type Config struct {
 	// Artifacts stores snapshots requested with write: true as export artifacts
 	// (nil: such a request is refused); Exports does.
 	Artifacts SnapshotArtifacts
+	// Webhooks reach push notification URLs (nil: configs are refused);
+	// PushBody shapes what they receive.
+	Webhooks Webhooks
+	PushBody PushBody
 }
 
 // SnapshotArtifacts stores an A2A snapshot document as an export artifact and returns
@@ -93,6 +100,8 @@ type Service struct {
 	requireSigned  bool
 	defaultAgent   string
 	artifacts      SnapshotArtifacts
+	webhooks       Webhooks
+	pushBody       PushBody
 }
 
 // New returns the A2A use cases.
@@ -100,7 +109,7 @@ func New(cfg Config) *Service {
 	a := &Service{db: cfg.DB, stores: cfg.DB.Stores(), cursors: cfg.Cursors, notifier: cfg.Notifier, clock: cfg.Clock,
 		maxMessages: cfg.MaxMessages, taskRetention: cfg.TaskRetention, eventRetention: cfg.EventRetention,
 		sweepBatch: cfg.SweepBatch, peers: cfg.Peers, hmacKeys: cfg.HMACKeys, requireSigned: cfg.RequireSigned,
-		defaultAgent: cfg.DefaultAgent, artifacts: cfg.Artifacts}
+		defaultAgent: cfg.DefaultAgent, artifacts: cfg.Artifacts, webhooks: cfg.Webhooks, pushBody: cfg.PushBody}
 	if a.clock == nil {
 		a.clock = runtime.SystemClock{}
 	}

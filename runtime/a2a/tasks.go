@@ -104,6 +104,15 @@ type TaskStore interface {
 	// CountTasks counts the tasks agent created or receives. Errors:
 	// SERVICE_UNAVAILABLE.
 	CountTasks(ctx context.Context, scope runtime.Scope, agent string) (TaskCounts, error)
+	// TaskMessage returns the task's message at index (0-based). Errors: NOT_FOUND,
+	// SERVICE_UNAVAILABLE.
+	TaskMessage(ctx context.Context, scope runtime.Scope, taskID string, index int) (contract.TaskMessage, error)
+	// LastTaskEvent returns the sequence of the task's newest event in the scope's
+	// log, 0 when it has none. Errors: SERVICE_UNAVAILABLE.
+	LastTaskEvent(ctx context.Context, scope runtime.Scope, taskID string) (int64, error)
+	// TaskEvents returns up to limit of the task's events after the sequence after,
+	// in sequence (commit) order. Errors: SERVICE_UNAVAILABLE.
+	TaskEvents(ctx context.Context, scope runtime.Scope, taskID string, after int64, limit int) ([]contract.Event, error)
 	// PurgeTerminalTasks deletes up to limit tasks that became terminal before
 	// beforeMs, with everything they hold, and reports how many. Errors:
 	// SERVICE_UNAVAILABLE.
@@ -435,6 +444,9 @@ func (a *Service) changeTask(ctx context.Context, p runtime.Principal, taskID st
 			return err
 		}
 		if out, err = tx.Tasks.GetTask(ctx, p.Scope, taskID); err != nil {
+			return err
+		}
+		if err := enqueuePush(ctx, tx, p.Scope, taskID); err != nil {
 			return err
 		}
 		// Last: the append holds the scope's lock until the commit.

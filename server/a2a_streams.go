@@ -1,0 +1,197 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	stdjson "encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/labstack/echo/v4"
+
+	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
+)
+
+// This file is the streaming half of POST /a2a: message/stream and tasks/resubscribe
+// (0.3), SendStreamingMessage and SubscribeToTask (1.0). Their answer is always
+// text/event-stream, errors included (a client reading a stream reads no JSON body):
+// each `data:` line is a JSON-RPC response with the request's id.
+
+// Defaults of the streams.
+const (
+	// DefaultA2AStreamMax is how long a stream lives at most
+	// (AGENT_CONTEXT_A2A_STREAM_MAX).
+	DefaultA2AStreamMax = 30 * time.Minute
+	// DefaultA2AStreamKeepAlive is how long a stream stays silent at most: then it
+	// writes a comment, which also re-checks the log for a lost wake-up.
+	DefaultA2AStreamKeepAlive = 15 * time.Second
+	// streamWriteWait bounds one write to a stream's client; the server's write
+	// timeout does not apply to streams.
+	streamWriteWait = 30 * time.Second
+)
+
+// sseStream writes server-sent events to one response.
+type sseStream struct {
+	c   echo.Context
+	rc  *http.ResponseController
+	id  jsontext.Value
+	gen generation
+	buf bytes.Buffer
+}
+
+// start writes the stream's headers.
+func (w *sseStream) start() error {
+	h := w.c.Response().Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// nginx and similar proxies pass the events on as they come.
+	h.Set("X-Accel-Buffering", "no")
+	if err := w.rc.SetWriteDeadline(time.Now().Add(streamWriteWait)); err != nil {
+		return err
+	}
+	w.c.Response().WriteHeader(http.StatusOK)
+	return w.rc.Flush()
+}
+
+// send writes one event: the JSON-RPC response of result, or of fail.
+func (w *sseStream) send(result any, fail *rpcFailure) error {
+	resp, err := rpcResponse(w.id, w.gen, result, fail)
+	if err != nil {
+		return err
+	}
+	raw, err := stdjson.Marshal(resp)
+	if err != nil {
+		return err
+	}
+	w.buf.Reset()
+	w.buf.WriteString("data: ")
+	w.buf.Write(raw)
+	w.buf.WriteString("\n\n")
+	return w.write(w.buf.Bytes())
+}
+
+func (w *sseStream) keepAlive() error { return w.write([]byte(": keep-alive\n\n")) }
+
+func (w *sseStream) write(b []byte) error {
+	if err := w.rc.SetWriteDeadline(time.Now().Add(streamWriteWait)); err != nil {
+		return err
+	}
+	if _, err := w.c.Response().Write(b); err != nil {
+		return err
+	}
+	return w.rc.Flush()
+}
+
+// rpcStream serves the four streaming methods: it sends (opStream) or names
+// (opSubscribe) the task, then follows it until it is terminal, the stream's time is
+// up, the client leaves or the replica shuts down.
+func (s *Server) rpcStream(c echo.Context, p runtime.Principal, id jsontext.Value, m rpcMethod, params jsontext.Value) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.streamMax)
+	defer cancel()
+	w := &sseStream{c: c, rc: http.NewResponseController(c.Response()), id: id, gen: m.gen}
+	if err := w.start(); err != nil {
+		return nil
+	}
+	var taskID string
+	var fail *rpcFailure
+	var err error
+	if m.op == opStream {
+		var t *contract.Task
+		if t, fail, err = s.rpcSendTask(ctx, p, params, m.gen); t != nil {
+			taskID = t.ID
+		}
+	} else {
+		taskID, fail = subscribeTaskID(params)
+	}
+	if err != nil {
+		fail = s.rpcFailureOf(c, err, m.op)
+	}
+	if fail != nil {
+		_ = w.send(nil, fail)
+		return nil
+	}
+	started := false
+	err = s.a2a.FollowTask(ctx, p, taskID, s.streamKeepAlive, func(u *a2a.StreamUpdate) error {
+		if u.Kind == a2a.StreamIdle {
+			return w.keepAlive()
+		}
+		started = true
+		for _, event := range streamEvents(u, taskID, m.gen) {
+			if err := w.send(event, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil, ctx.Err() != nil, errors.Is(err, a2a.ErrFollowStopped):
+	case !started:
+		_ = w.send(nil, s.rpcFailureOf(c, err, m.op))
+	default:
+		// A client that left, or a failure mid-stream: the stream ends; a client
+		// resubscribes and starts again from the task as it stands.
+		if runtime.ErrorCode(err) != "" {
+			_ = w.send(nil, s.rpcFailureOf(c, err, m.op))
+		}
+	}
+	return nil
+}
+
+// subscribeTaskID reads the task ID of tasks/resubscribe and SubscribeToTask.
+func subscribeTaskID(params jsontext.Value) (string, *rpcFailure) {
+	var req struct {
+		ID *string `json:"id"`
+	}
+	if fail := decodeParams(params, &req); fail != nil {
+		return "", fail
+	}
+	if req.ID == nil {
+		return "", rpcFail(contract.RPCInvalidParams, "params.id is required")
+	}
+	return *req.ID, nil
+}
+
+// streamEvents are the results one update of a followed task writes for gen: the
+// task; a status update (carrying the message when a message was added); an
+// artifact update.
+func streamEvents(u *a2a.StreamUpdate, taskID string, gen generation) []any {
+	switch u.Kind {
+	case a2a.StreamTask:
+		task := rpcTask(u.Task, gen, nil)
+		if gen == gen10 {
+			return []any{contract.RPCStreamResponse{Task: &task}}
+		}
+		return []any{task}
+	case a2a.StreamStatus, a2a.StreamMessage:
+		update := contract.RPCStatusUpdate{TaskID: taskID,
+			Status: contract.RPCTaskStatus{State: rpcStates[u.State][gen], Timestamp: rpcTimestamp(u.AtMs)}}
+		if u.Task != nil {
+			update.ContextID = u.Task.ContextID
+		}
+		if u.Kind == a2a.StreamMessage {
+			msg := rpcTaskMessage(u.Task, u.MessageIndex, u.Message, gen)
+			update.Status.Message = &msg
+		}
+		if gen == gen10 {
+			return []any{contract.RPCStreamResponse{StatusUpdate: &update}}
+		}
+		update.Kind, update.Final = "status-update", &u.Final
+		return []any{update}
+	case a2a.StreamArtifact:
+		update := contract.RPCArtifactUpdate{TaskID: taskID, ContextID: u.Task.ContextID,
+			Artifact: contract.RPCArtifact{ArtifactID: u.Artifact.ArtifactID, Name: u.Artifact.Name,
+				Parts: outboundParts(u.Artifact.Parts, gen)}}
+		if gen == gen10 {
+			return []any{contract.RPCStreamResponse{ArtifactUpdate: &update}}
+		}
+		no, yes := false, true
+		update.Kind, update.Append, update.LastChunk = "artifact-update", &no, &yes
+		return []any{update}
+	}
+	panic(fmt.Sprintf("a stream update of kind %d", u.Kind))
+}
