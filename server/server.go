@@ -65,6 +65,10 @@ type Config struct {
 	Version string
 	// Exports serves export, export artifacts, import and the advanced operations.
 	Exports *transfer.Exports
+	// Console, when set, is the operator console, served at /console/. It authenticates
+	// its viewers itself (with its own sessions), so the API's credential check and
+	// rate limits do not apply to it.
+	Console http.Handler
 }
 
 // Server is the echo host.
@@ -142,8 +146,16 @@ func New(cfg Config) *Server {
 	s.envelopeRoutes()
 	s.protocolRoutes()
 	s.exportRoutes()
+	if cfg.Console != nil {
+		console := echo.WrapHandler(cfg.Console)
+		s.echo.Any(consolePrefix, console)
+		s.echo.Any(consolePrefix+"/*", console)
+	}
 	return s
 }
+
+// consolePrefix is where the operator console is mounted.
+const consolePrefix = "/console"
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }

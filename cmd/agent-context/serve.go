@@ -21,6 +21,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
 	"github.com/agent-context/agent-context/adapters/telemetry"
+	"github.com/agent-context/agent-context/console"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -28,6 +29,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/knowledge"
 	"github.com/agent-context/agent-context/runtime/memory"
 	"github.com/agent-context/agent-context/runtime/operation"
+	"github.com/agent-context/agent-context/runtime/session"
 	"github.com/agent-context/agent-context/runtime/transfer"
 	"github.com/agent-context/agent-context/server"
 )
@@ -174,10 +176,14 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	costs := cost.NewCosts(db.Costs(), pricing)
+	operatorConsole := console.New(console.Config{Logger: m.Log, Auth: auth,
+		Sessions: session.NewSessions(db.Sessions(), runtime.SystemClock{}), Messages: messages, Windows: windows,
+		Operations: operations, Entries: entries, Recall: recall, A2A: coordination, Costs: costs})
 	m.server = server.New(server.Config{Logger: m.Log, Auth: auth, Ready: db, Messages: messages,
 		Windows: windows, Operations: operations, Knowledge: knowledge.New(m.knowledgeProviders), A2A: coordination,
-		Costs: cost.NewCosts(db.Costs(), pricing), RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
-		Entries: entries, Recall: recall, Projection: projection, Exports: exports,
+		Costs: costs, RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
+		Entries: entries, Recall: recall, Projection: projection, Exports: exports, Console: operatorConsole,
 		Instruments: m.serverInstruments(), MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
 		PublicURL: cfg.PublicURL, Version: version})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool))
