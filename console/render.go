@@ -57,7 +57,7 @@ var funcs = template.FuncMap{
 		}
 		return out + " …"
 	},
-	"link": pageLink,
+	"link":  pageLink,
 	"query": url.QueryEscape,
 	"path":  url.PathEscape,
 	"intp": func(p *int) string {
