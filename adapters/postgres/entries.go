@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -206,4 +207,83 @@ func (s *EntryStore) ActiveEntries(ctx context.Context, scope runtime.Scope, aft
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[memory.EmbedInput])
 	return out, translate(err)
+}
+
+// ListEntries implements memory.EntryStore: a walk of context_entries_by_created, of
+// context_entries_by_conversation_created for one conversation, or of
+// context_entries_by_status_created for a stored status; kinds and tags filter the
+// walk.
+func (s *EntryStore) ListEntries(ctx context.Context, scope runtime.Scope, q memory.EntryQuery) ([]contract.ContextEntry, error) {
+	where, args := listWhere("e", "e.created_at_ms", "e.entry_id", scope, q.ConversationID, q.PageQuery)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	switch q.Status {
+	case "":
+	case contract.EntryActive:
+		where += ` AND e.status = 'active' AND (e.expires_at_ms IS NULL OR e.expires_at_ms > ` + arg(q.NowMs) + `)`
+	case contract.EntryExpired:
+		// An active entry whose expiry has passed reads as expired.
+		where += ` AND (e.status = 'expired' OR e.status = 'active' AND e.expires_at_ms <= ` + arg(q.NowMs) + `)`
+	default:
+		where += ` AND e.status = ` + arg(q.Status)
+	}
+	if len(q.Kinds) > 0 {
+		where += ` AND e.kind = ANY(` + arg(q.Kinds) + `::text[])`
+	}
+	if len(q.Tags) > 0 {
+		where += ` AND e.tags @> ` + arg(q.Tags) + `::text[]`
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+entryColumns+` FROM context_entries e
+		WHERE `+where+` AND `+liveConversation("e")+`
+		ORDER BY e.created_at_ms DESC, e.entry_id
+		LIMIT $3`, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out, err := collectEntries(rows)
+	if out == nil {
+		out = []contract.ContextEntry{}
+	}
+	return out, err
+}
+
+// EntryHistory implements memory.EntryStore: from id back through supersedes to the
+// first version, and from there forward through supersededBy, each step a primary
+// key lookup; at most maxVersions steps each way.
+func (s *EntryStore) EntryHistory(ctx context.Context, scope runtime.Scope, id string, maxVersions int) ([]contract.ContextEntry, error) {
+	rows, err := s.db.Query(ctx, `
+		WITH RECURSIVE back AS (
+			SELECT e.entry_id, e.supersedes, 0 AS depth FROM context_entries e
+			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = $3 AND `+liveConversation("e")+`
+			UNION ALL
+			SELECT e.entry_id, e.supersedes, b.depth + 1 FROM back b
+			JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = b.supersedes
+			WHERE b.depth < $4
+		), first AS (
+			SELECT entry_id FROM back ORDER BY depth DESC LIMIT 1
+		), chain AS (
+			SELECT e.entry_id, e.superseded_by, 0 AS depth FROM first f
+			JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = f.entry_id
+			UNION ALL
+			SELECT e.entry_id, e.superseded_by, c.depth + 1 FROM chain c
+			JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = c.superseded_by
+			WHERE c.depth < $4
+		)
+		SELECT `+entryColumns+` FROM chain c
+		JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = c.entry_id
+		ORDER BY c.depth`,
+		scope.TenantID, scope.ProjectID, id, maxVersions-1)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out, err := collectEntries(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, runtime.NotFound("entryId", "entry")
+	}
+	return out, nil
 }

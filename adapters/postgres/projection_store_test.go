@@ -48,7 +48,7 @@ func setupProjection(t *testing.T, embedders memory.Embedders) *projectionBundle
 	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
 	return &projectionBundle{
 		pool: pool, db: db, projection: projection, scope: scope, p: runtime.Principal{Scope: scope},
-		entries: memory.NewEntries(db.Memory(), nil, embedders.Configured().Model()),
+		entries: memory.NewEntries(db.Memory(), nil, nil, embedders.Configured().Model()),
 		ops:     operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db, Projection: projection, Rebuilds: projection}),
 	}
 }

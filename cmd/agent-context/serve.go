@@ -140,13 +140,13 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	cursors := runtime.NewCursorCodec(cursorSecret)
 	messages := conversation.NewMessages(db.Messages(), cursors, runtime.SystemClock{})
-	windows := conversation.NewWindows(db.Conversation(), runtime.SystemClock{})
+	windows := conversation.NewWindows(db.Conversation(), cursors, runtime.SystemClock{})
 	projection := memory.NewProjection(memory.ProjectionConfig{DB: db.Memory(), Embedders: embedders, Logger: m.Log,
 		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}})
 	if err := m.prepareProjection(ctx, db, projection); err != nil {
 		return err
 	}
-	entries := memory.NewEntries(db.Memory(), runtime.SystemClock{}, embedders.Configured().Model())
+	entries := memory.NewEntries(db.Memory(), cursors, runtime.SystemClock{}, embedders.Configured().Model())
 	recall := memory.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{})
 	exports := transfer.NewExports(transfer.ExportsConfig{DB: db.Transfer(), Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
 		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
