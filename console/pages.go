@@ -83,15 +83,24 @@ func (c *Console) overview(ctx context.Context, _ *http.Request, v *viewer) (str
 	return "overview", out, nil
 }
 
-// conversations opens a conversation by its ID.
-func (c *Console) conversations(_ context.Context, r *http.Request, _ *viewer) (string, any, error) {
-	if id := trimmed(r, "id"); id != "" {
-		if err := runtime.ValidateID("id", id); err != nil {
-			return "", nil, err
-		}
-		return "", nil, redirect(Prefix + "/conversations/" + id)
+type conversationsPage struct {
+	Conversations []contract.ConversationSummary
+	Prefix        string
+	Next          string
+}
+
+// conversations lists the scope's conversations, most recently active first, filtered
+// by an ID prefix.
+func (c *Console) conversations(ctx context.Context, r *http.Request, v *viewer) (string, any, error) {
+	limit := pageSize
+	out := conversationsPage{Prefix: trimmed(r, "prefix")}
+	list, err := c.cfg.Messages.ListConversations(ctx, v.Principal.Scope, &contract.ListConversationsRequest{
+		Cursor: optional(trimmed(r, "cursor")), Limit: &limit, Prefix: optional(out.Prefix)})
+	if err != nil {
+		return "", nil, err
 	}
-	return "conversations", nil, nil
+	out.Conversations, out.Next = list.Conversations, derefOr(list.NextCursor, "")
+	return "conversations", out, nil
 }
 
 type conversationPage struct {
@@ -103,6 +112,10 @@ type conversationPage struct {
 	Searched bool
 	Role     string
 	Roles    []string
+	// Windows and Invocations are the conversation's newest, shown to a viewer with
+	// context:read.
+	Windows     []contract.Window
+	Invocations []contract.ModelInvocation
 }
 
 // conversation shows a conversation's messages in order, a page at a time, or the
@@ -141,6 +154,19 @@ func (c *Console) conversation(ctx context.Context, r *http.Request, v *viewer) 
 		return "", nil, runtime.NotFound("conversationId", "conversation")
 	}
 	out.Messages, out.Next = page.Messages, derefOr(page.NextCursor, "")
+	if v.Principal.Can(contract.CapContextRead) {
+		related := 20
+		list := &contract.ListByConversationRequest{ConversationID: &id, Limit: &related}
+		windows, err := c.cfg.Windows.ListWindows(ctx, v.Principal, list)
+		if err != nil {
+			return "", nil, err
+		}
+		invocations, err := c.cfg.Windows.ListInvocations(ctx, v.Principal, list)
+		if err != nil {
+			return "", nil, err
+		}
+		out.Windows, out.Invocations = windows.Windows, invocations.Invocations
+	}
 	return "conversation", out, nil
 }
 
@@ -148,6 +174,9 @@ type windowPage struct {
 	Window  contract.Window
 	Lineage contract.Lineage
 	Graph   lineageGraph
+	// SentBy are the invocations that sent the window, among its conversation's
+	// newest page of invocations.
+	SentBy []contract.ModelInvocation
 }
 
 // window shows a window's items, hash and lineage.
@@ -164,18 +193,53 @@ func (c *Console) window(ctx context.Context, r *http.Request, v *viewer) (strin
 	if err != nil {
 		return "", nil, err
 	}
-	return "window", windowPage{Window: w, Lineage: l, Graph: layoutLineage(l, id)}, nil
+	limit := pageSize
+	invocations, err := c.cfg.Windows.ListInvocations(ctx, v.Principal, &contract.ListByConversationRequest{
+		ConversationID: &w.Conversation.ConversationID, Limit: &limit})
+	if err != nil {
+		return "", nil, err
+	}
+	out := windowPage{Window: w, Lineage: l, Graph: layoutLineage(l, id)}
+	for _, m := range invocations.Invocations {
+		if m.RequestWindowID == id {
+			out.SentBy = append(out.SentBy, m)
+		}
+	}
+	return "window", out, nil
 }
 
-// invocations opens a model invocation by its ID.
-func (c *Console) invocations(_ context.Context, r *http.Request, _ *viewer) (string, any, error) {
-	if id := trimmed(r, "id"); id != "" {
-		if err := runtime.ValidateID("id", id); err != nil {
-			return "", nil, err
-		}
-		return "", nil, redirect(Prefix + "/invocations/" + id)
+// pricedInvocation is an invocation with its cost.
+type pricedInvocation struct {
+	contract.ModelInvocation
+	CostUSD      contract.Decimal
+	PricingMatch string
+}
+
+type invocationsPage struct {
+	Invocations    []pricedInvocation
+	ConversationID string
+	Next           string
+}
+
+// invocations lists model calls, newest first, of the scope or of one conversation.
+func (c *Console) invocations(ctx context.Context, r *http.Request, v *viewer) (string, any, error) {
+	out := invocationsPage{ConversationID: trimmed(r, "conversationId")}
+	limit := pageSize
+	list, err := c.cfg.Windows.ListInvocations(ctx, v.Principal, &contract.ListByConversationRequest{
+		ConversationID: optional(out.ConversationID), Cursor: optional(trimmed(r, "cursor")), Limit: &limit})
+	if err != nil {
+		return "", nil, err
 	}
-	return "invocations", nil, nil
+	for _, m := range list.Invocations {
+		out.Invocations = append(out.Invocations, c.priced(m))
+	}
+	out.Next = derefOr(list.NextCursor, "")
+	return "invocations", out, nil
+}
+
+func (c *Console) priced(m contract.ModelInvocation) pricedInvocation {
+	cost, match := c.cfg.Costs.InvocationCost(m)
+	return pricedInvocation{ModelInvocation: m, CostUSD: cost, PricingMatch: match}
 }
 
 // invocation shows one model call.
@@ -188,21 +252,43 @@ func (c *Console) invocation(ctx context.Context, r *http.Request, v *viewer) (s
 	if err != nil {
 		return "", nil, err
 	}
-	return "invocation", m, nil
+	return "invocation", c.priced(m), nil
 }
 
-// entries opens an entry by its ID.
-func (c *Console) entries(_ context.Context, r *http.Request, _ *viewer) (string, any, error) {
-	if id := trimmed(r, "id"); id != "" {
-		if err := runtime.ValidateID("id", id); err != nil {
-			return "", nil, err
-		}
-		return "", nil, redirect(Prefix + "/entries/" + id)
+type entriesPage struct {
+	Entries                            []contract.ContextEntry
+	Status, Kind, Tag, ConversationID string
+	Statuses                           []string
+	Next                               string
+}
+
+// entries lists memories, newest first, by status, kind, tag and conversation.
+func (c *Console) entries(ctx context.Context, r *http.Request, v *viewer) (string, any, error) {
+	out := entriesPage{Status: trimmed(r, "status"), Kind: trimmed(r, "kind"), Tag: trimmed(r, "tag"),
+		ConversationID: trimmed(r, "conversationId"), Statuses: contract.EntryStatuses}
+	limit := pageSize
+	req := &contract.ListEntriesRequest{Status: optional(out.Status), ConversationID: optional(out.ConversationID),
+		Cursor: optional(trimmed(r, "cursor")), Limit: &limit}
+	if out.Kind != "" {
+		req.Kinds = []string{out.Kind}
 	}
-	return "entries", nil, nil
+	if out.Tag != "" {
+		req.Tags = []string{out.Tag}
+	}
+	list, err := c.cfg.Entries.List(ctx, v.Principal, req)
+	if err != nil {
+		return "", nil, err
+	}
+	out.Entries, out.Next = list.Entries, derefOr(list.NextCursor, "")
+	return "entries", out, nil
 }
 
-// entry shows one memory.
+type entryPage struct {
+	Entry    contract.ContextEntry
+	Versions []contract.ContextEntry
+}
+
+// entry shows one memory and its version history.
 func (c *Console) entry(ctx context.Context, r *http.Request, v *viewer) (string, any, error) {
 	id, err := pathID(r, "entryId")
 	if err != nil {
@@ -212,7 +298,11 @@ func (c *Console) entry(ctx context.Context, r *http.Request, v *viewer) (string
 	if err != nil {
 		return "", nil, err
 	}
-	return "entry", e, nil
+	h, err := c.cfg.Entries.History(ctx, v.Principal, &contract.EntryHistoryRequest{EntryID: id})
+	if err != nil {
+		return "", nil, err
+	}
+	return "entry", entryPage{Entry: e, Versions: h.Versions}, nil
 }
 
 type recallPage struct {
