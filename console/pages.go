@@ -256,10 +256,10 @@ func (c *Console) invocation(ctx context.Context, r *http.Request, v *viewer) (s
 }
 
 type entriesPage struct {
-	Entries                            []contract.ContextEntry
+	Entries                           []contract.ContextEntry
 	Status, Kind, Tag, ConversationID string
-	Statuses                           []string
-	Next                               string
+	Statuses                          []string
+	Next                              string
 }
 
 // entries lists memories, newest first, by status, kind, tag and conversation.
