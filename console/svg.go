@@ -155,7 +155,8 @@ func costChart(groups []contract.CostGroup) barChart {
 	}
 	for i, g := range groups {
 		width := 0
-		if top > 0 {
+		if top > 0 && costs[i] > 0 {
+			// A cost too small to see at this scale still shows as a sliver.
 			width = max(2, int(costs[i]/top*chartBarWidth))
 		}
 		label := clip(derefOr(g.Key, "(none)"), 32)
