@@ -39,8 +39,7 @@ func TestLayoutLineage(t *testing.T) {
 }
 
 // Bars are as long as their share of the most expensive group, a zero cost none; a key
-// that is absent
-// shows as (none), a long one is cut.
+// that is absent shows as (none), a long one is cut.
 func TestCostChart(t *testing.T) {
 	t.Parallel()
 	long := "a-very-long-agent-name-that-does-not-fit-the-label-column"
