@@ -272,3 +272,31 @@ func TestConsoleStaticToken(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, page.Status)
 	require.NotContains(t, page.Body, "tenant a")
 }
+
+// TestConsoleOpenMode: no sign-in; the scope is local/local until the scope form,
+// whose CSRF token is required, picks another.
+func TestConsoleOpenMode(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	app.post(t, contract.RouteWindowsCreate.Path, consoleWindow("w-x", "project x's window"),
+		"x-infra-tenant-id", "tenant-x", "x-infra-project-id", "proj-x").requireOK(t, http.StatusCreated, nil)
+	b := newConsoleBrowser(t, app)
+	page := b.get("/console/")
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	require.Contains(t, page.Body, "Overview of local/local")
+	require.NotContains(t, page.Body, `id="logout"`)
+	require.Equal(t, http.StatusNotFound, b.get("/console/windows/w-x").Status)
+	require.Equal(t, http.StatusSeeOther, b.get("/console/login").Status, "open mode has no sign-in")
+
+	scope := url.Values{"tenant": {"tenant-x"}, "project": {"proj-x"}}
+	require.Equal(t, http.StatusForbidden, b.send(http.MethodPost, "/console/scope", scope).Status)
+	require.Contains(t, b.get("/console/").Body, "Overview of local/local", "a refused form changes nothing")
+	scope.Set("csrf", csrf(t, page))
+	require.Equal(t, http.StatusSeeOther, b.send(http.MethodPost, "/console/scope", scope).Status)
+	require.Contains(t, b.get("/console/").Body, "Overview of tenant-x/proj-x")
+	page = b.get("/console/windows/w-x")
+	require.Equal(t, http.StatusOK, page.Status)
+	require.Contains(t, page.Body, "project x&#39;s window")
+	scope.Set("tenant", "bad tenant!")
+	require.Equal(t, http.StatusBadRequest, b.send(http.MethodPost, "/console/scope", scope).Status)
+}
