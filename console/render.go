@@ -157,7 +157,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if err := set.Execute(&b, layout{Title: titles[name], Viewer: v, Nav: nav, Page: data}); err != nil {
 		c.log.ErrorContext(r.Context(), "console template failed", slog.String("page", name), slog.Any("error", err))
 		if name == "error" {
-			http.Error(w, "internal error", http.StatusInternalServerError)
+			http.Error(w, "The service could not answer this page.", http.StatusInternalServerError)
 			return
 		}
 		c.render(w, r, http.StatusInternalServerError, "error", v, errorPage{Status: 500,
