@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 )
@@ -46,21 +48,22 @@ type overviewPage struct {
 func (c *Console) overview(ctx context.Context, _ *http.Request, v *viewer) (string, any, error) {
 	p := v.Principal
 	out := overviewPage{Scope: p.Scope, Subject: p.Subject}
+	// The parts are independent reads: they run side by side, so the page takes as
+	// long as the slowest of them.
+	g, ctx := errgroup.WithContext(ctx)
 	if p.Can(contract.CapMessagesRead) {
-		s, err := c.cfg.Operations.Status(ctx, p.Scope)
-		if err != nil {
-			return "", nil, err
-		}
-		out.Status = s
+		g.Go(func() (err error) {
+			out.Status, err = c.cfg.Operations.Status(ctx, p.Scope)
+			return err
+		})
 	} else {
 		out.NeedsCap = append(out.NeedsCap, contract.CapMessagesRead)
 	}
 	if p.Can(contract.CapA2ATasks) {
-		info, err := c.cfg.A2A.TaskInfo(ctx, p, &contract.TaskInfoRequest{})
-		if err != nil {
-			return "", nil, err
-		}
-		out.Tasks = info
+		g.Go(func() (err error) {
+			out.Tasks, err = c.cfg.A2A.TaskInfo(ctx, p, &contract.TaskInfoRequest{})
+			return err
+		})
 	} else {
 		out.NeedsCap = append(out.NeedsCap, contract.CapA2ATasks)
 	}
@@ -70,15 +73,18 @@ func (c *Console) overview(ctx context.Context, _ *http.Request, v *viewer) (str
 			d   time.Duration
 			dst **contract.CostTotals
 		}{{24 * time.Hour, &out.Day}, {7 * 24 * time.Hour, &out.Week}} {
-			from, topN := now-span.d.Milliseconds(), 1
-			rep, err := c.cfg.Costs.Report(ctx, p.Scope, &contract.CostsRequest{FromMs: &from, GroupBy: contract.CostsByModel, TopN: &topN})
-			if err != nil {
-				return "", nil, err
-			}
-			*span.dst = &rep.Totals
+			g.Go(func() error {
+				from, topN := now-span.d.Milliseconds(), 1
+				rep, err := c.cfg.Costs.Report(ctx, p.Scope, &contract.CostsRequest{FromMs: &from, GroupBy: contract.CostsByModel, TopN: &topN})
+				*span.dst = &rep.Totals
+				return err
+			})
 		}
 	} else {
 		out.NeedsCap = append(out.NeedsCap, contract.CapCostsRead)
+	}
+	if err := g.Wait(); err != nil {
+		return "", nil, err
 	}
 	return "overview", out, nil
 }
