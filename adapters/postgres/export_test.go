@@ -21,3 +21,6 @@ var EntryDocument = entryDocument
 func VectorSQL(table string, model memory.EmbeddingModel, exact bool) string {
 	return vectorSQL(vectorTable{Name: table, Model: model}, exact)
 }
+
+// EnglishTerm is the term a word stands for in entry documents and recall queries.
+var EnglishTerm = englishTerm

@@ -45,6 +45,9 @@ type TextRecall struct {
 type RecallHit struct {
 	Entry contract.ContextEntry
 	Score float64
+	// Coverage is, in the text half, the share of the query's term weight (its terms'
+	// idf summed) that the entry's terms hold: 1 when it holds every term.
+	Coverage float64
 }
 
 // RecallStore searches the entries of a scope. Both searches apply the whole filter
@@ -76,8 +79,17 @@ func NewRecall(store RecallStore, projection *Projection, embedders Embedders, c
 }
 
 // rrfK is the constant of reciprocal rank fusion: a result's fused score is the sum,
-// over the halves that found it, of 1 / (rrfK + its rank there).
-const rrfK = 60
+// over the halves that found it, of the half's weight / (rrfK + its rank there).
+// textWeight is the text half's weight (the vector half's is 1). A text hit takes part
+// in the fusion only when it holds at least minTextCoverage of the query's term weight:
+// BM25 finds an entry by any one shared word, and an entry that shares a question's
+// incidental words only, fused with the vector half's answers, pushes them down
+// (docs/recall-quality.md).
+const (
+	rrfK            = 60
+	textWeight      = 1.0
+	minTextCoverage = 0.5
+)
 
 // Candidates one half of a hybrid recall contributes, relative to topK: fusion needs
 // more than topK from each half, since the best fused results need not be the best of
@@ -154,7 +166,7 @@ func (r *Recall) Recall(ctx context.Context, p runtime.Principal, req *contract.
 			b.TextRank, b.TextScore = &rank, &score
 		})
 	default:
-		res.Results = fuse(vectorHits, textHits, q)
+		res.Results = fuse(vectorHits, textHits, q, embErr == nil)
 	}
 	return res, nil
 }
@@ -191,31 +203,40 @@ func single(hits []RecallHit, q recallQuery, mark func(b *contract.RecallBreakdo
 
 // fuse merges the two halves of a hybrid recall by reciprocal rank fusion, best
 // first; ties go to the result with the better rank in either half, then to the
-// newer entry, then to the smaller ID.
-func fuse(vector, text []RecallHit, q recallQuery) []contract.RecallResult {
+// newer entry, then to the smaller ID. Beside a vector half (withVector), text hits
+// below minTextCoverage stay out; without one (degraded) every text hit counts.
+func fuse(vector, text []RecallHit, q recallQuery, withVector bool) []contract.RecallResult {
 	type fused struct {
 		res  contract.RecallResult
 		best int
 	}
 	byID := map[string]*fused{}
 	var order []*fused
-	add := func(hits []RecallHit, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
+	add := func(hits []RecallHit, weight float64, keep func(RecallHit) bool, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
 		for i, h := range hits {
+			if !keep(h) {
+				continue
+			}
 			rank, f := i+1, byID[h.Entry.ID]
 			if f == nil {
 				f = &fused{res: contract.RecallResult{Entry: h.Entry}, best: rank}
 				byID[h.Entry.ID] = f
 				order = append(order, f)
 			}
-			f.res.Score += 1 / float64(rrfK+rank)
+			f.res.Score += weight / float64(rrfK+rank)
 			f.best = min(f.best, rank)
 			mark(&f.res.Breakdown, rank, h.Score)
 		}
 	}
-	add(vector, func(b *contract.RecallBreakdown, rank int, score float64) {
+	all := func(RecallHit) bool { return true }
+	covered := all
+	if withVector {
+		covered = func(h RecallHit) bool { return h.Coverage >= minTextCoverage }
+	}
+	add(vector, 1, all, func(b *contract.RecallBreakdown, rank int, score float64) {
 		b.VectorRank, b.VectorScore = &rank, &score
 	})
-	add(text, func(b *contract.RecallBreakdown, rank int, score float64) { b.TextRank, b.TextScore = &rank, &score })
+	add(text, textWeight, covered, func(b *contract.RecallBreakdown, rank int, score float64) { b.TextRank, b.TextScore = &rank, &score })
 	slices.SortStableFunc(order, func(a, b *fused) int {
 		switch {
 		case a.res.Score != b.res.Score:

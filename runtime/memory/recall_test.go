@@ -73,7 +73,7 @@ func (s oneEmbedder) ForModel(id string) (memory.Embedder, bool) { return s.e, i
 var testModel = memory.EmbeddingModel{ID: "m", Dimensions: 3}
 
 func hit(id string, created int64, score float64) memory.RecallHit {
-	return memory.RecallHit{Entry: contract.ContextEntry{ID: id, CreatedAtMs: created}, Score: score}
+	return memory.RecallHit{Entry: contract.ContextEntry{ID: id, CreatedAtMs: created}, Score: score, Coverage: 1}
 }
 
 func newRecall(t *testing.T, store *stubRecall, emb memory.Embedder) *memory.Recall {
@@ -92,8 +92,9 @@ func TestRecallFusion(t *testing.T) {
 	t.Parallel()
 	store := &stubRecall{
 		vector: []memory.RecallHit{hit("a", 1, 0.9), hit("b", 1, 0.8), hit("c", 1, 0.7)},
-		text:   []memory.RecallHit{hit("c", 1, 0.5), hit("d", 5, 0.4), hit("e", 9, 0.3)},
+		text:   []memory.RecallHit{hit("c", 1, 0.5), hit("d", 5, 0.4), hit("e", 9, 0.3), hit("f", 9, 0.2)},
 	}
+	store.text[3].Coverage = 0.4 // below minTextCoverage: not fused
 	r := newRecall(t, store, unitEmbedder{model: testModel})
 	res, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
@@ -102,7 +103,7 @@ func TestRecallFusion(t *testing.T) {
 		ids = append(ids, x.Entry.ID)
 	}
 	// c: 1/63 + 1/61; a: 1/61 (vector 1); then b (vector 2) and d (text 2) tie at
-	// 1/62 and the newer, d, wins; e: 1/63.
+	// 1/62 and the newer, d, wins; e: 1/63; f holds too little of the query.
 	require.Equal(t, []string{"c", "a", "d", "b", "e"}, ids)
 	require.InDelta(t, 1.0/63+1.0/61, res.Results[0].Score, 1e-15)
 	c := res.Results[0].Breakdown
