@@ -27,13 +27,26 @@ type RecallStore struct {
 var _ memory.RecallStore = (*RecallStore)(nil)
 
 // recallFilter is the filter of recall on the row alias, with its parameters from $n
-// on (kinds, tags, conversation, now); live conversations only.
+// on (kinds, tags, conversation, time): live conversations only, and not expired at
+// the time (now, or the instant of a recall as of it).
 func recallFilter(alias string, n int) string {
 	return fmt.Sprintf(`(cardinality($%[2]d::text[]) = 0 OR %[1]s.kind = ANY($%[2]d::text[]))
 		AND %[1]s.tags @> $%[3]d::text[]
 		AND ($%[4]d::text IS NULL OR %[1]s.conversation_id = $%[4]d::text)
 		AND (%[1]s.expires_at_ms IS NULL OR %[1]s.expires_at_ms > $%[5]d)
 		AND `, alias, n, n+1, n+2, n+3) + liveConversation(alias)
+}
+
+// recallable is the condition that the entry alias e was recallable at the time $n:
+// active now, or, for a recall as of an instant, created by then and not yet
+// superseded, merged or expired by a transition at it. (An expiry by POST
+// /entries/expire sets expires_at_ms to its time, so recallFilter's expiry check holds
+// for both.)
+func recallable(asOf bool, n int) string {
+	if !asOf {
+		return `e.status = 'active'`
+	}
+	return fmt.Sprintf(`e.created_at_ms <= $%[1]d AND (e.ended_at_ms IS NULL OR e.ended_at_ms > $%[1]d)`, n)
 }
 
 func recallFilterArgs(f memory.RecallFilter) []any {
@@ -48,7 +61,7 @@ func recallFilterArgs(f memory.RecallFilter) []any {
 	if tags == nil {
 		tags = []string{}
 	}
-	return []any{kinds, tags, conversation, f.NowMs}
+	return []any{kinds, tags, conversation, f.AtMs()}
 }
 
 // hnswEfSearch is the HNSW candidate list of a search for limit results: never below
@@ -74,7 +87,7 @@ func (s *RecallStore) recallSettings(ctx context.Context, tx DBTX, limit int) er
 // that pass the filter, found by the HNSW index with the filter applied inside the
 // scan, or, exact, by computing the distance of every row that passes the filter (the
 // materialized CTE keeps the index out of the ordering).
-func vectorSQL(t vectorTable, exact bool) string {
+func vectorSQL(t vectorTable, exact, asOf bool) string {
 	distance := fmt.Sprintf("v.embedding <=> $3::vector::%s", t.column())
 	where := `v.tenant_id = $1 AND v.project_id = $2 AND v.generation = $4 AND ` + recallFilter("v", 5)
 	nearest := fmt.Sprintf(`nn AS (
@@ -91,7 +104,7 @@ func vectorSQL(t vectorTable, exact bool) string {
 	return `WITH ` + nearest + `
 		SELECT ` + entryColumns + `, nn.distance FROM nn
 		JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = nn.entry_id
-		WHERE e.status = 'active'
+		WHERE e.status = 'active' AND ` + recallable(asOf, 8) + `
 		ORDER BY nn.distance, e.entry_id`
 }
 
@@ -114,7 +127,7 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 			return err
 		}
 		search := func(exact bool) (err error) {
-			rows, err := tx.Query(ctx, vectorSQL(t, exact), args...)
+			rows, err := tx.Query(ctx, vectorSQL(t, exact, q.AsOfMs != nil), args...)
 			if err != nil {
 				return translate(err)
 			}
@@ -193,7 +206,8 @@ const textStatsSQL = `
 // over the query's lexemes $9 (with the scope's tag), their idf $10 and prefix flags
 // $11, with the scope's mean length $12; best first, then newest, then by ID. Each
 // entry's coverage is the share of the query's idf ($13: their sum) its terms hold.
-var textSQL = `
+func textSQL(asOf bool) string {
+	return `
 	SELECT ` + entryColumns + `, (
 	    SELECT coalesce(sum(q.idf * cardinality(u.positions) * ` + fmt.Sprint(bm25K1+1) + ` /
 	        (cardinality(u.positions) + ` + fmt.Sprint(bm25K1) + ` * (` + fmt.Sprint(1-bm25B) + ` + ` + fmt.Sprint(bm25B) + ` * e.search_length / $12::float8))), 0)
@@ -206,10 +220,11 @@ var textSQL = `
 	                  WHERE CASE WHEN q.prefix THEN starts_with(u.lexeme, q.lexeme) ELSE u.lexeme = q.lexeme END)
 	)::float8 / $13::float8 AS coverage
 	FROM context_entries e
-	WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.status = 'active' AND e.search @@ $3::tsquery
+	WHERE e.tenant_id = $1 AND e.project_id = $2 AND ` + recallable(asOf, 7) + ` AND e.search @@ $3::tsquery
 	  AND ` + recallFilter("e", 4) + `
 	ORDER BY score DESC, e.created_at_ms DESC, e.entry_id
 	LIMIT $8`
+}
 
 // TextSearch implements runtime.RecallStore.
 func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q memory.TextRecall) ([]memory.RecallHit, error) {
@@ -240,7 +255,7 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		search := func(match string) error {
 			args := append([]any{scope.TenantID, scope.ProjectID, match},
 				append(recallFilterArgs(q.RecallFilter), q.Limit, tagged, w.idf, prefixes, w.avgdl, w.idfSum())...)
-			rows, err := tx.Query(ctx, textSQL, args...)
+			rows, err := tx.Query(ctx, textSQL(q.AsOfMs != nil), args...)
 			if err != nil {
 				return translate(err)
 			}

@@ -14,13 +14,24 @@ import (
 )
 
 // RecallFilter selects the entries a recall considers, besides the caller's scope:
-// only active entries not expired at NowMs, of one of Kinds (empty: any), of
-// ConversationID (empty: any) and carrying every one of Tags.
+// only entries recallable at AtMs (active and not expired), of one of Kinds (empty:
+// any), of ConversationID (empty: any) and carrying every one of Tags.
 type RecallFilter struct {
 	Kinds          []string
 	ConversationID string
 	Tags           []string
 	NowMs          int64
+	// AsOfMs, when set, recalls as the scope stood at that instant: over the entries
+	// created by then and not yet superseded, merged or expired at it.
+	AsOfMs *int64
+}
+
+// AtMs is the instant whose recallable entries the filter keeps: AsOfMs, else NowMs.
+func (f RecallFilter) AtMs() int64 {
+	if f.AsOfMs != nil {
+		return *f.AsOfMs
+	}
+	return f.NowMs
 }
 
 // VectorRecall is the vector half of a recall: the Limit entries nearest to Vector
@@ -166,7 +177,14 @@ func (r *Recall) Recall(ctx context.Context, p runtime.Principal, req *contract.
 			b.TextRank, b.TextScore = &rank, &score
 		})
 	default:
-		res.Results = fuse(vectorHits, textHits, q, embErr == nil)
+		// A vector half that came back short saw every entry it could rank: the text
+		// half's other hits (entries not embedded yet, say) are all there is of them.
+		res.Results = fuse(vectorHits, textHits, q, embErr == nil && len(vectorHits) == candidates)
+	}
+	if q.filter.AsOfMs != nil {
+		for i := range res.Results {
+			res.Results[i].Entry = asItWas(res.Results[i].Entry)
+		}
 	}
 	return res, nil
 }
@@ -203,9 +221,10 @@ func single(hits []RecallHit, q recallQuery, mark func(b *contract.RecallBreakdo
 
 // fuse merges the two halves of a hybrid recall by reciprocal rank fusion, best
 // first; ties go to the result with the better rank in either half, then to the
-// newer entry, then to the smaller ID. Beside a vector half (withVector), text hits
-// below minTextCoverage stay out; without one (degraded) every text hit counts.
-func fuse(vector, text []RecallHit, q recallQuery, withVector bool) []contract.RecallResult {
+// newer entry, then to the smaller ID. Beside a full vector half (gate), text hits
+// below minTextCoverage stay out; without one (degraded, or fewer vector hits than
+// asked for) every text hit counts.
+func fuse(vector, text []RecallHit, q recallQuery, gate bool) []contract.RecallResult {
 	type fused struct {
 		res  contract.RecallResult
 		best int
@@ -230,7 +249,7 @@ func fuse(vector, text []RecallHit, q recallQuery, withVector bool) []contract.R
 	}
 	all := func(RecallHit) bool { return true }
 	covered := all
-	if withVector {
+	if gate {
 		covered = func(h RecallHit) bool { return h.Coverage >= minTextCoverage }
 	}
 	add(vector, 1, all, func(b *contract.RecallBreakdown, rank int, score float64) {
@@ -297,6 +316,15 @@ func validateRecall(req *contract.RecallRequest, nowMs int64) (recallQuery, erro
 		}
 		q.minScore = req.MinScore
 	}
+	if req.AsOfMs != nil {
+		switch {
+		case *req.AsOfMs < 0:
+			return q, runtime.Invalid("asOfMs", "asOfMs must not be negative").With("minimum", 0)
+		case *req.AsOfMs > nowMs:
+			return q, runtime.Invalid("asOfMs", "asOfMs must not be in the future")
+		}
+		q.filter.AsOfMs = req.AsOfMs
+	}
 	if f := req.Filter; f != nil {
 		for i, k := range f.Kinds {
 			if !slices.Contains(contract.EntryKinds, k) {
@@ -321,4 +349,13 @@ func validateRecall(req *contract.RecallRequest, nowMs int64) (recallQuery, erro
 		q.filter.Tags = slices.Compact(slices.Sorted(slices.Values(f.Tags)))
 	}
 	return q, nil
+}
+
+// asItWas is an entry that a recall as of an instant found, as it was then: it was
+// active, and nothing changes an active entry but the transition that ends it.
+func asItWas(e contract.ContextEntry) contract.ContextEntry {
+	if e.Status != contract.EntryActive {
+		e.Status, e.SupersededBy, e.MergedInto, e.UpdatedAtMs = contract.EntryActive, nil, nil, e.CreatedAtMs
+	}
+	return e
 }

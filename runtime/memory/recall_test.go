@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -103,8 +104,9 @@ func TestRecallFusion(t *testing.T) {
 		ids = append(ids, x.Entry.ID)
 	}
 	// c: 1/63 + 1/61; a: 1/61 (vector 1); then b (vector 2) and d (text 2) tie at
-	// 1/62 and the newer, d, wins; e: 1/63; f holds too little of the query.
-	require.Equal(t, []string{"c", "a", "d", "b", "e"}, ids)
+	// 1/62 and the newer, d, wins; e: 1/63; f: 1/64, which holds too little of the
+	// query but counts, as the vector half came back short (it saw all it could rank).
+	require.Equal(t, []string{"c", "a", "d", "b", "e", "f"}, ids)
 	require.InDelta(t, 1.0/63+1.0/61, res.Results[0].Score, 1e-15)
 	c := res.Results[0].Breakdown
 	require.Equal(t, 3, *c.VectorRank)
@@ -115,6 +117,20 @@ func TestRecallFusion(t *testing.T) {
 	require.Equal(t, contract.RecallWatermark{Generation: 3, PendingEntries: 2, IndexedThroughMs: 9}, res.Watermark)
 	require.Equal(t, 20, store.queries[0].Limit, "a hybrid half asks for more candidates than topK")
 	require.Equal(t, memory.Generation{Number: 3, Model: testModel}, store.queries[0].Generation)
+
+	// Beside a full vector half (20 hits, the candidates of topK 10), f stays out.
+	full := &stubRecall{text: store.text}
+	for i := range 20 {
+		full.vector = append(full.vector, hit(fmt.Sprintf("v%02d", i), 1, 0.5))
+	}
+	res, err = newRecall(t, full, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
+		&contract.RecallRequest{Query: "q"})
+	require.NoError(t, err)
+	ids = ids[:0]
+	for _, x := range res.Results {
+		ids = append(ids, x.Entry.ID)
+	}
+	require.Equal(t, []string{"c", "v00", "d", "v01", "e", "v02", "v03", "v04", "v05", "v06"}, ids)
 
 	top := 2
 	min := 1.0 / 61
