@@ -233,10 +233,14 @@ func fuse(vector, text []RecallHit, q recallQuery, gate bool) []contract.RecallR
 	var order []*fused
 	add := func(hits []RecallHit, weight float64, keep func(RecallHit) bool, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
 		for i, h := range hits {
+			rank, f := i+1, byID[h.Entry.ID]
 			if !keep(h) {
+				// Not fused, but shown where the other half found the entry.
+				if f != nil {
+					mark(&f.res.Breakdown, rank, h.Score)
+				}
 				continue
 			}
-			rank, f := i+1, byID[h.Entry.ID]
 			if f == nil {
 				f = &fused{res: contract.RecallResult{Entry: h.Entry}, best: rank}
 				byID[h.Entry.ID] = f

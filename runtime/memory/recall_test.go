@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -131,6 +132,15 @@ func TestRecallFusion(t *testing.T) {
 		ids = append(ids, x.Entry.ID)
 	}
 	require.Equal(t, []string{"c", "v00", "d", "v01", "e", "v02", "v03", "v04", "v05", "v06"}, ids)
+
+	// A gated text hit the vector half found too is shown, not fused.
+	full.vector[5] = hit("f", 9, 0.5)
+	res, err = newRecall(t, full, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
+		&contract.RecallRequest{Query: "q"})
+	require.NoError(t, err)
+	f := res.Results[slices.IndexFunc(res.Results, func(x contract.RecallResult) bool { return x.Entry.ID == "f" })]
+	require.Equal(t, 4, *f.Breakdown.TextRank)
+	require.InDelta(t, 1.0/66, f.Score, 1e-15, "the vector half's rank 6 alone")
 
 	top := 2
 	min := 1.0 / 61
