@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -313,7 +314,7 @@ func (c *Console) entry(ctx context.Context, r *http.Request, v *viewer) (string
 
 type recallPage struct {
 	Query, Mode, Kind, Tag, ConversationID string
-	TopK                                   string
+	TopK, AsOfMs                           string
 	Modes                                  []string
 	Result                                 *contract.RecallResponse
 }
@@ -321,7 +322,8 @@ type recallPage struct {
 // recall runs a recall from the query string and shows each result's ranks.
 func (c *Console) recall(ctx context.Context, r *http.Request, v *viewer) (string, any, error) {
 	out := recallPage{Query: trimmed(r, "q"), Mode: trimmed(r, "mode"), Kind: trimmed(r, "kind"), Tag: trimmed(r, "tag"),
-		ConversationID: trimmed(r, "conversationId"), TopK: trimmed(r, "topK"), Modes: contract.RecallModes}
+		ConversationID: trimmed(r, "conversationId"), TopK: trimmed(r, "topK"), AsOfMs: trimmed(r, "asOfMs"),
+		Modes: contract.RecallModes}
 	if out.Query == "" {
 		return "recall", out, nil
 	}
@@ -330,6 +332,13 @@ func (c *Console) recall(ctx context.Context, r *http.Request, v *viewer) (strin
 		return "", nil, err
 	}
 	req := &contract.RecallRequest{Query: out.Query, TopK: topK, Mode: out.Mode}
+	if out.AsOfMs != "" {
+		asOf, err := strconv.ParseInt(out.AsOfMs, 10, 64)
+		if err != nil || asOf < 0 || asOf > runtime.MaxSequence {
+			return "", nil, runtime.Invalid("asOfMs", "asOfMs must be a time in ms since the epoch")
+		}
+		req.AsOfMs = &asOf
+	}
 	if out.Kind != "" || out.Tag != "" || out.ConversationID != "" {
 		req.Filter = &contract.RecallFilter{ConversationID: optional(out.ConversationID)}
 		if out.Kind != "" {

@@ -218,7 +218,7 @@ type RecallRequest struct {
 }
 
 // RecallBreakdown shows where a result came from: its 1-based rank and score in the
-// vector half (cosine similarity) and in the text half (full-text rank); null for a
+// vector half (cosine similarity) and in the text half (its BM25 score); null for a
 // half that did not find it or did not run.
 type RecallBreakdown struct {
 	VectorRank  *int     `json:"vectorRank"`
@@ -228,8 +228,8 @@ type RecallBreakdown struct {
 }
 
 // RecallResult is one recalled entry. Score is the reciprocal rank fusion of both
-// halves in hybrid mode, the cosine similarity in vector mode and the full-text rank
-// in text mode; higher is better.
+// halves in hybrid mode, the cosine similarity in vector mode and the BM25 score in
+// text mode; higher is better.
 type RecallResult struct {
 	Entry     ContextEntry    `json:"entry"`
 	Score     float64         `json:"score"`

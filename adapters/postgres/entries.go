@@ -65,15 +65,17 @@ func scopeTag(scope runtime.Scope) string {
 	return hex.EncodeToString(sum[:6]) + ":"
 }
 
-// entryDocument is the full-text document of an entry's content in scope: the
-// message search's document (textsearch.go), every lexeme prefixed by scopeTag.
-func entryDocument(scope runtime.Scope, content string) pgtype.TSVector {
-	v := documentVector(content)
+// entryDocument is the full-text document of an entry's content in scope and its
+// length in terms: the message search's document (textsearch.go) with its words
+// stemmed and stop words left out (englishTerm), every lexeme prefixed by scopeTag.
+func entryDocument(scope runtime.Scope, content string) (pgtype.TSVector, int) {
+	b := documentBuilder{english: true}
+	v := b.build(content)
 	tag := scopeTag(scope)
 	for i := range v.Lexemes {
 		v.Lexemes[i].Word = tag + v.Lexemes[i].Word
 	}
-	return v
+	return v, b.terms
 }
 
 // liveConversation is the condition that the row alias (an entry, or its vector)
@@ -97,15 +99,17 @@ func (s *EntryStore) CreateEntry(ctx context.Context, scope runtime.Scope, e *co
 				return err
 			}
 		}
+		doc, length := entryDocument(scope, e.Content)
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, conversation_id,
 				source_record_ids, tags, importance, expires_at_ms, metadata, status, version, supersedes,
-				superseded_by, merged_into, request_sha256, created_at_ms, updated_at_ms, search)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+				superseded_by, merged_into, request_sha256, created_at_ms, updated_at_ms, search, search_length, ended_at_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+				CASE WHEN $12 <> 'active' THEN $19::bigint END)
 			ON CONFLICT DO NOTHING`,
 			scope.TenantID, scope.ProjectID, e.ID, e.Kind, e.Content, e.ConversationID, e.SourceRecordIDs, e.Tags,
 			e.Importance, e.ExpiresAtMs, jsonParam(e.Metadata), e.Status, e.Version, e.Supersedes, e.SupersededBy,
-			e.MergedInto, digest, e.CreatedAtMs, e.UpdatedAtMs, entryDocument(scope, e.Content))
+			e.MergedInto, digest, e.CreatedAtMs, e.UpdatedAtMs, doc, length)
 		if err != nil {
 			return translate(err)
 		}
@@ -172,7 +176,8 @@ func collectEntries(rows pgx.Rows) ([]contract.ContextEntry, error) {
 	return out, translate(rows.Err())
 }
 
-// UpdateStatus implements memory.EntryStore with one statement.
+// UpdateStatus implements memory.EntryStore with one statement. The time an entry
+// leaves the active status is kept as its ended_at_ms, for recall as of an instant.
 func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, reason *string) error {
 	n := len(entries)
 	ids, statuses := make([]string, n), make([]string, n)
@@ -185,7 +190,8 @@ func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entr
 	_, err := s.db.Exec(ctx, `
 		UPDATE context_entries e
 		SET status = u.status, superseded_by = u.superseded_by, merged_into = u.merged_into,
-		    expires_at_ms = u.expires_at_ms, updated_at_ms = u.updated_at_ms, status_reason = $9
+		    expires_at_ms = u.expires_at_ms, updated_at_ms = u.updated_at_ms, status_reason = $9,
+		    ended_at_ms = CASE WHEN u.status <> 'active' THEN coalesce(e.ended_at_ms, u.updated_at_ms) END
 		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[])
 		     AS u(entry_id, status, superseded_by, merged_into, expires_at_ms, updated_at_ms)
 		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id`,

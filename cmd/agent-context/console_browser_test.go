@@ -93,7 +93,7 @@ func watchPage(ctx context.Context) *pageWatch {
 // seedConsole writes, through the API, what every page of the console shows: a
 // conversation with hostile content, a window lineage, invocations, entries with a
 // history, agents, a task in every state and A2A messages.
-func seedConsole(t *testing.T, app *testApp, m minter) (correctedID string) {
+func seedConsole(t *testing.T, app *testApp, m minter) (correctedID string, correctedAt int64) {
 	t.Helper()
 	all := m.subjectBearer("alice", "acme", "alpha", contract.AllCapabilities...)
 	bob := m.subjectBearer("bob", "acme", "alpha", contract.AllCapabilities...)
@@ -140,6 +140,7 @@ func seedConsole(t *testing.T, app *testApp, m minter) (correctedID string) {
 	corrected := post(all, contract.RouteEntriesCorrect, http.StatusCreated, map[string]any{"entryId": "e-1",
 		"content": "The billing service deploys on Thursdays"})
 	correctedID = corrected["entry"].(map[string]any)["id"].(string)
+	correctedAt = int64(corrected["entry"].(map[string]any)["createdAtMs"].(float64))
 	post(all, contract.RouteA2AAgentsRegister, http.StatusOK, map[string]any{"agentType": "planner", "capabilities": []string{"plan"}})
 	post(bob, contract.RouteA2AAgentsRegister, http.StatusOK, map[string]any{"agentType": "coder", "role": "worker"})
 	post(bob, contract.RouteA2AMessagesPost, http.StatusOK, map[string]any{"messageId": "am-1", "toAgent": "alice",
@@ -161,7 +162,7 @@ func seedConsole(t *testing.T, app *testApp, m minter) (correctedID string) {
 	task("t-done", "Tag the release", contract.TaskWorking, contract.TaskCompleted)
 	task("t-fail", "Deploy to the canary", contract.TaskWorking, contract.TaskFailed)
 	task("t-cancel", "Rewrite the billing service", contract.TaskCanceled)
-	return correctedID
+	return correctedID, correctedAt
 }
 
 // TestConsoleInABrowser drives the console with headless Chromium against the real
@@ -174,7 +175,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	browser := chromiumPath(t)
 	app, m := startSecuredApp(t, writePricing(t, `{"models": {"gpt-4.1-mini": {"inputPerMTok": 0.4, "outputPerMTok": 1.6, "cachedInputPerMTok": 0.1},
 		"gpt-4.1": {"inputPerMTok": 2, "outputPerMTok": 8}}}`))
-	corrected := seedConsole(t, app, m)
+	corrected, correctedAt := seedConsole(t, app, m)
 	app.post(t, contract.RouteWindowsCreate.Path, consoleWindow("w-other", "another tenant's window"),
 		"Authorization", m.subjectBearer("eve", "other", "alpha", contract.AllCapabilities...)).requireOK(t, http.StatusCreated, nil)
 
@@ -268,6 +269,10 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	recall := text("/recall?q=billing+deploys&mode=text", "#results")
 	require.Contains(t, recall, corrected)
+	// As of before the correction, the first version answers.
+	recall = text(fmt.Sprintf("/recall?q=billing+deploys&mode=text&asOfMs=%d", correctedAt-1), "#results")
+	require.Contains(t, recall, "Tuesdays")
+	require.NotContains(t, recall, "Thursdays")
 
 	board := text("/a2a", "#board")
 	for _, want := range []string{"Draft the release notes", "Run the migrations on staging", "Pick the release window",

@@ -187,6 +187,8 @@ func TestConsoleSignInAndBadInput(t *testing.T) {
 			{"/console/conversations/conv-1?cursor=forged", http.StatusBadRequest},
 			{"/console/events?cursor=forged", http.StatusBadRequest},
 			{"/console/recall?q=x&topK=-1", http.StatusBadRequest},
+			{"/console/recall?q=x&asOfMs=yesterday", http.StatusBadRequest},
+			{"/console/recall?q=x&mode=text&asOfMs=1", http.StatusOK},
 			{"/console/assets/console.css", http.StatusOK},
 		} {
 			page := b.get(c.path)
