@@ -32,7 +32,7 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: ## install Postgres 15, pgvector and nginx, and fetch the embedding model, when missing (idempotent)
+setup: ## install Postgres 15, pgvector, nginx and chromium, and fetch the embedding model, when missing (idempotent)
 	@bash $(SETUP)
 
 .PHONY: build
@@ -48,6 +48,10 @@ test: setup ## run every test against a throwaway local Postgres, then the deplo
 	$(PGRUN) $(GO) test $(TEST_FLAGS) ./...
 	cd $(MANIFESTS) && $(GO) test $(TEST_FLAGS) ./...
 	$(PGRUN) bash -c 'cd $(INTEROP) && $(GO) test $(TEST_FLAGS) ./...'
+
+.PHONY: console/screenshots
+console/screenshots: setup ## retake the console screenshots under docs/console (the browser test takes them)
+	$(PGRUN) env AGENT_CONTEXT_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run TestConsoleInABrowser ./cmd/agent-context/
 
 .PHONY: test/race
 test/race: setup ## run every test with the race detector

@@ -4,10 +4,11 @@ import "encoding/json"
 
 // Routes of conversation messages (docs/conversations.md).
 var (
-	RouteMessagesBatch  = Route{MethodPost, PrefixContext + "/messages/batch", []string{CapMessagesAppend}}
-	RouteMessagesRecent = Route{MethodPost, PrefixContext + "/messages/recent", []string{CapMessagesRead}}
-	RouteMessages       = Route{MethodPost, PrefixContext + "/messages", []string{CapMessagesRead}}
-	RouteMessagesSearch = Route{MethodPost, PrefixContext + "/messages/search", []string{CapMessagesSearch}}
+	RouteMessagesBatch     = Route{MethodPost, PrefixContext + "/messages/batch", []string{CapMessagesAppend}}
+	RouteMessagesRecent    = Route{MethodPost, PrefixContext + "/messages/recent", []string{CapMessagesRead}}
+	RouteMessages          = Route{MethodPost, PrefixContext + "/messages", []string{CapMessagesRead}}
+	RouteMessagesSearch    = Route{MethodPost, PrefixContext + "/messages/search", []string{CapMessagesSearch}}
+	RouteConversationsList = Route{MethodPost, PrefixContext + "/conversations/list", []string{CapMessagesRead}}
 )
 
 // Message roles.
@@ -127,4 +128,31 @@ type SearchMessagesResponse struct {
 type SearchHit struct {
 	Message ConversationRecord `json:"message"`
 	Score   float64            `json:"score"`
+}
+
+// ListConversationsRequest is the body of POST /conversations/list: Prefix keeps the
+// conversations whose ID starts with it; Limit defaults to 50; Cursor is the previous
+// page's nextCursor, valid with the same prefix only.
+type ListConversationsRequest struct {
+	Cursor *string `json:"cursor,omitempty"`
+	Limit  *int    `json:"limit,omitempty"`
+	Prefix *string `json:"prefix,omitempty"`
+}
+
+// ConversationSummary is a live conversation as its head row knows it: how many
+// messages it holds, when it was first named and when it was last appended to, and
+// its last sequence.
+type ConversationSummary struct {
+	ConversationID string `json:"conversationId"`
+	MessageCount   int64  `json:"messageCount"`
+	FirstAtMs      int64  `json:"firstAtMs"`
+	LastAtMs       int64  `json:"lastAtMs"`
+	LastSequence   int64  `json:"lastSequence"`
+}
+
+// ConversationList is one page of conversations, the most recently active first;
+// NextCursor is null exactly when no further conversation exists.
+type ConversationList struct {
+	Conversations []ConversationSummary `json:"conversations"`
+	NextCursor    *string               `json:"nextCursor"`
 }

@@ -9,6 +9,8 @@ var (
 	RouteEntriesCorrect = Route{MethodPost, PrefixContext + "/entries/correct", []string{CapContextWrite}}
 	RouteEntriesMerge   = Route{MethodPost, PrefixContext + "/entries/merge", []string{CapContextWrite}}
 	RouteEntriesExpire  = Route{MethodPost, PrefixContext + "/entries/expire", []string{CapContextWrite}}
+	RouteEntriesList    = Route{MethodPost, PrefixContext + "/entries/list", []string{CapContextRead}}
+	RouteEntriesHistory = Route{MethodPost, PrefixContext + "/entries/history", []string{CapContextRead}}
 	RouteRecall         = Route{MethodPost, PrefixContext + "/recall", []string{CapContextRetrieve}}
 	RouteVectorRebuild  = Route{MethodPost, PrefixContext + "/projections/vector/rebuild", []string{CapContextAdmin}}
 )
@@ -27,6 +29,8 @@ const (
 	MaxRecallQueryBytes = 16 << 10
 	DefaultRecallTopK   = 10
 	MaxRecallTopK       = 100
+	DefaultListLimit    = 50
+	MaxListLimit        = 500
 	// DefaultEntryImportance is the importance of an entry that states none.
 	DefaultEntryImportance = 0.5
 )
@@ -162,6 +166,38 @@ type ExpireEntryRequest struct {
 	Reason  *string `json:"reason,omitempty"`
 }
 
+// ListEntriesRequest is the body of POST /entries/list: every filter is optional
+// (null: any). Status is one of EntryStatuses; Tags keeps entries carrying all of
+// them; Limit defaults to 50. Cursor is the previous page's nextCursor, valid with
+// the same filters only.
+type ListEntriesRequest struct {
+	Status         *string  `json:"status,omitempty"`
+	Kinds          []string `json:"kinds,omitempty"`
+	Tags           []string `json:"tags,omitempty"`
+	ConversationID *string  `json:"conversationId,omitempty"`
+	Cursor         *string  `json:"cursor,omitempty"`
+	Limit          *int     `json:"limit,omitempty"`
+}
+
+// EntryList is one page of entries, newest first; NextCursor is null exactly when no
+// further entry exists.
+type EntryList struct {
+	Entries    []ContextEntry `json:"entries"`
+	NextCursor *string        `json:"nextCursor"`
+}
+
+// EntryHistoryRequest is the body of POST /entries/history.
+type EntryHistoryRequest struct {
+	EntryID string `json:"entryId"`
+}
+
+// EntryHistory is the chain of versions an entry belongs to, oldest first: from the
+// first version, through every correction, to the current one. A version merged into
+// another entry carries it in mergedInto.
+type EntryHistory struct {
+	Versions []ContextEntry `json:"versions"`
+}
+
 // RecallFilter narrows a recall: entries of one of Kinds (empty: any), of
 // ConversationID (null: any) and carrying every one of Tags.
 type RecallFilter struct {
@@ -178,10 +214,11 @@ type RecallRequest struct {
 	Mode     string        `json:"mode,omitempty"`
 	Filter   *RecallFilter `json:"filter,omitempty"`
 	MinScore *float64      `json:"minScore,omitempty"`
+	AsOfMs   *int64        `json:"asOfMs,omitempty"`
 }
 
 // RecallBreakdown shows where a result came from: its 1-based rank and score in the
-// vector half (cosine similarity) and in the text half (full-text rank); null for a
+// vector half (cosine similarity) and in the text half (its BM25 score); null for a
 // half that did not find it or did not run.
 type RecallBreakdown struct {
 	VectorRank  *int     `json:"vectorRank"`
@@ -191,8 +228,8 @@ type RecallBreakdown struct {
 }
 
 // RecallResult is one recalled entry. Score is the reciprocal rank fusion of both
-// halves in hybrid mode, the cosine similarity in vector mode and the full-text rank
-// in text mode; higher is better.
+// halves in hybrid mode, the cosine similarity in vector mode and the BM25 score in
+// text mode; higher is better.
 type RecallResult struct {
 	Entry     ContextEntry    `json:"entry"`
 	Score     float64         `json:"score"`

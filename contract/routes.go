@@ -39,10 +39,11 @@ var (
 func Routes() []Route {
 	return []Route{
 		RouteHealth, RouteReady, RouteMetrics, RouteOpenAPIJSON, RouteOpenAPIYAML,
-		RouteMessagesBatch, RouteMessagesRecent, RouteMessages, RouteMessagesSearch,
+		RouteMessagesBatch, RouteMessagesRecent, RouteMessages, RouteMessagesSearch, RouteConversationsList,
 		RouteWindowsCreate, RouteWindowsGet, RouteWindowsLineage, RouteDerivationsCreate,
-		RouteModelInvocationsCreate, RouteModelInvocationsGet,
+		RouteModelInvocationsCreate, RouteModelInvocationsGet, RouteWindowsList, RouteModelInvocationsList,
 		RouteEntriesCreate, RouteEntriesGet, RouteEntriesCorrect, RouteEntriesMerge, RouteEntriesExpire,
+		RouteEntriesList, RouteEntriesHistory,
 		RouteRecall, RouteVectorRebuild,
 		RouteConversationsDelete, RouteConversationsRetention, RouteOperations, RouteMaintenanceStatus,
 		RouteKnowledgeCapabilities, RouteKnowledgeQuery, RouteKnowledgeResolve,

@@ -10,6 +10,8 @@ var (
 	RouteDerivationsCreate      = Route{MethodPost, PrefixContext + "/derivations", []string{CapContextWrite}}
 	RouteModelInvocationsCreate = Route{MethodPost, PrefixContext + "/model-invocations", []string{CapContextWrite}}
 	RouteModelInvocationsGet    = Route{MethodPost, PrefixContext + "/model-invocations/get", []string{CapContextRead}}
+	RouteWindowsList            = Route{MethodPost, PrefixContext + "/windows/list", []string{CapContextRead}}
+	RouteModelInvocationsList   = Route{MethodPost, PrefixContext + "/model-invocations/list", []string{CapContextRead}}
 )
 
 // Limits of context windows and model invocations (docs/api.md, docs/windows.md).
@@ -257,4 +259,28 @@ type ModelInvocation struct {
 // GetModelInvocationRequest is the body of POST /model-invocations/get.
 type GetModelInvocationRequest struct {
 	InvocationID string `json:"invocationId"`
+}
+
+// ListByConversationRequest is the body of POST /windows/list and
+// POST /model-invocations/list: ConversationID null lists the whole scope; Limit
+// defaults to 50; Cursor is the previous page's nextCursor, valid for the same list
+// and conversation only.
+type ListByConversationRequest struct {
+	ConversationID *string `json:"conversationId,omitempty"`
+	Cursor         *string `json:"cursor,omitempty"`
+	Limit          *int    `json:"limit,omitempty"`
+}
+
+// WindowList is one page of window summaries (windows without their items), newest
+// first; NextCursor is null exactly when no further window exists.
+type WindowList struct {
+	Windows    []Window `json:"windows"`
+	NextCursor *string  `json:"nextCursor"`
+}
+
+// InvocationList is one page of model invocations, the most recently started first;
+// NextCursor is null exactly when no further invocation exists.
+type InvocationList struct {
+	Invocations []ModelInvocation `json:"invocations"`
+	NextCursor  *string           `json:"nextCursor"`
 }

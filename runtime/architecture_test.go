@@ -29,7 +29,7 @@ type rule struct {
 // entries and runs its steps as operations), and memory rebuilds its projection as an
 // operation. Every other area uses the shared base alone.
 var (
-	areas   = []string{"a2a", "conversation", "cost", "knowledge", "memory", "operation", "ratelimit", "transfer"}
+	areas   = []string{"a2a", "conversation", "cost", "knowledge", "memory", "operation", "ratelimit", "session", "transfer"}
 	allowed = map[string][]string{
 		"transfer": {"conversation", "memory", "operation"},
 		"memory":   {"operation"},
@@ -51,11 +51,15 @@ var rules = append([]rule{
 		"github.com/labstack/echo", "github.com/jackc/pgx",
 	}},
 	{From: module + "/adapters", Deny: []string{module + "/server", module + "/cmd", "github.com/labstack/echo"}},
-	{From: module + "/server", Deny: []string{module + "/adapters", module + "/cmd", "github.com/jackc/pgx"}},
+	{From: module + "/server", Deny: []string{module + "/adapters", module + "/cmd", "github.com/jackc/pgx", module + "/console"}},
 	// The MCP door calls the use cases as the server's routes do, beside the echo host.
 	{From: module + "/mcpserver", Deny: []string{
 		module + "/adapters", module + "/server", module + "/cmd", "github.com/labstack/echo", "github.com/jackc/pgx",
 	}},
+	// The console is a door beside server: it reads through the use cases, never SQL,
+	// and borrows only server's credential check.
+	{From: module + "/console", Deny: []string{module + "/adapters", module + "/cmd", "github.com/jackc/pgx",
+		module + "/runtime/runtimetest"}},
 }, areaRules()...)
 
 func areaPaths(names ...string) []string {

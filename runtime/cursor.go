@@ -18,6 +18,7 @@ import (
 const (
 	cursorVersion    = 1
 	keyCursorVersion = 2
+	atCursorVersion  = 3
 )
 
 // maxCursorChars bounds what Decode looks at: a version byte, a varint position and a
@@ -95,6 +96,36 @@ func (c *CursorCodec) DecodeKey(b CursorBinding, cursor string) (string, error) 
 	return string(payload), nil
 }
 
+// Position is a place in a listing ordered newest first by a time and then by ID:
+// the rows after it are those with an earlier time, or the same time and a greater
+// ID.
+type Position struct {
+	AtMs int64
+	ID   string
+}
+
+// EncodeAt returns the cursor that resumes a newest-first listing bound to b after
+// position at.
+func (c *CursorCodec) EncodeAt(b CursorBinding, at Position) string {
+	payload := binary.AppendUvarint([]byte{atCursorVersion}, uint64(at.AtMs))
+	payload = append(payload, at.ID...)
+	return cursorEncoding.EncodeToString(append(payload, c.mac(b, payload)...))
+}
+
+// DecodeAt verifies a cursor of EncodeAt against b and returns its position. Any
+// failure is INVALID_CURSOR.
+func (c *CursorCodec) DecodeAt(b CursorBinding, cursor string) (Position, error) {
+	payload, err := c.verify(b, cursor, atCursorVersion, maxKeyCursorChars)
+	if err != nil {
+		return Position{}, err
+	}
+	at, n := binary.Uvarint(payload)
+	if n <= 0 || at > MaxSequence {
+		return Position{}, invalidCursor()
+	}
+	return Position{AtMs: int64(at), ID: string(payload[n:])}, nil
+}
+
 // verify checks cursor's encoding, MAC and version and returns what follows the
 // version byte.
 func (c *CursorCodec) verify(b CursorBinding, cursor string, version byte, maxChars int) ([]byte, error) {
@@ -133,4 +164,43 @@ func (c *CursorCodec) mac(b CursorBinding, payload []byte) []byte {
 	}
 	h.Write(payload)
 	return h.Sum(nil)
+}
+
+// PageQuery is one page of a newest-first listing: the rows after After (nil: from
+// the newest), at most Limit of them.
+type PageQuery struct {
+	After *Position
+	Limit int
+}
+
+// OpenPage validates a listing's limit (default def, 1..maxLimit) and its cursor,
+// which must have been minted for b.
+func (c *CursorCodec) OpenPage(b CursorBinding, cursor *string, limit *int, def, maxLimit int) (PageQuery, error) {
+	n, err := OptionalCount("limit", limit, def, maxLimit)
+	if err != nil {
+		return PageQuery{}, err
+	}
+	q := PageQuery{Limit: n}
+	if cursor != nil {
+		at, err := c.DecodeAt(b, *cursor)
+		if err != nil {
+			return PageQuery{}, err
+		}
+		q.After = &at
+	}
+	return q, nil
+}
+
+// ClosePage cuts rows, fetched with one row more than q.Limit, to the page and returns
+// the cursor of the next page: nil exactly when no row follows.
+func ClosePage[T any](c *CursorCodec, b CursorBinding, q PageQuery, rows []T, position func(*T) Position) ([]T, *string) {
+	if rows == nil {
+		rows = []T{}
+	}
+	if len(rows) <= q.Limit {
+		return rows, nil
+	}
+	rows = rows[:q.Limit]
+	next := c.EncodeAt(b, position(&rows[len(rows)-1]))
+	return rows, &next
 }

@@ -1,6 +1,9 @@
 package runtime
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Scope is the tenant+project every stored record belongs to. It comes from the
 // caller's credential (or, in static-token and open mode, trusted headers), never from
@@ -54,4 +57,6 @@ type TokenClaims struct {
 	// end user's credential.
 	UserTokenHash string
 	TokenID       string
+	// ExpiresAt is the token's exp: the console ends a session made from it then.
+	ExpiresAt time.Time
 }

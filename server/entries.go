@@ -36,6 +36,16 @@ func (s *Server) entryRoutes() {
 			e, err := s.entries.Expire(ctx, p, req)
 			return http.StatusOK, e, err
 		}))
+	s.handle(contract.RouteEntriesList, numberBounds(jsonBody(s.maxBody,
+		func(ctx context.Context, p runtime.Principal, req *contract.ListEntriesRequest) (int, any, error) {
+			res, err := s.entries.List(ctx, p, req)
+			return http.StatusOK, res, err
+		}), limitBound(contract.MaxListLimit)))
+	s.handle(contract.RouteEntriesHistory, jsonBody(s.maxBody,
+		func(ctx context.Context, p runtime.Principal, req *contract.EntryHistoryRequest) (int, any, error) {
+			res, err := s.entries.History(ctx, p, req)
+			return http.StatusOK, res, err
+		}))
 	s.handle(contract.RouteRecall, jsonBody(s.maxBody,
 		func(ctx context.Context, p runtime.Principal, req *contract.RecallRequest) (int, any, error) {
 			res, err := s.recall.Recall(ctx, p, req)

@@ -34,6 +34,11 @@ func (s *Server) messageRoutes() {
 			res, err := s.messages.Search(ctx, p.Scope, req)
 			return http.StatusOK, res, err
 		}), limitBound(contract.MaxSearchLimit)))
+	s.handle(contract.RouteConversationsList, numberBounds(jsonBody(s.maxBody,
+		func(ctx context.Context, p runtime.Principal, req *contract.ListConversationsRequest) (int, any, error) {
+			res, err := s.messages.ListConversations(ctx, p.Scope, req)
+			return http.StatusOK, res, err
+		}), limitBound(contract.MaxMessagesLimit)))
 }
 
 // numberBounds completes the decoder's refusal of a number it cannot hold (1e100,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 	"go.yaml.in/yaml/v3"
@@ -59,7 +60,9 @@ func (s *Server) ServedRoutes() []string {
 	}
 	var out []string
 	for _, r := range routes {
-		if r.Method == echo.RouteNotFound || (r.Method == http.MethodHead && get[r.Path]) {
+		// The console is HTML for browsers, not the JSON API the document describes.
+		if r.Method == echo.RouteNotFound || (r.Method == http.MethodHead && get[r.Path]) ||
+			r.Path == consolePrefix || strings.HasPrefix(r.Path, consolePrefix+"/") {
 			continue
 		}
 		out = append(out, r.Method+" "+r.Path)

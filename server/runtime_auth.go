@@ -33,6 +33,14 @@ func (a AuthConfig) runtimePrincipal(r *http.Request, token string) (runtime.Pri
 	if err != nil {
 		return runtime.Principal{}, err
 	}
+	p := claimsPrincipal(claims)
+	p.UserAuthorization, p.RuntimeToken = userAuthorization, token
+	return p, nil
+}
+
+// claimsPrincipal is the caller a verified runtime token names, with the capabilities
+// it holds that this service knows.
+func claimsPrincipal(claims runtime.TokenClaims) runtime.Principal {
 	caps := make(map[string]bool, len(claims.Capabilities))
 	for _, c := range claims.Capabilities {
 		if allCapabilities[c] {
@@ -40,13 +48,11 @@ func (a AuthConfig) runtimePrincipal(r *http.Request, token string) (runtime.Pri
 		}
 	}
 	return runtime.Principal{
-		Scope:             runtime.Scope{TenantID: claims.TenantID, ProjectID: claims.ProjectID},
-		Subject:           claims.Subject,
-		Capabilities:      caps,
-		UserAuthorization: userAuthorization,
-		RuntimeToken:      token,
-		TokenID:           claims.TokenID,
-	}, nil
+		Scope:        runtime.Scope{TenantID: claims.TenantID, ProjectID: claims.ProjectID},
+		Subject:      claims.Subject,
+		Capabilities: caps,
+		TokenID:      claims.TokenID,
+	}
 }
 
 // boundUserAuthorization applies the token binding of docs/auth.md to the end user's

@@ -42,6 +42,10 @@ type Config struct {
 	// MCPAuthorizationServers are the OAuth authorization servers the MCP endpoint's
 	// protected resource metadata names (may be none).
 	MCPAuthorizationServers []string
+	// Console, when set, is the operator console, served at /console/. It authenticates
+	// its viewers itself (with its own sessions), so the API's credential check and
+	// rate limits do not apply to it.
+	Console http.Handler
 
 	Conversation ConversationConfig
 	Operation    OperationConfig
@@ -203,8 +207,16 @@ func New(cfg Config) *Server {
 	s.protocolRoutes()
 	s.exportRoutes()
 	s.mcpRoutes(cfg.MCPAuthorizationServers)
+	if cfg.Console != nil {
+		console := echo.WrapHandler(cfg.Console)
+		s.echo.Any(consolePrefix, console)
+		s.echo.Any(consolePrefix+"/*", console)
+	}
 	return s
 }
+
+// consolePrefix is where the operator console is mounted.
+const consolePrefix = "/console"
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }

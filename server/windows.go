@@ -43,6 +43,16 @@ func (s *Server) windowRoutes() {
 			m, err := s.windows.GetInvocation(ctx, p, req)
 			return http.StatusOK, m, err
 		}))
+	s.handle(contract.RouteWindowsList, numberBounds(jsonBody(s.maxBody,
+		func(ctx context.Context, p runtime.Principal, req *contract.ListByConversationRequest) (int, any, error) {
+			res, err := s.windows.ListWindows(ctx, p, req)
+			return http.StatusOK, res, err
+		}), limitBound(contract.MaxListLimit)))
+	s.handle(contract.RouteModelInvocationsList, numberBounds(jsonBody(s.maxBody,
+		func(ctx context.Context, p runtime.Principal, req *contract.ListByConversationRequest) (int, any, error) {
+			res, err := s.windows.ListInvocations(ctx, p, req)
+			return http.StatusOK, res, err
+		}), limitBound(contract.MaxListLimit)))
 }
 
 // createdOrOK is the status of an idempotent create: 201 when the record was written

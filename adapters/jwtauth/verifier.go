@@ -346,7 +346,7 @@ func (v *Verifier) checkClaims(payload []byte, now time.Time) (Claims, time.Time
 			return Claims{}, time.Time{}, invalid("the runtime token's nbf claim is not valid")
 		}
 	}
-	c := Claims{Capabilities: pc.Capabilities}
+	c := Claims{Capabilities: pc.Capabilities, ExpiresAt: exp}
 	for _, id := range []struct {
 		name string
 		v    *string

@@ -163,6 +163,15 @@ func TestVerifyAccepts(t *testing.T) {
 			t.Parallel()
 			got, err := b.v.Verify(context.Background(), tc.key.sign(t, tc.claims, nil))
 			require.NoError(t, err)
+			switch exp := tc.claims["exp"].(type) {
+			case int64:
+				require.Equal(t, exp, got.ExpiresAt.Unix())
+			case float64:
+				require.Equal(t, int64(exp), got.ExpiresAt.Unix())
+			default:
+				t.Fatalf("exp of type %T", exp)
+			}
+			got.ExpiresAt = time.Time{}
 			require.Equal(t, tc.want, got)
 		})
 	}
@@ -241,8 +250,11 @@ func TestMintRoundTrip(t *testing.T) {
 	tok, err := Mint(key, Token{Subject: "s", TenantID: "t", ProjectID: "p", Capabilities: []string{"a2a:send"},
 		UserToken: "u", TokenID: "j", TTL: 15 * time.Minute})
 	require.NoError(t, err)
+	minted := time.Now()
 	got, err := v.Verify(context.Background(), tok)
 	require.NoError(t, err)
+	require.WithinDuration(t, minted.Add(15*time.Minute), got.ExpiresAt, 2*time.Second, "exp is the mint time plus the TTL")
+	got.ExpiresAt = time.Time{}
 	require.Equal(t, Claims{Subject: "s", TenantID: "t", ProjectID: "p", Capabilities: []string{"a2a:send"},
 		UserTokenHash: UserTokenHash("u"), TokenID: "j"}, got)
 

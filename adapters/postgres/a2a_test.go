@@ -658,7 +658,7 @@ func TestA2AEventsArePurgedAfterRetention(t *testing.T) {
 func TestA2AWindowCreatedEvent(t *testing.T) {
 	t.Parallel()
 	b := setupA2A(t)
-	windows := conversation.NewWindows(b.db.Conversation(), runtime.SystemClock{})
+	windows := conversation.NewWindows(b.db.Conversation(), nil, runtime.SystemClock{})
 	p := b.agent("planner")
 	_, created, err := windows.CreateWindow(context.Background(), p, windowRequest("w-1", "conv-1", "original", 2, func(i int) string { return "x" }))
 	require.NoError(t, err)

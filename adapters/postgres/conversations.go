@@ -2,6 +2,9 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -65,4 +68,37 @@ func (s *ConversationStore) Tombstone(ctx context.Context, scope runtime.Scope, 
 		WHERE tenant_id = $1 AND project_id = $2 AND state <> 'deleting' AND `+linkedArtifacts,
 		scope.TenantID, scope.ProjectID, conversationID)
 	return translate(err)
+}
+
+// pageAfter is the keyset condition of a page of a newest-first listing ordered by the
+// time expression at descending and then the ID column id ascending: the rows after
+// the position whose time and ID are the parameters $n and $n+1, or "true" for the
+// first page. The time bound is a range of the listing's index; the ID comparison only
+// skips rows of the position's own millisecond.
+func pageAfter(after *runtime.Position, at, id string, n int) (string, []any) {
+	if after == nil {
+		return "true", nil
+	}
+	return fmt.Sprintf(`%[1]s <= $%[3]d AND (%[1]s < $%[3]d OR %[2]s > $%[4]d::text)`, at, id, n, n+1),
+		[]any{after.AtMs, after.ID}
+}
+
+// ListConversations implements conversation.MessageStore: a walk of
+// conversations_by_activity, the head rows alone.
+func (s *MessageStore) ListConversations(ctx context.Context, scope runtime.Scope, prefix string, q runtime.PageQuery) ([]contract.ConversationSummary, error) {
+	const activity = `coalesce(c.last_at_ms, c.created_at_ms)`
+	after, afterArgs := pageAfter(q.After, activity, "c.conversation_id", 5)
+	rows, err := s.db.Query(ctx, `
+		SELECT c.conversation_id, c.message_count, c.created_at_ms, `+activity+`, c.last_sequence
+		FROM conversations c
+		WHERE c.tenant_id = $1 AND c.project_id = $2 AND c.deleted_at_ms IS NULL
+		  AND ($3 = '' OR left(c.conversation_id, length($3)) = $3) AND `+after+`
+		ORDER BY `+activity+` DESC, c.conversation_id
+		LIMIT $4`,
+		append([]any{scope.TenantID, scope.ProjectID, prefix, q.Limit}, afterArgs...)...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[contract.ConversationSummary])
+	return out, translate(err)
 }

@@ -93,7 +93,7 @@ func TestCostSumsFollowEveryWrite(t *testing.T) {
 	t.Parallel()
 	b := setupOperations(t, 3)
 	ctx := context.Background()
-	windows := conversation.NewWindows(newDB(t, b.pool).Conversation(), runtime.SystemClock{})
+	windows := conversation.NewWindows(newDB(t, b.pool).Conversation(), nil, runtime.SystemClock{})
 	other := runtime.Scope{TenantID: "tenant-b", ProjectID: "project-a"}
 	for _, scope := range []runtime.Scope{b.scope, other} {
 		p := runtime.Principal{Scope: scope, Subject: "planner"}
@@ -224,7 +224,7 @@ func BenchmarkInvocationSave(b *testing.B) {
 				_, err := pool.Exec(ctx, `ALTER TABLE model_invocations DISABLE TRIGGER cost_usage_insert`)
 				require.NoError(b, err)
 			}
-			windows := conversation.NewWindows(newDB(b, pool).Conversation(), runtime.SystemClock{})
+			windows := conversation.NewWindows(newDB(b, pool).Conversation(), nil, runtime.SystemClock{})
 			p := windowPrincipal("tenant-a", "project-a", "agent")
 			for c := range 100 {
 				conversation := fmt.Sprint("c", c)

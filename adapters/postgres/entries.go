@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -64,15 +65,17 @@ func scopeTag(scope runtime.Scope) string {
 	return hex.EncodeToString(sum[:6]) + ":"
 }
 
-// entryDocument is the full-text document of an entry's content in scope: the
-// message search's document (textsearch.go), every lexeme prefixed by scopeTag.
-func entryDocument(scope runtime.Scope, content string) pgtype.TSVector {
-	v := documentVector(content)
+// entryDocument is the full-text document of an entry's content in scope and its
+// length in terms: the message search's document (textsearch.go) with its words
+// stemmed and stop words left out (englishTerm), every lexeme prefixed by scopeTag.
+func entryDocument(scope runtime.Scope, content string) (pgtype.TSVector, int) {
+	b := documentBuilder{english: true}
+	v := b.build(content)
 	tag := scopeTag(scope)
 	for i := range v.Lexemes {
 		v.Lexemes[i].Word = tag + v.Lexemes[i].Word
 	}
-	return v
+	return v, b.terms
 }
 
 // liveConversation is the condition that the row alias (an entry, or its vector)
@@ -96,15 +99,17 @@ func (s *EntryStore) CreateEntry(ctx context.Context, scope runtime.Scope, e *co
 				return err
 			}
 		}
+		doc, length := entryDocument(scope, e.Content)
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, conversation_id,
 				source_record_ids, tags, importance, expires_at_ms, metadata, status, version, supersedes,
-				superseded_by, merged_into, request_sha256, created_at_ms, updated_at_ms, search)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+				superseded_by, merged_into, request_sha256, created_at_ms, updated_at_ms, search, search_length, ended_at_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+				CASE WHEN $12 <> 'active' THEN $19::bigint END)
 			ON CONFLICT DO NOTHING`,
 			scope.TenantID, scope.ProjectID, e.ID, e.Kind, e.Content, e.ConversationID, e.SourceRecordIDs, e.Tags,
 			e.Importance, e.ExpiresAtMs, jsonParam(e.Metadata), e.Status, e.Version, e.Supersedes, e.SupersededBy,
-			e.MergedInto, digest, e.CreatedAtMs, e.UpdatedAtMs, entryDocument(scope, e.Content))
+			e.MergedInto, digest, e.CreatedAtMs, e.UpdatedAtMs, doc, length)
 		if err != nil {
 			return translate(err)
 		}
@@ -171,7 +176,8 @@ func collectEntries(rows pgx.Rows) ([]contract.ContextEntry, error) {
 	return out, translate(rows.Err())
 }
 
-// UpdateStatus implements memory.EntryStore with one statement.
+// UpdateStatus implements memory.EntryStore with one statement. The time an entry
+// leaves the active status is kept as its ended_at_ms, for recall as of an instant.
 func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, reason *string) error {
 	n := len(entries)
 	ids, statuses := make([]string, n), make([]string, n)
@@ -184,7 +190,8 @@ func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entr
 	_, err := s.db.Exec(ctx, `
 		UPDATE context_entries e
 		SET status = u.status, superseded_by = u.superseded_by, merged_into = u.merged_into,
-		    expires_at_ms = u.expires_at_ms, updated_at_ms = u.updated_at_ms, status_reason = $9
+		    expires_at_ms = u.expires_at_ms, updated_at_ms = u.updated_at_ms, status_reason = $9,
+		    ended_at_ms = CASE WHEN u.status <> 'active' THEN coalesce(e.ended_at_ms, u.updated_at_ms) END
 		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[])
 		     AS u(entry_id, status, superseded_by, merged_into, expires_at_ms, updated_at_ms)
 		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id`,
@@ -206,4 +213,83 @@ func (s *EntryStore) ActiveEntries(ctx context.Context, scope runtime.Scope, aft
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[memory.EmbedInput])
 	return out, translate(err)
+}
+
+// ListEntries implements memory.EntryStore: a walk of context_entries_by_created, of
+// context_entries_by_conversation_created for one conversation, or of
+// context_entries_by_status_created for a stored status; kinds and tags filter the
+// walk.
+func (s *EntryStore) ListEntries(ctx context.Context, scope runtime.Scope, q memory.EntryQuery) ([]contract.ContextEntry, error) {
+	where, args := listWhere("e", "e.created_at_ms", "e.entry_id", scope, q.ConversationID, q.PageQuery)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	switch q.Status {
+	case "":
+	case contract.EntryActive:
+		where += ` AND e.status = 'active' AND (e.expires_at_ms IS NULL OR e.expires_at_ms > ` + arg(q.NowMs) + `)`
+	case contract.EntryExpired:
+		// An active entry whose expiry has passed reads as expired.
+		where += ` AND (e.status = 'expired' OR e.status = 'active' AND e.expires_at_ms <= ` + arg(q.NowMs) + `)`
+	default:
+		where += ` AND e.status = ` + arg(q.Status)
+	}
+	if len(q.Kinds) > 0 {
+		where += ` AND e.kind = ANY(` + arg(q.Kinds) + `::text[])`
+	}
+	if len(q.Tags) > 0 {
+		where += ` AND e.tags @> ` + arg(q.Tags) + `::text[]`
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+entryColumns+` FROM context_entries e
+		WHERE `+where+` AND `+liveConversation("e")+`
+		ORDER BY e.created_at_ms DESC, e.entry_id
+		LIMIT $3`, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out, err := collectEntries(rows)
+	if out == nil {
+		out = []contract.ContextEntry{}
+	}
+	return out, err
+}
+
+// EntryHistory implements memory.EntryStore: from id back through supersedes to the
+// first version, and from there forward through supersededBy, each step a primary
+// key lookup; at most maxVersions steps each way.
+func (s *EntryStore) EntryHistory(ctx context.Context, scope runtime.Scope, id string, maxVersions int) ([]contract.ContextEntry, error) {
+	rows, err := s.db.Query(ctx, `
+		WITH RECURSIVE back AS (
+			SELECT e.entry_id, e.supersedes, 0 AS depth FROM context_entries e
+			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = $3 AND `+liveConversation("e")+`
+			UNION ALL
+			SELECT e.entry_id, e.supersedes, b.depth + 1 FROM back b
+			JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = b.supersedes
+			WHERE b.depth < $4
+		), first AS (
+			SELECT entry_id FROM back ORDER BY depth DESC LIMIT 1
+		), chain AS (
+			SELECT e.entry_id, e.superseded_by, 0 AS depth FROM first f
+			JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = f.entry_id
+			UNION ALL
+			SELECT e.entry_id, e.superseded_by, c.depth + 1 FROM chain c
+			JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = c.superseded_by
+			WHERE c.depth < $4
+		)
+		SELECT `+entryColumns+` FROM chain c
+		JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = c.entry_id
+		ORDER BY c.depth`,
+		scope.TenantID, scope.ProjectID, id, maxVersions-1)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out, err := collectEntries(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, runtime.NotFound("entryId", "entry")
+	}
+	return out, nil
 }

@@ -81,7 +81,7 @@ func TestNoWritingTransactionNotifies(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.a2a.CancelTask(ctx, alice, &contract.CancelTaskRequest{TaskID: task.ID})
 	require.NoError(t, err)
-	windows := conversation.NewWindows(b.db.Conversation(), runtime.SystemClock{})
+	windows := conversation.NewWindows(b.db.Conversation(), nil, runtime.SystemClock{})
 	_, _, err = windows.CreateWindow(ctx, alice, windowRequest("w-1", "conv-1", "original", 2, func(int) string { return "x" }))
 	require.NoError(t, err)
 	page := <-answer

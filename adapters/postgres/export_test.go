@@ -19,5 +19,8 @@ var EntryDocument = entryDocument
 // VectorSQL is the vector half's statement over the table of model (named table),
 // the index search or the exact scan.
 func VectorSQL(table string, model memory.EmbeddingModel, exact bool) string {
-	return vectorSQL(vectorTable{Name: table, Model: model}, exact)
+	return vectorSQL(vectorTable{Name: table, Model: model}, exact, false)
 }
+
+// EnglishTerm is the term a word stands for in entry documents and recall queries.
+var EnglishTerm = englishTerm

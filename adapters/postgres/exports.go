@@ -628,11 +628,12 @@ func (s *ExportStore) ReindexMessages(ctx context.Context, scope runtime.Scope, 
 func (s *ExportStore) ReindexEntries(ctx context.Context, scope runtime.Scope, after transfer.ExportKey, bounds operation.StepBounds) (transfer.ExportKey, int64, bool, error) {
 	var ids []string
 	var docs []pgtype.TSVector
+	var lengths []int32
 	var last transfer.ExportKey
 	q := transfer.ExportQuery{After: after, Rows: bounds.Rows, Bytes: bounds.Bytes}
 	more, err := s.ExportEntries(ctx, scope, q, func(e *contract.ContextEntry) error {
-		ids = append(ids, e.ID)
-		docs = append(docs, entryDocument(scope, e.Content))
+		doc, length := entryDocument(scope, e.Content)
+		ids, docs, lengths = append(ids, e.ID), append(docs, doc), append(lengths, int32(length))
 		last = transfer.ExportKey{ID: e.ID}
 		return nil
 	})
@@ -640,9 +641,9 @@ func (s *ExportStore) ReindexEntries(ctx context.Context, scope runtime.Scope, a
 		return after, 0, false, err
 	}
 	_, err = s.db.Exec(ctx, `
-		UPDATE context_entries e SET search = u.doc
-		FROM unnest($3::text[], $4::tsvector[]) AS u(entry_id, doc)
+		UPDATE context_entries e SET search = u.doc, search_length = u.length
+		FROM unnest($3::text[], $4::tsvector[], $5::integer[]) AS u(entry_id, doc, length)
 		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id`,
-		scope.TenantID, scope.ProjectID, ids, docs)
+		scope.TenantID, scope.ProjectID, ids, docs, lengths)
 	return last, int64(len(ids)), more, translate(err)
 }

@@ -128,3 +128,29 @@ func (s *WindowStore) GetInvocation(ctx context.Context, scope runtime.Scope, in
 	}
 	return m, nil
 }
+
+// ListInvocations implements conversation.WindowStore: a backward walk of
+// model_invocations_by_time, or of model_invocations_by_conversation for one
+// conversation.
+func (s *WindowStore) ListInvocations(ctx context.Context, scope runtime.Scope, conversationID string, q runtime.PageQuery) ([]contract.ModelInvocation, error) {
+	where, args := listWhere("m", "m.started_at_ms", "m.invocation_id", scope, conversationID, q)
+	rows, err := s.db.Query(ctx, `
+		SELECT `+invocationColumns+`
+		FROM model_invocations m`+windowConversationJoin("m")+`
+		WHERE `+where+`
+		ORDER BY m.started_at_ms DESC, m.invocation_id
+		LIMIT $3`, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	out := []contract.ModelInvocation{}
+	for rows.Next() {
+		m, err := scanInvocation(rows)
+		if err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, m)
+	}
+	return out, translate(rows.Err())
+}

@@ -277,8 +277,10 @@ func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, ms
 // sequence and message count ahead by the number of the batch's records in its
 // conversation, the outcome of the common append (new records, server-assigned
 // sequences), which then needs no statement of its own; assumed holds the new last
-// sequences for correctHeads. A tombstoned conversation is refused with 409 CONFLICT,
-// reason conversation_deleted.
+// sequences for correctHeads. It also marks the append's time as each head's last
+// activity (what conversations/list orders by; an append of retries alone counts as
+// activity too). A tombstoned conversation is refused with 409 CONFLICT, reason
+// conversation_deleted.
 //
 // The upsert locks a conflicting head row even where its WHERE clause leaves a
 // tombstone unchanged, and returns only the rows it inserted or updated: a
@@ -294,11 +296,13 @@ func claimHeads(ctx context.Context, tx DBTX, scope runtime.Scope, batch []contr
 		counts[i] = assumed[id]
 	}
 	rows, err := tx.Query(ctx, `
-		INSERT INTO conversations AS c (tenant_id, project_id, conversation_id, last_sequence, message_count, created_at_ms)
-		SELECT $1, $2, v.id, v.n, v.n, $5 FROM unnest($3::text[], $4::bigint[]) AS v(id, n) ORDER BY v.id
+		INSERT INTO conversations AS c (tenant_id, project_id, conversation_id, last_sequence, message_count,
+			created_at_ms, last_at_ms)
+		SELECT $1, $2, v.id, v.n, v.n, $5, $5 FROM unnest($3::text[], $4::bigint[]) AS v(id, n) ORDER BY v.id
 		ON CONFLICT (tenant_id, project_id, conversation_id) DO UPDATE
 		SET last_sequence = c.last_sequence + excluded.last_sequence,
-		    message_count = c.message_count + excluded.message_count
+		    message_count = c.message_count + excluded.message_count,
+		    last_at_ms = greatest(c.last_at_ms, excluded.last_at_ms)
 		WHERE c.deleted_at_ms IS NULL
 		RETURNING c.conversation_id, c.last_sequence`,
 		scope.TenantID, scope.ProjectID, ids, counts, nowMs)

@@ -48,7 +48,7 @@ func setupProjection(t *testing.T, embedders memory.Embedders) *projectionBundle
 	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
 	return &projectionBundle{
 		pool: pool, db: db, projection: projection, scope: scope, p: runtime.Principal{Scope: scope},
-		entries: memory.NewEntries(db.Memory(), nil, embedders.Configured().Model()),
+		entries: memory.NewEntries(db.Memory(), nil, nil, embedders.Configured().Model()),
 		ops:     operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db, Projection: projection, Rebuilds: projection}),
 	}
 }
@@ -319,38 +319,99 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // TestTextHalf: a keyword query finds every entry with any of its words; a question
 // finds entries sharing two of its uncommon words, or an identifier, and nothing for
 // words most entries contain; another scope's entries never count or match.
+// TestTextHalf: the text half ranks by Okapi BM25 over the scope's active entries: any
+// query term matches, terms are stemmed with stop words left out, a short entry
+// outranks a long one holding the term once, a rare term outweighs a common one, and
+// the score is the formula's, with the scope's own statistics (another scope's entries
+// and the scope's superseded ones do not count).
 func TestTextHalf(t *testing.T) {
 	t.Parallel()
 	b := setupProjection(t, nil)
-	for id, content := range map[string]string{
-		"deploy": "The quokka deploy runs at midnight.",
-		"notes":  "Ana reviews the quokka release notes.",
-		"error":  "Error E1043 means the gateway timed out.",
-		"cache":  "The cache warms up in the morning.",
-		"lunch":  "The team has lunch at noon.",
-	} {
+	contents := map[string]string{
+		"billing": "The billing service retries nightly.",
+		"short":   "Quokkas deploy.",
+		"long":    "The quokka team reviews every release note, the changelog and the staging calendar before lunch.",
+		"zebra":   "A zebra crossing near the office.",
+		"service": "A service crossing near the office.",
+		"cache":   "The cache service warms up in the morning.",
+		"lunch":   "The team service has lunch at noon.",
+	}
+	for id, content := range contents {
 		b.create(t, id, content)
 	}
 	other := runtime.Principal{Scope: runtime.Scope{TenantID: "other", ProjectID: "p"}}
 	for i := range 20 {
 		id := fmt.Sprintf("o%d", i)
 		_, _, err := b.entries.Create(context.Background(), other, &contract.CreateEntryRequest{ID: &id, Kind: "fact",
-			Content: "the gateway quokka deploy runs slowly"})
+			Content: "the zebra quokka deploy runs slowly"})
 		require.NoError(t, err)
 	}
-	search := func(text string) []string {
+	_, err := b.entries.Correct(context.Background(), b.p, &contract.CorrectEntryRequest{EntryID: "lunch", Content: "The team has lunch at noon."})
+	require.NoError(t, err)
+	search := func(text string) []memory.RecallHit {
 		t.Helper()
 		hits, err := b.db.Recall().TextSearch(context.Background(), b.scope, memory.TextRecall{
 			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()}, Text: text, Limit: 10})
 		require.NoError(t, err)
-		return hitIDs(hits)
+		return hits
 	}
-	require.ElementsMatch(t, []string{"deploy", "notes"}, search("quokka"))
-	require.ElementsMatch(t, []string{"deploy", "notes", "error", "cache", "lunch"}, search("the"), "a keyword is never weighed")
-	require.Equal(t, []string{"deploy"}, search("when does the quokka deploy run?"))
-	require.Equal(t, []string{"error"}, search("what does E1043 mean here?"))
-	require.Empty(t, search("is the gateway slow again today?"), "one shared word is not enough for a question")
-	require.Empty(t, search("what is the plan for the week?"), "the common word alone finds nothing")
+	ids := func(text string) []string { return hitIDs(search(text)) }
+
+	require.Equal(t, []string{"billing"}, ids("why does billing fail on mondays"), "one shared term is a match")
+	require.Equal(t, []string{"short", "long"}, ids("quokka"), "the short entry first; quokkas is quokka")
+	found := ids("zebra service crossing")
+	require.Equal(t, []string{"zebra", "service"}, found[:2], "the rare term's entry first")
+	require.ElementsMatch(t, []string{"billing", "cache"}, found[2:], "then those holding the common term only")
+	require.Empty(t, ids("the and of"), "stop words alone match nothing")
+
+	// The score is BM25's over this scope's active entries (the corrected one's new
+	// version counted, its old one not).
+	var docs, total float64
+	lengths := map[string]float64{}
+	for id, content := range contents {
+		if id == "lunch" {
+			content = "The team has lunch at noon."
+		}
+		_, n := postgres.EntryDocument(b.scope, content)
+		lengths[id] = float64(n)
+		docs, total = docs+1, total+float64(n)
+	}
+	avgdl := total / docs
+	bm25 := func(df, length float64) float64 {
+		idf := math.Log(1 + (docs-df+0.5)/(df+0.5))
+		return idf * 2.2 / (1 + 1.2*(0.25+0.75*length/avgdl))
+	}
+	hits := search("zebra")
+	require.Len(t, hits, 1)
+	require.InDelta(t, bm25(1, lengths["zebra"]), hits[0].Score, 1e-9)
+	hits = search("services")
+	require.Len(t, hits, 3, "billing, service, cache: the corrected entry's old version holds it, its new one not")
+	for _, h := range hits {
+		require.InDelta(t, bm25(3, lengths[h.Entry.ID]), h.Score, 1e-9, h.Entry.ID)
+	}
+}
+
+// TestEnglishTermsMatchPostgres: the service's stemmer and stop words are Postgres's
+// english_stem dictionary's, on which the migration of existing documents relies.
+func TestEnglishTermsMatchPostgres(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	words := strings.Fields(`the a running runs ran deployments deploying deployed quokkas billing retries nightly
+		caroline's généralement naïve café привет 4711 ops generalization happiness was were being don t i've ours
+		yourselves agreed agreement conditional relational hopefully skating sky dying lying news`)
+	var stems []*string
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT array_agg((ts_lexize('english_stem', w))[1] ORDER BY ord) FROM unnest($1::text[]) WITH ORDINALITY AS u(w, ord)`,
+		words).Scan(&stems))
+	for i, w := range words {
+		got, ok := postgres.EnglishTerm(w)
+		if stems[i] == nil {
+			require.False(t, ok, "%q is a stop word", w)
+			continue
+		}
+		require.True(t, ok, w)
+		require.Equal(t, *stems[i], got, w)
+	}
 }
 
 // TestReplicasRebuildAlternately: two replicas (two DBs, each with its own catalog
@@ -405,7 +466,7 @@ func TestReplicasRebuildAlternately(t *testing.T) {
 	}
 	// The other replica writes and recalls on the model its cache last saw dropped.
 	b := &projectionBundle{pool: a.pool, db: dbB, projection: projectionB, scope: a.scope, p: a.p,
-		entries: memory.NewEntries(dbB.Memory(), nil, set.Configured().Model())}
+		entries: memory.NewEntries(dbB.Memory(), nil, nil, set.Configured().Model())}
 	b.create(t, "late", "written through the other replica")
 	b.drain(t)
 	ids := b.vectorIDs(t)

@@ -32,7 +32,7 @@ type seedEntry struct {
 
 var entrySeedColumns = []string{
 	"tenant_id", "project_id", "entry_id", "kind", "content", "source_record_ids", "tags", "importance",
-	"status", "version", "request_sha256", "created_at_ms", "updated_at_ms", "search",
+	"status", "version", "request_sha256", "created_at_ms", "updated_at_ms", "search", "search_length",
 }
 
 // seedProjection loads entries of scope and their vectors of model straight into the
@@ -63,8 +63,9 @@ func seedProjection(tb testing.TB, pool *pgxpool.Pool, db *postgres.DB, scope ru
 	now := time.Now().UnixMilli()
 	_, err = conn.CopyFrom(ctx, pgx.Identifier{"context_entries"}, entrySeedColumns, pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {
 		e := entries[i]
+		doc, length := postgres.EntryDocument(scope, e.Content)
 		return []any{scope.TenantID, scope.ProjectID, e.ID, e.Kind, e.Content, []string{}, e.Tags, 0.5,
-			"active", int64(1), "seeded", now, now, postgres.EntryDocument(scope, e.Content)}, nil
+			"active", int64(1), "seeded", now, now, doc, int32(length)}, nil
 	}))
 	require.NoError(tb, err)
 	half := model.Dimensions > 2000 && model.Dimensions <= 4000

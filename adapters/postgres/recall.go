@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,13 +27,26 @@ type RecallStore struct {
 var _ memory.RecallStore = (*RecallStore)(nil)
 
 // recallFilter is the filter of recall on the row alias, with its parameters from $n
-// on (kinds, tags, conversation, now); live conversations only.
+// on (kinds, tags, conversation, time): live conversations only, and not expired at
+// the time (now, or the instant of a recall as of it).
 func recallFilter(alias string, n int) string {
 	return fmt.Sprintf(`(cardinality($%[2]d::text[]) = 0 OR %[1]s.kind = ANY($%[2]d::text[]))
 		AND %[1]s.tags @> $%[3]d::text[]
 		AND ($%[4]d::text IS NULL OR %[1]s.conversation_id = $%[4]d::text)
 		AND (%[1]s.expires_at_ms IS NULL OR %[1]s.expires_at_ms > $%[5]d)
 		AND `, alias, n, n+1, n+2, n+3) + liveConversation(alias)
+}
+
+// recallable is the condition that the entry alias e was recallable at the time $n:
+// active now, or, for a recall as of an instant, created by then and not yet
+// superseded, merged or expired by a transition at it. (An expiry by POST
+// /entries/expire sets expires_at_ms to its time, so recallFilter's expiry check holds
+// for both.)
+func recallable(asOf bool, n int) string {
+	if !asOf {
+		return `e.status = 'active'`
+	}
+	return fmt.Sprintf(`e.created_at_ms <= $%[1]d AND (e.ended_at_ms IS NULL OR e.ended_at_ms > $%[1]d)`, n)
 }
 
 func recallFilterArgs(f memory.RecallFilter) []any {
@@ -45,7 +61,7 @@ func recallFilterArgs(f memory.RecallFilter) []any {
 	if tags == nil {
 		tags = []string{}
 	}
-	return []any{kinds, tags, conversation, f.NowMs}
+	return []any{kinds, tags, conversation, f.AtMs()}
 }
 
 // hnswEfSearch is the HNSW candidate list of a search for limit results: never below
@@ -71,7 +87,7 @@ func (s *RecallStore) recallSettings(ctx context.Context, tx DBTX, limit int) er
 // that pass the filter, found by the HNSW index with the filter applied inside the
 // scan, or, exact, by computing the distance of every row that passes the filter (the
 // materialized CTE keeps the index out of the ordering).
-func vectorSQL(t vectorTable, exact bool) string {
+func vectorSQL(t vectorTable, exact, asOf bool) string {
 	distance := fmt.Sprintf("v.embedding <=> $3::vector::%s", t.column())
 	where := `v.tenant_id = $1 AND v.project_id = $2 AND v.generation = $4 AND ` + recallFilter("v", 5)
 	nearest := fmt.Sprintf(`nn AS (
@@ -88,7 +104,7 @@ func vectorSQL(t vectorTable, exact bool) string {
 	return `WITH ` + nearest + `
 		SELECT ` + entryColumns + `, nn.distance FROM nn
 		JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = nn.entry_id
-		WHERE e.status = 'active'
+		WHERE e.status = 'active' AND ` + recallable(asOf, 8) + `
 		ORDER BY nn.distance, e.entry_id`
 }
 
@@ -111,7 +127,7 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 			return err
 		}
 		search := func(exact bool) (err error) {
-			rows, err := tx.Query(ctx, vectorSQL(t, exact), args...)
+			rows, err := tx.Query(ctx, vectorSQL(t, exact, q.AsOfMs != nil), args...)
 			if err != nil {
 				return s.catalog.translate(t, err)
 			}
@@ -145,110 +161,231 @@ func collectHits(rows pgx.Rows, score func(float64) float64) ([]memory.RecallHit
 	return hits, translate(rows.Err())
 }
 
-// The text half of recall. A keyword query (one or two words) finds every entry
-// containing any of them. A longer one, a question, shares its common words ("the",
-// "does") with most entries, and an entry found by those alone, or by one incidental
-// word, is noise that, fused with the vector half, pushes the vector half's answers
-// down. So its 8 longest words are weighed first, in the caller's scope and
-// language-neutrally: a word is common when more than 2 and more than a tenth of the
-// scope's newest termSample active entries contain it. Candidates are the entries
-// containing at least two of the uncommon words, or one uncommon word with a digit
-// (an identifier, a code, a version: OPS-4711, E1043); a question with no such match
-// finds nothing by text. Candidates are ranked by every word of the query. The
-// weighing reads the sample once (through context_entries_by_created), whatever the
-// size of the scope.
+// The text half of recall ranks by Okapi BM25 over the scope's recallable entries:
+//
+//	score(e) = Σ over the query's terms t in e of idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|e|/avgdl))
+//	idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
+//
+// with N the scope's active entries, df(t) those holding t, |e| the entry's terms and
+// avgdl their mean, all read from the statistics the triggers of context_entries keep
+// (migration 00018), so a query reads a row per term and never counts the scope.
+//
+// An entry holding any term matches, but reading every posting of every term would
+// make a question cost what its commonest word holds. A term's contribution is below
+// its bound idf(t)·(k1+1), so an entry whose terms' bounds sum to at most the k-th best
+// score found so far cannot enter the top k. The search runs twice: first over the
+// entries holding two of the four most weighty terms (found by intersecting their
+// posting lists through context_entries_search), which gives a threshold; then over the
+// entries holding any set of terms whose bounds sum above it — its minimal sets, each a
+// conjunction in one tsquery. A common word's bound is near zero, so it joins no set on
+// its own, and the second pass reads the rare terms' postings only. Without a threshold
+// (fewer than k entries in the first pass) every term's postings are read.
 const (
-	termSample       = 500
-	maxWeighedTerms  = 8
-	maxKeywordTerms  = 2
-	rareTermEntries  = 2
-	commonTermFactor = 10
+	bm25K1 = 1.2
+	bm25B  = 0.75
+	// thresholdTerms are the weightiest terms the first pass pairs.
+	thresholdTerms = 4
+	// maxClauses bounds the conjunctions of the second pass's tsquery; beyond them it
+	// matches any term (the exact answer, at the cost of every posting).
+	maxClauses = 64
 )
 
-// termStatsSQL counts the sample of the scope's newest active entries ($4 at most)
-// and, for each term of $3 in order, the sampled entries that contain it.
-const termStatsSQL = `
-	WITH sample AS MATERIALIZED (
-	    SELECT e.search FROM context_entries e
-	    WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.status = 'active'
-	    ORDER BY e.created_at_ms DESC
-	    LIMIT $4
-	)
-	SELECT (SELECT count(*) FROM sample),
-	       ARRAY(SELECT (SELECT count(*) FROM sample s WHERE s.search @@ t.q)
-	             FROM unnest($3::text[]::tsquery[]) WITH ORDINALITY AS t(q, ord) ORDER BY t.ord)`
+// textStatsSQL reads the scope's statistics: its active entries, their total length,
+// and the entries holding each term of $3 ($4: whether it is a prefix), in order.
+const textStatsSQL = `
+	SELECT coalesce(sum(s.docs), 0)::float8, coalesce(sum(s.length), 0)::float8,
+	       ARRAY(SELECT CASE WHEN q.prefix
+	                    THEN (SELECT coalesce(sum(t.docs), 0) FROM entry_text_terms t
+	                          WHERE t.tenant_id = $1 AND t.project_id = $2 AND starts_with(t.term, q.term))
+	                    ELSE (SELECT coalesce(sum(t.docs), 0) FROM entry_text_terms t
+	                          WHERE t.tenant_id = $1 AND t.project_id = $2 AND t.term = q.term) END::float8
+	             FROM unnest($3::text[], $4::bool[]) WITH ORDINALITY AS q(term, prefix, ord) ORDER BY q.ord)
+	FROM entry_text_stats s WHERE s.tenant_id = $1 AND s.project_id = $2`
 
-// questionMatch returns the match query of a question's terms: any two of its
-// uncommon weighed terms, or any uncommon one with a digit; "" when there is none.
-func questionMatch(ctx context.Context, tx DBTX, scope runtime.Scope, terms []string) (string, error) {
-	tag := len(quoteLexeme(scopeTag(scope))) - 1 // the opening quote and the tag
-	weighed := terms[:min(len(terms), maxWeighedTerms)]
-	var sample int64
-	var counts []int64
-	if err := tx.QueryRow(ctx, termStatsSQL, scope.TenantID, scope.ProjectID, weighed, termSample).
-		Scan(&sample, &counts); err != nil {
-		return "", translate(err)
-	}
-	var uncommon, identifiers []string
-	for i, n := range counts {
-		if n > rareTermEntries && n*commonTermFactor > sample {
-			continue
-		}
-		uncommon = append(uncommon, weighed[i])
-		if strings.ContainsAny(weighed[i][tag:], "0123456789") {
-			identifiers = append(identifiers, weighed[i])
-		}
-	}
-	var parts []string
-	if len(uncommon) >= 2 {
-		parts = append(parts, pairsOf(uncommon))
-	}
-	if len(identifiers) > 0 {
-		parts = append(parts, anyTerm(identifiers))
-	}
-	return strings.Join(parts, " | "), nil
-}
-
-// textSQL is the text half: active entries matching the match query ($3) through
-// context_entries_search, ranked by ts_rank of the rank query ($9) normalized by
-// document length (flag 1), so a short entry about the words outranks a long one
-// that mentions them once.
-var textSQL = `
-	SELECT ` + entryColumns + `, ts_rank(e.search, $9::tsquery, 1)::float8 AS score
+// textSQL scores the entries matching $3 (a tsquery) that pass the filter, by BM25
+// over the query's lexemes $9 (with the scope's tag), their idf $10 and prefix flags
+// $11, with the scope's mean length $12; best first, then newest, then by ID. Each
+// entry's coverage is the share of the query's idf ($13: their sum) its terms hold.
+func textSQL(asOf bool) string {
+	return `
+	SELECT ` + entryColumns + `, (
+	    SELECT coalesce(sum(q.idf * cardinality(u.positions) * ` + fmt.Sprint(bm25K1+1) + ` /
+	        (cardinality(u.positions) + ` + fmt.Sprint(bm25K1) + ` * (` + fmt.Sprint(1-bm25B) + ` + ` + fmt.Sprint(bm25B) + ` * e.search_length / $12::float8))), 0)
+	    FROM unnest(e.search) AS u(lexeme, positions, weights)
+	    JOIN unnest($9::text[], $10::float8[], $11::bool[]) AS q(lexeme, idf, prefix)
+	      ON CASE WHEN q.prefix THEN starts_with(u.lexeme, q.lexeme) ELSE u.lexeme = q.lexeme END
+	)::float8 AS score, (
+	    SELECT coalesce(sum(q.idf), 0) FROM unnest($9::text[], $10::float8[], $11::bool[]) AS q(lexeme, idf, prefix)
+	    WHERE EXISTS (SELECT 1 FROM unnest(e.search) AS u(lexeme, positions, weights)
+	                  WHERE CASE WHEN q.prefix THEN starts_with(u.lexeme, q.lexeme) ELSE u.lexeme = q.lexeme END)
+	)::float8 / $13::float8 AS coverage
 	FROM context_entries e
-	WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.status = 'active' AND e.search @@ $3::tsquery
+	WHERE e.tenant_id = $1 AND e.project_id = $2 AND ` + recallable(asOf, 7) + ` AND e.search @@ $3::tsquery
 	  AND ` + recallFilter("e", 4) + `
 	ORDER BY score DESC, e.created_at_ms DESC, e.entry_id
 	LIMIT $8`
+}
 
 // TextSearch implements memory.RecallStore.
 func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q memory.TextRecall) ([]memory.RecallHit, error) {
-	terms := recallTerms(scopeTag(scope), q.Text)
+	terms := recallTerms(q.Text)
 	hits := []memory.RecallHit{}
 	if len(terms) == 0 {
 		return hits, nil
+	}
+	tag := scopeTag(scope)
+	lexemes, prefixes := make([]string, len(terms)), make([]bool, len(terms))
+	for i, t := range terms {
+		lexemes[i], prefixes[i] = t.lexeme, t.prefix
 	}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		if err := setLocalTimeout(ctx, tx, s.searchTimeout); err != nil {
 			return err
 		}
-		match := anyTerm(terms)
-		if len(terms) > maxKeywordTerms {
-			var err error
-			if match, err = questionMatch(ctx, tx, scope, terms); err != nil || match == "" {
-				return err
-			}
-		}
-		args := append([]any{scope.TenantID, scope.ProjectID, match}, append(recallFilterArgs(q.RecallFilter), q.Limit, anyTerm(terms))...)
-		rows, err := tx.Query(ctx, textSQL, args...)
-		if err != nil {
+		var docs, length float64
+		var df []float64
+		if err := tx.QueryRow(ctx, textStatsSQL, scope.TenantID, scope.ProjectID, lexemes, prefixes).Scan(&docs, &length, &df); err != nil {
 			return translate(err)
 		}
-		hits, err = collectHits(rows, func(rank float64) float64 { return float4Score(float32(rank)) })
-		return err
+		w := bm25Weights(docs, length, df)
+		tagged := make([]string, len(terms))
+		for i, t := range terms {
+			tagged[i] = tag + t.lexeme
+		}
+		search := func(match string) error {
+			args := append([]any{scope.TenantID, scope.ProjectID, match},
+				append(recallFilterArgs(q.RecallFilter), q.Limit, tagged, w.idf, prefixes, w.avgdl, w.idfSum())...)
+			rows, err := tx.Query(ctx, textSQL(q.AsOfMs != nil), args...)
+			if err != nil {
+				return translate(err)
+			}
+			defer rows.Close()
+			hits = []memory.RecallHit{}
+			for rows.Next() {
+				var r entryRow
+				var h memory.RecallHit
+				if err := rows.Scan(r.dest(&h.Score, &h.Coverage)...); err != nil {
+					return translate(err)
+				}
+				h.Entry = r.entry()
+				hits = append(hits, h)
+			}
+			return translate(rows.Err())
+		}
+		order := w.byBound()
+		threshold := 0.0
+		if len(terms) > 1 {
+			top := order[:min(len(order), thresholdTerms)]
+			var pairs []string
+			for i := range top {
+				for j := i + 1; j < len(top); j++ {
+					pairs = append(pairs, terms[top[i]].query(tag)+" & "+terms[top[j]].query(tag))
+				}
+			}
+			if err := search(strings.Join(pairs, " | ")); err != nil {
+				return err
+			}
+			if len(hits) == q.Limit {
+				threshold = hits[len(hits)-1].Score
+			}
+		}
+		sets, ok := w.passing(order, threshold, maxClauses)
+		if ok && len(sets) == 0 {
+			return nil // no entry beyond the first pass's can pass its threshold
+		}
+		var clauses []string
+		for _, set := range sets {
+			var and []string
+			for _, i := range set {
+				and = append(and, terms[i].query(tag))
+			}
+			clauses = append(clauses, strings.Join(and, " & "))
+		}
+		if !ok {
+			for _, t := range terms {
+				clauses = append(clauses, t.query(tag))
+			}
+		}
+		return search(strings.Join(clauses, " | "))
 	})
 	if err != nil {
 		return nil, err
 	}
 	return hits, nil
+}
+
+// bm25 holds the weights of a query's terms in a scope.
+type bm25 struct {
+	idf   []float64
+	bound []float64 // the most a term adds to an entry's score: idf·(k1+1)
+	avgdl float64
+}
+
+// bm25Weights weighs terms by their document frequencies df among docs entries of
+// total length length. An empty scope weighs every term alike.
+func bm25Weights(docs, length float64, df []float64) bm25 {
+	w := bm25{idf: make([]float64, len(df)), bound: make([]float64, len(df)), avgdl: 1}
+	if docs > 0 && length > 0 {
+		w.avgdl = length / docs
+	}
+	for i, n := range df {
+		n = min(max(n, 0), docs)
+		w.idf[i] = math.Log(1 + (docs-n+0.5)/(n+0.5))
+		w.bound[i] = w.idf[i] * (bm25K1 + 1)
+	}
+	return w
+}
+
+// idfSum is the query's idf summed over its terms (at least a trace, never 0).
+func (w bm25) idfSum() float64 {
+	sum := 0.0
+	for _, x := range w.idf {
+		sum += x
+	}
+	return max(sum, 1e-9)
+}
+
+// byBound returns the terms' indexes, the weightiest first.
+func (w bm25) byBound() []int {
+	order := make([]int, len(w.bound))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(w.bound[b], w.bound[a]) })
+	return order
+}
+
+// passing returns the minimal sets of terms (indexes, in order's order) whose bounds
+// sum above threshold: an entry scoring above it holds at least one of them. It
+// reports false when they would be more than maxSets.
+func (w bm25) passing(order []int, threshold float64, maxSets int) ([][]int, bool) {
+	rest := make([]float64, len(order)+1) // rest[i]: the bounds of order[i:] summed
+	for i := len(order) - 1; i >= 0; i-- {
+		rest[i] = rest[i+1] + w.bound[order[i]]
+	}
+	var sets [][]int
+	var set []int
+	overflow := false
+	var walk func(from int, sum float64)
+	walk = func(from int, sum float64) {
+		for i := from; i < len(order) && !overflow; i++ {
+			if sum+rest[i] <= threshold {
+				return
+			}
+			next := sum + w.bound[order[i]]
+			set = append(set, order[i])
+			if next > threshold {
+				if len(sets) == maxSets {
+					overflow = true
+				} else {
+					sets = append(sets, slices.Clone(set))
+				}
+			} else {
+				walk(i+1, next)
+			}
+			set = set[:len(set)-1]
+		}
+	}
+	walk(0, 0)
+	return sets, !overflow
 }

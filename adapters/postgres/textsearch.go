@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kljensen/snowball/english"
 )
 
 // The full-text index of messages is built here rather than by a Postgres text search
@@ -128,6 +129,10 @@ func documentVector(text string) pgtype.TSVector {
 // builder costs two allocations per document: its lexemes and their positions.
 // A builder is not safe for concurrent use.
 type documentBuilder struct {
+	// english stems words and leaves stop words out (their positions stay, as
+	// Postgres's english configuration keeps them): entry documents.
+	english     bool
+	terms       int              // the terms of the document so far: its BM25 length
 	index       map[string]int32 // lexeme → its number in words
 	words       []string
 	counts      []int32  // positions kept per lexeme
@@ -151,8 +156,18 @@ func (b *documentBuilder) build(text string) pgtype.TSVector {
 	}
 	clear(b.index)
 	b.words, b.counts, b.last, b.occurrences = b.words[:0], b.counts[:0], b.last[:0], b.occurrences[:0]
-	b.size, b.position = 0, 0
-	scanText(text, b.add, func(run []rune) {
+	b.size, b.position, b.terms = 0, 0, 0
+	word := b.add
+	if b.english {
+		word = func(w string) {
+			if stem, ok := englishTerm(w); ok {
+				b.add(stem)
+			} else {
+				b.position++
+			}
+		}
+	}
+	scanText(text, word, func(run []rune) {
 		// One string per run; its bigrams and last character are substrings of it.
 		s, at := string(run), 0
 		for i := 0; i+1 < len(run); i++ {
@@ -179,6 +194,7 @@ func (b *documentBuilder) build(text string) pgtype.TSVector {
 // add records the next word of the document.
 func (b *documentBuilder) add(lexeme string) {
 	b.position++
+	b.terms++
 	p := uint16(min(b.position, maxPositions))
 	i, ok := b.index[lexeme]
 	if !ok {
@@ -239,56 +255,75 @@ func likeContains(s string) string {
 	return "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s) + "%"
 }
 
-// maxRecallTerms bounds the words of a recall's text query, so that a 16 KiB query
+// maxRecallTerms bounds the terms of a recall's text query, so that a 16 KiB query
 // costs what a short one does: the longest words are kept, being the rarest as a rule.
 const maxRecallTerms = 32
 
-// recallTerms returns the quoted tsquery terms of recall's text half: the words of
-// text and the bigrams of its unsegmented runs (a run of one character matches as a
-// prefix), each once, longest first (of equally long ones, the earlier first), at most
-// maxRecallTerms; every lexeme carries prefix (the scope's tag, see entryDocument).
-func recallTerms(prefix, text string) []string {
+// englishTerm is the term a word of an entry or a recall query stands for: its stem
+// under Snowball's english stemmer, false for a stop word. Both are those of Postgres's
+// english configuration (its english_stem dictionary: the same Snowball algorithm and
+// the same stop word list), so documents migrated in SQL and documents built here
+// agree; TestEnglishTermsMatchPostgres checks it against the database.
+func englishTerm(w string) (string, bool) {
+	if english.IsStopWord(w) {
+		return "", false
+	}
+	return english.Stem(w, false), true
+}
+
+// recallTerm is one term of a recall's text query: a lexeme of entry documents without
+// the scope's tag, or, for a lone character of an unsegmented script, the prefix of
+// the lexemes it begins (a run's last character is indexed alone).
+type recallTerm struct {
+	lexeme string
+	prefix bool
+}
+
+// query is the term as a tsquery operand, its lexeme carrying tag.
+func (t recallTerm) query(tag string) string {
+	q := quoteLexeme(tag + t.lexeme)
+	if t.prefix {
+		q += ":*"
+	}
+	return q
+}
+
+// recallTerms returns the terms of recall's text half: the words of text, stemmed with
+// stop words left out as in entry documents, and the bigrams of its unsegmented runs,
+// each once, longest first (of equally long ones, the earlier first), at most
+// maxRecallTerms.
+func recallTerms(text string) []recallTerm {
 	type term struct {
-		lexeme string
+		recallTerm
 		length int
 	}
 	var terms []term
-	seen := map[string]bool{}
-	add := func(lexeme string, length int) {
-		if !seen[lexeme] {
-			seen[lexeme] = true
-			terms = append(terms, term{lexeme, length})
+	seen := map[recallTerm]bool{}
+	add := func(t recallTerm, length int) {
+		if !seen[t] {
+			seen[t] = true
+			terms = append(terms, term{t, length})
 		}
 	}
-	scanText(text, func(w string) { add(quoteLexeme(prefix+w), utf8.RuneCountInString(w)) }, func(run []rune) {
+	scanText(text, func(w string) {
+		if stem, ok := englishTerm(w); ok {
+			add(recallTerm{lexeme: stem}, utf8.RuneCountInString(w))
+		}
+	}, func(run []rune) {
 		if len(run) == 1 {
-			add(quoteLexeme(prefix+string(run))+":*", 1)
+			add(recallTerm{lexeme: string(run), prefix: true}, 1)
 			return
 		}
 		for i := 0; i+1 < len(run); i++ {
-			add(quoteLexeme(prefix+string(run[i:i+2])), 2)
+			add(recallTerm{lexeme: string(run[i : i+2])}, 2)
 		}
 	})
 	slices.SortStableFunc(terms, func(a, b term) int { return b.length - a.length })
-	out := make([]string, 0, min(len(terms), maxRecallTerms))
+	out := make([]recallTerm, 0, min(len(terms), maxRecallTerms))
 	for _, t := range terms[:min(len(terms), maxRecallTerms)] {
-		out = append(out, t.lexeme)
+		out = append(out, t.recallTerm)
 	}
 	return out
-}
-
-// anyTerm is the tsquery matching any of terms.
-func anyTerm(terms []string) string { return strings.Join(terms, " | ") }
-
-// pairsOf is the tsquery matching documents that contain at least two of terms.
-func pairsOf(terms []string) string {
-	var pairs []string
-	for i := range terms {
-		for j := i + 1; j < len(terms); j++ {
-			pairs = append(pairs, terms[i]+" & "+terms[j])
-		}
-	}
-	return strings.Join(pairs, " | ")
 }
 
 // float4Score is a float4 rank as the shortest decimal that reads back as it, not its

@@ -150,22 +150,46 @@ func BenchmarkDocumentVector(b *testing.B) {
 
 func TestRecallTerms(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, []string{"'deploy'", "'when'", "'does'", "'the'"}, recallTerms("", "When does the deploy, the deploy!"))
-	require.Equal(t, []string{"'4711'", "'ops'"}, recallTerms("", "OPS-4711"))
-	require.Equal(t, []string{"'tower'", "'東京'", "'京タ'"}, recallTerms("", "東京タ tower"))
-	require.Equal(t, []string{"'京':*"}, recallTerms("", "京"))
-	require.Equal(t, []string{"'table'", "'drop'"}, recallTerms("", "'; DROP TABLE --"))
-	require.Empty(t, recallTerms("", "?! <->"))
-	require.Equal(t, []string{"'t:deploy'", "'t:京':*"}, recallTerms("t:", "deploy 京"))
+	lexemes := func(text string) []string {
+		var out []string
+		for _, term := range recallTerms(text) {
+			out = append(out, term.query("t:"))
+		}
+		return out
+	}
+	require.Equal(t, []string{"'t:deploy'"}, lexemes("When does the deploy, the deploy!"), "stemmed, stop words left out")
+	require.Equal(t, []string{"'t:deploy'", "'t:run'", "'t:stage'"}, lexemes("deployments running staging"))
+	require.Equal(t, []string{"'t:4711'", "'t:op'"}, lexemes("OPS-4711"))
+	require.Equal(t, []string{"'t:tower'", "'t:東京'", "'t:京タ'"}, lexemes("東京タ tower"))
+	require.Equal(t, []string{"'t:京':*"}, lexemes("京"))
+	require.Equal(t, []string{"'t:tabl'", "'t:drop'"}, lexemes("'; DROP TABLE --"))
+	require.Empty(t, lexemes("?! <->"))
+	require.Empty(t, lexemes("the and of"), "stop words alone")
 	var long []string
 	for i := range 40 {
 		long = append(long, strings.Repeat("w", i%7+1)+fmt.Sprint(i))
 	}
-	terms := recallTerms("", strings.Join(long, " "))
+	terms := recallTerms(strings.Join(long, " "))
 	require.Len(t, terms, maxRecallTerms, "the longest words are kept")
-	require.Equal(t, "'wwwwwww13'", terms[0])
-	require.Equal(t, "'a' | 'b'", anyTerm([]string{"'a'", "'b'"}))
-	require.Equal(t, "'a' & 'b' | 'a' & 'c' | 'b' & 'c'", pairsOf([]string{"'a'", "'b'", "'c'"}))
+	require.Equal(t, "wwwwwww13", terms[0].lexeme)
+}
+
+func TestBM25Passing(t *testing.T) {
+	t.Parallel()
+	w := bm25{bound: []float64{1, 5, 4, 0.01}}
+	order := w.byBound()
+	require.Equal(t, []int{1, 2, 0, 3}, order)
+	sets, ok := w.passing(order, 0, 64)
+	require.True(t, ok)
+	require.Equal(t, [][]int{{1}, {2}, {0}, {3}}, sets, "without a threshold any term")
+	sets, ok = w.passing(order, 4.5, 64)
+	require.True(t, ok)
+	require.Equal(t, [][]int{{1}, {2, 0}}, sets, "sets whose bounds pass 4.5 (4 + 0.01 does not)")
+	sets, ok = w.passing(order, 10.01, 64)
+	require.True(t, ok)
+	require.Empty(t, sets, "nothing passes more than every bound together")
+	_, ok = w.passing(order, 0, 2)
+	require.False(t, ok, "more sets than allowed")
 }
 
 // recallShape is what the recall text queries may be: quoted lexemes (optionally
@@ -177,13 +201,16 @@ func FuzzRecallTerms(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		terms := recallTerms("", text)
+		terms := recallTerms(text)
 		require.LessOrEqual(t, len(terms), maxRecallTerms)
-		if len(terms) > 0 {
-			require.Regexp(t, recallShape, anyTerm(terms))
+		var any, all []string
+		for _, term := range terms {
+			any = append(any, term.query(""))
+			all = append(all, term.query("t:"))
 		}
-		if len(terms) > 1 {
-			require.Regexp(t, recallShape, pairsOf(terms[:min(len(terms), maxWeighedTerms)]))
+		if len(terms) > 0 {
+			require.Regexp(t, recallShape, strings.Join(any, " | "))
+			require.Regexp(t, recallShape, strings.Join(all, " & "))
 		}
 	})
 }

@@ -219,3 +219,47 @@ func jsonValue(v *string) json.RawMessage {
 	}
 	return json.RawMessage(*v)
 }
+
+// ListWindows implements conversation.WindowStore: a walk of context_windows_by_created,
+// or of context_windows_by_conversation_created for one conversation.
+func (s *WindowStore) ListWindows(ctx context.Context, scope runtime.Scope, conversationID string, q runtime.PageQuery) ([]contract.Window, error) {
+	where, args := listWhere("w", "w.created_at_ms", "w.window_id", scope, conversationID, q)
+	rows, err := s.db.Query(ctx, `
+		SELECT w.window_id, w.conversation_id, w.stage, w.purpose, w.token_count, w.item_count, w.content_bytes,
+			w.content_sha256, w.metadata::text, w.created_at_ms
+		FROM context_windows w`+windowConversationJoin("w")+`
+		WHERE `+where+`
+		ORDER BY w.created_at_ms DESC, w.window_id
+		LIMIT $3`, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	out := []contract.Window{}
+	for rows.Next() {
+		var w contract.Window
+		var metadata *string
+		if err := rows.Scan(&w.ID, &w.Conversation.ConversationID, &w.Stage, &w.Purpose, &w.TokenCount, &w.ItemCount,
+			&w.ContentBytes, &w.ContentSHA256, &metadata, &w.CreatedAtMs); err != nil {
+			return nil, translate(err)
+		}
+		w.Metadata = jsonValue(metadata)
+		out = append(out, w)
+	}
+	return out, translate(rows.Err())
+}
+
+// listWhere is the condition of a page of a newest-first listing of the row alias by
+// the time column at and the ID column id, confined to scope and, unless "", to one
+// conversation; its arguments start with the tenant ($1), the project ($2) and the
+// page's limit ($3).
+func listWhere(alias, at, id string, scope runtime.Scope, conversationID string, q runtime.PageQuery) (string, []any) {
+	where := alias + ".tenant_id = $1 AND " + alias + ".project_id = $2"
+	args := []any{scope.TenantID, scope.ProjectID, q.Limit}
+	if conversationID != "" {
+		args = append(args, conversationID)
+		where += fmt.Sprintf(" AND %s.conversation_id = $%d", alias, len(args))
+	}
+	after, afterArgs := pageAfter(q.After, at, id, len(args)+1)
+	return where + " AND " + after, append(args, afterArgs...)
+}

@@ -32,7 +32,7 @@ func setupWindows(tb testing.TB) *windowBundle {
 	return &windowBundle{
 		pool:    pool,
 		store:   db.Conversation().Stores().Windows,
-		windows: conversation.NewWindows(db.Conversation(), runtime.SystemClock{}),
+		windows: conversation.NewWindows(db.Conversation(), nil, runtime.SystemClock{}),
 		p:       windowPrincipal("tenant-a", "project-a", "agent-1"),
 	}
 }
@@ -574,7 +574,7 @@ func TestWindowStoreOneStatementPerWindow(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	require.NoError(t, pool.Ping(ctx))
-	windows := conversation.NewWindows(newDB(t, pool).Conversation(), runtime.SystemClock{})
+	windows := conversation.NewWindows(newDB(t, pool).Conversation(), nil, runtime.SystemClock{})
 
 	counts := map[int][2]int{}
 	for _, n := range []int{1, contract.MaxWindowItems} {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -576,4 +578,138 @@ func TestEntryEvents(t *testing.T) {
 		{"ab", nil, "merged"}, {fixed.Entry.ID, c, "merged_into"}, {"b", nil, "merged_into"},
 		{"ab", nil, "expired"},
 	}, got)
+}
+
+// listAll pages through a list route with limit 2 and returns the IDs in order, failing
+// on a repeated one.
+func listAll(t *testing.T, app *testApp, path string, body map[string]any, items string) []string {
+	t.Helper()
+	var ids []string
+	seen := map[string]bool{}
+	req := map[string]any{"limit": 2}
+	for k, v := range body {
+		req[k] = v
+	}
+	for {
+		var page map[string]json.RawMessage
+		app.post(t, path, req).requireOK(t, http.StatusOK, &page)
+		var rows []struct {
+			ID             string `json:"id"`
+			ConversationID string `json:"conversationId"`
+		}
+		require.NoError(t, json.Unmarshal(page[items], &rows))
+		require.LessOrEqual(t, len(rows), 2)
+		for _, r := range rows {
+			id := r.ID
+			if id == "" {
+				id = r.ConversationID
+			}
+			require.False(t, seen[id], "%s listed twice", id)
+			seen[id] = true
+			ids = append(ids, id)
+		}
+		var next *string
+		require.NoError(t, json.Unmarshal(page["nextCursor"], &next))
+		if next == nil {
+			return ids
+		}
+		require.Len(t, rows, 2, "a page before the last is full")
+		req["cursor"] = *next
+	}
+}
+
+// TestEntriesListAndHistory: entries/list pages newest first through every filter with
+// cursors bound to them, and entries/history returns a correction chain oldest first
+// from any of its versions.
+func TestEntriesListAndHistory(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	pathList, pathHistory := contract.RouteEntriesList.Path, contract.RouteEntriesHistory.Path
+	app.createEntry(t, map[string]any{"id": "a", "kind": "fact", "content": "alpha", "tags": []string{"x"}, "conversationId": "c1"})
+	app.createEntry(t, map[string]any{"id": "b", "kind": "preference", "content": "beta", "tags": []string{"x", "y"}})
+	app.createEntry(t, map[string]any{"id": "c", "kind": "fact", "content": "gamma", "conversationId": "c1"})
+	app.createEntry(t, entryBody("d", "delta"))
+	app.createEntry(t, entryBody("e", "epsilon"))
+	var fix contract.CorrectEntryResponse
+	app.post(t, pathEntriesFix, map[string]any{"entryId": "a", "content": "alpha two"}).requireOK(t, http.StatusCreated, &fix)
+	a2 := fix.Entry.ID
+	app.post(t, pathEntriesFix, map[string]any{"entryId": a2, "content": "alpha three"}).requireOK(t, http.StatusCreated, &fix)
+	a3 := fix.Entry.ID
+	app.post(t, pathEntriesMerge, map[string]any{"entryIds": []string{"c", "d"},
+		"merged": map[string]any{"id": "cd", "kind": "summary", "content": "gamma and delta"}}).requireOK(t, http.StatusCreated, nil)
+	app.post(t, pathEntriesExpire, map[string]any{"entryId": "e"}).requireOK(t, http.StatusOK, nil)
+
+	all := []string{"a", "b", "c", "d", "e", a2, a3, "cd"}
+	entries := map[string]contract.ContextEntry{}
+	for _, id := range all {
+		entries[id] = app.getEntry(t, id)
+	}
+	newestFirst := func(ids ...string) []string {
+		out := append([]string{}, ids...)
+		slices.SortFunc(out, func(x, y string) int {
+			if c := cmp.Compare(entries[y].CreatedAtMs, entries[x].CreatedAtMs); c != 0 {
+				return c
+			}
+			return strings.Compare(x, y)
+		})
+		return out
+	}
+	for _, tc := range []struct {
+		body map[string]any
+		want []string
+	}{
+		{map[string]any{}, newestFirst(all...)},
+		{map[string]any{"status": "active"}, newestFirst("b", a3, "cd")},
+		{map[string]any{"status": "superseded"}, newestFirst("a", a2)},
+		{map[string]any{"status": "merged"}, newestFirst("c", "d")},
+		{map[string]any{"status": "expired"}, []string{"e"}},
+		{map[string]any{"kinds": []string{"preference", "summary"}}, newestFirst("b", "cd")},
+		{map[string]any{"tags": []string{"y", "x"}}, []string{"b"}},
+		{map[string]any{"tags": []string{"x"}, "status": "active"}, newestFirst("b", a3)},
+		{map[string]any{"conversationId": "c1"}, newestFirst("a", a2, a3, "c")},
+		{map[string]any{"conversationId": "nowhere"}, nil},
+	} {
+		require.Equal(t, tc.want, listAll(t, app, pathList, tc.body, "entries"), "%v", tc.body)
+	}
+	var page contract.EntryList
+	app.post(t, pathList, map[string]any{"limit": 8}).requireOK(t, http.StatusOK, &page)
+	require.Len(t, page.Entries, 8)
+	require.Nil(t, page.NextCursor, "a full last page has no next cursor")
+	require.Equal(t, entries["e"], page.Entries[slices.IndexFunc(page.Entries, func(e contract.ContextEntry) bool { return e.ID == "e" })])
+
+	// A cursor is bound to its list and filters.
+	app.post(t, pathList, map[string]any{"status": "active", "limit": 1}).requireOK(t, http.StatusOK, &page)
+	require.NotNil(t, page.NextCursor)
+	for _, other := range []map[string]any{
+		{"status": "merged", "cursor": *page.NextCursor},
+		{"cursor": *page.NextCursor},
+		{"status": "active", "kinds": []string{"fact"}, "cursor": *page.NextCursor},
+	} {
+		fieldErr(t, app.post(t, pathList, other), http.StatusBadRequest, contract.CodeInvalidCursor, "cursor", nil)
+	}
+	fieldErr(t, app.post(t, contract.RouteWindowsList.Path, map[string]any{"cursor": *page.NextCursor}),
+		http.StatusBadRequest, contract.CodeInvalidCursor, "cursor", nil)
+	app.post(t, pathList, map[string]any{"status": "active", "limit": 1, "cursor": *page.NextCursor}).requireOK(t, http.StatusOK, nil)
+
+	// Bad input.
+	fieldErr(t, app.post(t, pathList, map[string]any{"status": "gone"}), http.StatusBadRequest, contract.CodeValidationFailed, "status", nil)
+	fieldErr(t, app.post(t, pathList, map[string]any{"kinds": []string{"fact", "rumor"}}), http.StatusBadRequest, contract.CodeValidationFailed, "kinds[1]", nil)
+	fieldErr(t, app.post(t, pathList, map[string]any{"tags": []string{"a b"}}), http.StatusBadRequest, contract.CodeValidationFailed, "tags[0]", nil)
+	fieldErr(t, app.post(t, pathList, map[string]any{"limit": 0}), http.StatusBadRequest, contract.CodeValidationFailed, "limit", 500)
+	fieldErr(t, app.post(t, pathList, map[string]any{"limit": 501}), http.StatusBadRequest, contract.CodeValidationFailed, "limit", 500)
+	fieldErr(t, app.post(t, pathList, map[string]any{"limit": 2.5}), http.StatusBadRequest, contract.CodeValidationFailed, "limit", 500)
+	fieldErr(t, app.post(t, pathList, map[string]any{"cursor": "bm90LWEtY3Vyc29y"}), http.StatusBadRequest, contract.CodeInvalidCursor, "cursor", nil)
+
+	// History: the whole chain, oldest first, from any of its versions.
+	for _, id := range []string{"a", a2, a3} {
+		var h contract.EntryHistory
+		app.post(t, pathHistory, map[string]any{"entryId": id}).requireOK(t, http.StatusOK, &h)
+		require.Equal(t, []contract.ContextEntry{entries["a"], entries[a2], entries[a3]}, h.Versions, id)
+	}
+	var h contract.EntryHistory
+	app.post(t, pathHistory, map[string]any{"entryId": "c"}).requireOK(t, http.StatusOK, &h)
+	require.Equal(t, []contract.ContextEntry{entries["c"]}, h.Versions)
+	require.Equal(t, "cd", *h.Versions[0].MergedInto)
+	fieldErr(t, app.post(t, pathHistory, map[string]any{"entryId": "none"}), http.StatusNotFound, contract.CodeNotFound, "entryId", nil)
+	fieldErr(t, app.post(t, pathHistory, map[string]any{"entryId": ""}), http.StatusBadRequest, contract.CodeValidationFailed, "entryId", nil)
 }

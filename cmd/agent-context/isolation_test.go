@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -178,6 +179,44 @@ func TestTenantIsolation(t *testing.T) {
 				require.Contains(t, string(r.Body), mine)
 				require.NotContains(t, string(r.Body), theirs)
 			}
+			// The lists hold the caller's own records only, and a cursor of the other
+			// scope is refused.
+			for _, list := range []struct {
+				route contract.Route
+				body  map[string]any
+				items string
+				want  int
+			}{
+				{contract.RouteEntriesList, map[string]any{"limit": 500}, "entries", 7},
+				{contract.RouteConversationsList, map[string]any{}, "conversations", 1},
+				{contract.RouteWindowsList, map[string]any{}, "windows", 2},
+				{contract.RouteModelInvocationsList, map[string]any{"conversationId": "conv-1"}, "invocations", 1},
+			} {
+				var page map[string]json.RawMessage
+				r := self.post(t, list.route.Path, list.body)
+				r.requireOK(t, http.StatusOK, &page)
+				require.NotContains(t, string(r.Body), theirs, list.route.Path)
+				var items []json.RawMessage
+				require.NoError(t, json.Unmarshal(page[list.items], &items))
+				require.Len(t, items, list.want, list.route.Path)
+				one := maps.Clone(list.body)
+				one["limit"] = 1
+				var first struct {
+					NextCursor *string `json:"nextCursor"`
+				}
+				self.post(t, list.route.Path, one).requireOK(t, http.StatusOK, &first)
+				if list.want > 1 {
+					require.NotNil(t, first.NextCursor, list.route.Path)
+					next := maps.Clone(one)
+					next["cursor"] = *first.NextCursor
+					other.post(t, list.route.Path, next).requireError(t, http.StatusBadRequest, contract.CodeInvalidCursor)
+				}
+			}
+			var history contract.EntryHistory
+			r = self.post(t, contract.RouteEntriesHistory.Path, map[string]any{"entryId": "e-2"})
+			r.requireOK(t, http.StatusOK, &history)
+			require.Len(t, history.Versions, 2)
+			require.NotContains(t, string(r.Body), theirs)
 			for _, mode := range contract.RecallModes {
 				r := self.post(t, contract.RouteRecall.Path, map[string]any{"query": theirs, "mode": mode, "topK": 100})
 				r.requireOK(t, http.StatusOK, nil)
@@ -220,6 +259,14 @@ func TestTenantIsolation(t *testing.T) {
 				tenantCosts(t, stranger), "no invocations to count")
 			// Entries: none to read, correct, merge or expire, nothing to recall.
 			stranger.post(t, contract.RouteEntriesGet.Path, map[string]any{"entryId": "e-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			stranger.post(t, contract.RouteEntriesHistory.Path, map[string]any{"entryId": "e-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+			for path, items := range map[string]string{contract.RouteEntriesList.Path: "entries", contract.RouteConversationsList.Path: "conversations",
+				contract.RouteWindowsList.Path: "windows", contract.RouteModelInvocationsList.Path: "invocations"} {
+				var page map[string]json.RawMessage
+				stranger.post(t, path, map[string]any{}).requireOK(t, http.StatusOK, &page)
+				require.JSONEq(t, `[]`, string(page[items]), path)
+				require.JSONEq(t, `null`, string(page["nextCursor"]), path)
+			}
 			stranger.post(t, contract.RouteEntriesCorrect.Path, map[string]any{"entryId": "e-1", "content": "x"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
 			stranger.post(t, contract.RouteEntriesExpire.Path, map[string]any{"entryId": "e-1"}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
 			stranger.post(t, contract.RouteEntriesMerge.Path, map[string]any{"entryIds": []string{"e-1", "e-34"},
@@ -461,6 +508,51 @@ func TestTenantIsolation(t *testing.T) {
 	tools := &toolSet{seen: map[string]bool{}}
 	t.Run("every MCP tool stays in its scope", func(t *testing.T) {
 		requireMCPIsolation(t, a, b, strangers, secret, tools)
+	})
+
+	t.Run("console", func(t *testing.T) {
+		// Signed in to the console, each tenant sees its own records under the shared
+		// IDs and never the other's; a scope without data sees nothing and gets 404s.
+		details := []string{"/console/conversations/conv-1", "/console/windows/w-2", "/console/invocations/inv-1",
+			"/console/entries/e-1", "/console/a2a/tasks/at-1"}
+		lists := []string{"/console/", "/console/conversations", "/console/invocations", "/console/entries",
+			"/console/a2a", "/console/events", "/console/costs?range=all"}
+		for _, pair := range [][2]*tenantClient{{a, b}, {b, a}} {
+			self, other := pair[0], pair[1]
+			br := newConsoleBrowser(t, app)
+			require.Equal(t, http.StatusSeeOther, br.login(bare(self.bearer), "", "").Status)
+			for _, path := range append(append([]string{}, details...), lists...) {
+				page := br.get(path)
+				// tenant-b deleted its conv-1 above, with what it held: its pages
+				// of them are gone, tenant-a's stay.
+				if self == a || !slices.Contains(details, path) {
+					require.Equal(t, http.StatusOK, page.Status, "%s %s", self.name, path)
+				}
+				require.NotContains(t, page.Body, secret(other), "%s %s", self.name, path)
+			}
+			if self == a {
+				for _, path := range details[:4] {
+					require.Contains(t, br.get(path).Body, secret(self), "%s %s", self.name, path)
+				}
+			}
+			page := br.get("/console/recall?mode=text&q=" + secret(other))
+			require.Equal(t, http.StatusOK, page.Status)
+			require.Contains(t, page.Body, "Nothing recalled.", "the query shows in its box; no result does")
+		}
+		for _, stranger := range strangers {
+			br := newConsoleBrowser(t, app)
+			require.Equal(t, http.StatusSeeOther, br.login(bare(stranger.bearer), "", "").Status)
+			for _, path := range details {
+				require.Equal(t, http.StatusNotFound, br.get(path).Status, "%s %s", stranger.name, path)
+			}
+			for _, path := range lists {
+				page := br.get(path)
+				require.Equal(t, http.StatusOK, page.Status, "%s %s", stranger.name, path)
+				require.NotContains(t, page.Body, secret(a))
+				require.NotContains(t, page.Body, secret(b))
+				require.NotContains(t, page.Body, "conv-1", "%s %s", stranger.name, path)
+			}
+		}
 	})
 
 	require.Empty(t, unexercised(contract.Routes(), used), "routes not covered by the tenant isolation suite: add them")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -918,4 +919,69 @@ func loadWithoutIndexes(tb testing.TB, pool *pgxpool.Pool, table string, load fu
 		time.Sleep(100 * time.Millisecond)
 	}
 	return loadTime, time.Since(start) - loadTime
+}
+
+// TestConversationsList: conversations/list answers from the heads, the most recently
+// active first, with the prefix filter, cursors bound to it, and no deleted
+// conversation.
+func TestConversationsList(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	path := contract.RouteConversationsList.Path
+	app.appendOK(t, batchOf(rec("team-a", "m1", "user", "one"), rec("team-a", "m2", "user", "two"), rec("solo", "m1", "user", "x")))
+	app.createWindow(t, winBody("w1", "team-w", "original", winItems(1, winSmall)))
+	app.appendOK(t, batchOf(rec("team-b", "m1", "user", "one")))
+	before := time.Now().UnixMilli()
+	app.appendOK(t, batchOf(rec("team-a", "m3", "user", "three")))
+
+	list := func(body map[string]any) []contract.ConversationSummary {
+		var all []contract.ConversationSummary
+		for _, id := range listAll(t, app, path, body, "conversations") {
+			var page contract.ConversationList
+			app.post(t, path, map[string]any{"limit": 500}).requireOK(t, http.StatusOK, &page)
+			i := slices.IndexFunc(page.Conversations, func(c contract.ConversationSummary) bool { return c.ConversationID == id })
+			require.GreaterOrEqual(t, i, 0)
+			all = append(all, page.Conversations[i])
+		}
+		require.True(t, slices.IsSortedFunc(all, func(x, y contract.ConversationSummary) int {
+			if c := cmp.Compare(y.LastAtMs, x.LastAtMs); c != 0 {
+				return c
+			}
+			return strings.Compare(x.ConversationID, y.ConversationID)
+		}), "most recently active first: %v", all)
+		return all
+	}
+	all := list(nil)
+	require.Len(t, all, 4)
+	require.Equal(t, "team-a", all[0].ConversationID, "the latest append")
+	require.EqualValues(t, 3, all[0].MessageCount)
+	require.EqualValues(t, 3, all[0].LastSequence)
+	require.GreaterOrEqual(t, all[0].LastAtMs, before)
+	require.Less(t, all[0].FirstAtMs, all[0].LastAtMs+1)
+	w := all[slices.IndexFunc(all, func(c contract.ConversationSummary) bool { return c.ConversationID == "team-w" })]
+	require.Equal(t, contract.ConversationSummary{ConversationID: "team-w", FirstAtMs: w.FirstAtMs, LastAtMs: w.FirstAtMs}, w,
+		"a conversation a window named, without messages")
+
+	teams := list(map[string]any{"prefix": "team-"})
+	require.Len(t, teams, 3)
+	for _, c := range teams {
+		require.True(t, strings.HasPrefix(c.ConversationID, "team-"))
+	}
+
+	var page contract.ConversationList
+	app.post(t, path, map[string]any{"prefix": "team-", "limit": 1}).requireOK(t, http.StatusOK, &page)
+	require.NotNil(t, page.NextCursor)
+	for _, body := range []map[string]any{{"cursor": *page.NextCursor}, {"prefix": "team-a", "cursor": *page.NextCursor}} {
+		e := app.post(t, path, body).requireError(t, http.StatusBadRequest, contract.CodeInvalidCursor)
+		require.Equal(t, "cursor", e.Details["field"])
+	}
+	for _, body := range []map[string]any{{"limit": 0}, {"limit": 501}} {
+		e := app.post(t, path, body).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+		require.Equal(t, "limit", e.Details["field"])
+	}
+	e := app.post(t, path, map[string]any{"prefix": "a b"}).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+	require.Equal(t, "prefix", e.Details["field"])
+
+	app.post(t, contract.RouteConversationsDelete.Path, map[string]any{"conversationId": "team-b"}).requireOK(t, http.StatusAccepted, nil)
+	require.Len(t, list(map[string]any{"prefix": "team-"}), 2, "a deleted conversation is not listed")
 }

@@ -199,6 +199,16 @@ func routeCall(ctx context.Context, c *client.Client, route contract.Route) erro
 			Merged: &contract.MergedEntry{Kind: contract.EntryKindFact, Content: "x"}})
 	case contract.RouteEntriesExpire.Path:
 		_, err = c.ExpireEntry(ctx, &contract.ExpireEntryRequest{EntryID: "e-any"})
+	case contract.RouteEntriesList.Path:
+		_, err = c.ListEntries(ctx, &contract.ListEntriesRequest{})
+	case contract.RouteEntriesHistory.Path:
+		_, err = c.EntryHistory(ctx, &contract.EntryHistoryRequest{EntryID: "e-any"})
+	case contract.RouteConversationsList.Path:
+		_, err = c.ListConversations(ctx, &contract.ListConversationsRequest{})
+	case contract.RouteWindowsList.Path:
+		_, err = c.ListWindows(ctx, &contract.ListByConversationRequest{})
+	case contract.RouteModelInvocationsList.Path:
+		_, err = c.ListModelInvocations(ctx, &contract.ListByConversationRequest{})
 	case contract.RouteRecall.Path:
 		_, err = c.Recall(ctx, &contract.RecallRequest{Query: "x"})
 	case contract.RouteVectorRebuild.Path:
@@ -416,6 +426,19 @@ func TestOpenAPIContract(t *testing.T) {
 		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
 		_, err = rig.full.GetModelInvocation(ctx, &contract.GetModelInvocationRequest{InvocationID: "inv-none"})
 		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+
+		windows, err := rig.full.ListWindows(ctx, &contract.ListByConversationRequest{ConversationID: ptrTo("conv-w"), Limit: ptrTo(1)})
+		require.NoError(t, err)
+		require.Len(t, windows.Windows, 1)
+		windows, err = rig.full.ListWindows(ctx, &contract.ListByConversationRequest{ConversationID: ptrTo("conv-w"), Cursor: windows.NextCursor})
+		require.NoError(t, err)
+		require.Len(t, windows.Windows, 1)
+		invocations, err := rig.full.ListModelInvocations(ctx, &contract.ListByConversationRequest{})
+		require.NoError(t, err)
+		require.Len(t, invocations.Invocations, 1)
+		conversations, err := rig.full.ListConversations(ctx, &contract.ListConversationsRequest{Prefix: ptrTo("conv-w")})
+		require.NoError(t, err)
+		require.Len(t, conversations.Conversations, 1)
 	})
 
 	t.Run("operations", func(t *testing.T) {
@@ -807,6 +830,8 @@ func TestOpenAPIContract(t *testing.T) {
 		require.Equal(t, e, got)
 		_, err = rig.full.GetEntry(ctx, &contract.GetEntryRequest{EntryID: "e-none"})
 		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		_, err = rig.full.EntryHistory(ctx, &contract.EntryHistoryRequest{EntryID: "e-none"})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
 
 		fixed, err := rig.full.CorrectEntry(ctx, &contract.CorrectEntryRequest{EntryID: "e-1", Content: "Staging deploys from release.",
 			Reason: ptrTo("moved"), Tags: []string{}})
@@ -836,6 +861,15 @@ func TestOpenAPIContract(t *testing.T) {
 			Merged: &contract.MergedEntry{Kind: contract.EntryKindFact, Content: "x"}})
 		requireCode(t, err, http.StatusConflict, contract.CodeConflict)
 
+		history, err := rig.full.EntryHistory(ctx, &contract.EntryHistoryRequest{EntryID: "e-1"})
+		require.NoError(t, err)
+		require.Len(t, history.Versions, 2)
+		listed, err := rig.full.ListEntries(ctx, &contract.ListEntriesRequest{Status: ptrTo(contract.EntryMerged), Kinds: []string{contract.EntryKindObservation},
+			Tags: []string{}, ConversationID: nil, Limit: ptrTo(1)})
+		require.NoError(t, err)
+		require.NotNil(t, listed.NextCursor)
+		_, err = rig.full.ListEntries(ctx, &contract.ListEntriesRequest{Cursor: listed.NextCursor})
+		requireCode(t, err, http.StatusBadRequest, contract.CodeInvalidCursor)
 		expired, err := rig.full.ExpireEntry(ctx, &contract.ExpireEntryRequest{EntryID: "e-4", Reason: ptrTo("done")})
 		require.NoError(t, err)
 		require.Equal(t, contract.EntryExpired, expired.Status)

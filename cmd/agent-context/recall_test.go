@@ -538,3 +538,82 @@ func TestEntryMetrics(t *testing.T) {
 	require.EqualValues(t, 1, calls.GetHistogram().GetSampleCount(), "the query's embedding")
 	require.Equal(t, 1.0, counterValue(t, families, "agent_context_embedding_texts_total", map[string]string{"model": hash.ModelID, "outcome": "ok"}))
 }
+
+// nextMs waits until the clock has passed ms, so the next write happens after it.
+func nextMs(ms int64) {
+	for time.Now().UnixMilli() <= ms {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRecallAsOf: asOfMs recalls as the scope stood at that instant: before a
+// correction the old version (as it was, active, with its old content) and not the new
+// one; before a creation nothing; before a merge the sources and after it the merged
+// entry; before an expiry the entry and after it not. Bad instants are 400 naming
+// asOfMs.
+func TestRecallAsOf(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	old := app.createEntry(t, entryBody("deploy", "The staging cluster deploys from the main branch."))
+	src1 := app.createEntry(t, entryBody("m1", "Billing invoices go out on Mondays."))
+	src2 := app.createEntry(t, entryBody("m2", "Billing reminders go out on Fridays."))
+	doomed := app.createEntry(t, entryBody("doomed", "The quokka mascot greets visitors."))
+	created := max(old.CreatedAtMs, src1.CreatedAtMs, src2.CreatedAtMs, doomed.CreatedAtMs)
+	nextMs(created)
+
+	var fix contract.CorrectEntryResponse
+	app.post(t, pathEntriesFix, map[string]any{"entryId": "deploy", "content": "The staging cluster deploys from the release branch."}).
+		requireOK(t, http.StatusCreated, &fix)
+	app.post(t, pathEntriesMerge, map[string]any{"entryIds": []string{"m1", "m2"},
+		"merged": map[string]any{"id": "m12", "kind": "fact", "content": "Billing invoices go out on Mondays, reminders on Fridays."}}).
+		requireOK(t, http.StatusCreated, nil)
+	app.post(t, pathEntriesExpire, map[string]any{"entryId": "doomed"}).requireOK(t, http.StatusOK, nil)
+	app.waitProjected(t)
+	after := time.Now().UnixMilli()
+
+	for _, mode := range contract.RecallModes {
+		if mode == contract.RecallVector {
+			continue // the vectors of retired entries are gone: docs/entries.md
+		}
+		recall := func(query string, asOf int64) []contract.RecallResult {
+			return app.recall(t, map[string]any{"query": query, "mode": mode, "asOfMs": asOf}).Results
+		}
+		byID := func(results []contract.RecallResult) map[string]contract.ContextEntry {
+			out := map[string]contract.ContextEntry{}
+			for _, r := range results {
+				out[r.Entry.ID] = r.Entry
+			}
+			return out
+		}
+		then := byID(recall("staging deploys branch", created))
+		require.Contains(t, then, "deploy", mode)
+		require.NotContains(t, then, fix.Entry.ID, mode)
+		require.Equal(t, old, then["deploy"], "the old version as it was then, active (%s)", mode)
+		require.Equal(t, "The staging cluster deploys from the main branch.", then["deploy"].Content)
+		now := byID(recall("staging deploys branch", after))
+		require.Contains(t, now, fix.Entry.ID, mode)
+		require.NotContains(t, now, "deploy", mode)
+		require.Empty(t, recall("staging deploys branch", old.CreatedAtMs-1), "before its creation (%s)", mode)
+
+		then = byID(recall("billing invoices reminders", created))
+		require.Contains(t, then, "m1", mode)
+		require.Contains(t, then, "m2", mode)
+		require.NotContains(t, then, "m12", mode)
+		require.Equal(t, src1, then["m1"])
+		now = byID(recall("billing invoices reminders", after))
+		require.Contains(t, now, "m12", mode)
+		require.NotContains(t, now, "m1", mode)
+		require.NotContains(t, now, "m2", mode)
+
+		then = byID(recall("quokka mascot", created))
+		require.Equal(t, doomed.Content, then["doomed"].Content, mode)
+		require.Equal(t, contract.EntryActive, then["doomed"].Status)
+		require.NotContains(t, byID(recall("quokka mascot", after)), "doomed", "expired since (%s)", mode)
+	}
+
+	future := time.Now().Add(time.Hour).UnixMilli()
+	for _, bad := range []any{future, -1, 1.5, "1"} {
+		fieldErr(t, app.post(t, pathRecall, map[string]any{"query": "staging", "asOfMs": bad}),
+			http.StatusBadRequest, contract.CodeValidationFailed, "asOfMs", nil)
+	}
+}

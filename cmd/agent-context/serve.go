@@ -22,6 +22,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/adapters/webhook"
+	"github.com/agent-context/agent-context/console"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -29,6 +30,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/knowledge"
 	"github.com/agent-context/agent-context/runtime/memory"
 	"github.com/agent-context/agent-context/runtime/operation"
+	"github.com/agent-context/agent-context/runtime/session"
 	"github.com/agent-context/agent-context/runtime/transfer"
 	"github.com/agent-context/agent-context/server"
 )
@@ -144,13 +146,13 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	cursors := runtime.NewCursorCodec(cursorSecret)
 	messages := conversation.NewMessages(db.Messages(), cursors, runtime.SystemClock{})
-	windows := conversation.NewWindows(db.Conversation(), runtime.SystemClock{})
+	windows := conversation.NewWindows(db.Conversation(), cursors, runtime.SystemClock{})
 	projection := memory.NewProjection(memory.ProjectionConfig{DB: db.Memory(), Embedders: embedders, Logger: m.Log,
 		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}})
 	if err := m.prepareProjection(ctx, db, projection); err != nil {
 		return err
 	}
-	entries := memory.NewEntries(db.Memory(), runtime.SystemClock{}, embedders.Configured().Model())
+	entries := memory.NewEntries(db.Memory(), cursors, runtime.SystemClock{}, embedders.Configured().Model())
 	recall := memory.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{}, memory.WithQueryBudget(cfg.EmbeddingQuery))
 	exports := transfer.NewExports(transfer.ExportsConfig{DB: db.Transfer(), Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
 		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
@@ -182,11 +184,15 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	costs := cost.NewCosts(db.Costs(), pricing)
+	operatorConsole := console.New(console.Config{Logger: m.Log, Auth: auth,
+		Sessions: session.NewSessions(db.Sessions(), runtime.SystemClock{}), Messages: messages, Windows: windows,
+		Operations: operations, Entries: entries, Recall: recall, A2A: coordination, Costs: costs})
 	m.server = server.New(server.Config{
 		Logger: m.Log, Auth: auth, Ready: db, Instruments: m.serverInstruments(),
 		RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
 		Bodies:       server.BodyLimits{MaxInFlightBytes: cfg.MaxInFlightBodyBytes},
-		Version:      version, MCPAuthorizationServers: cfg.MCPAuthorizationServers,
+		Version:      version, MCPAuthorizationServers: cfg.MCPAuthorizationServers, Console: operatorConsole,
 		Conversation: server.ConversationConfig{Messages: messages, Windows: windows},
 		Operation:    server.OperationConfig{Operations: operations},
 		Memory:       server.MemoryConfig{Entries: entries, Recall: recall, Projection: projection},
@@ -194,7 +200,7 @@ func (m *Main) Run(ctx context.Context) error {
 			StreamKeepAlive: cfg.A2ALive.StreamKeepAlive},
 		Transfer:  server.TransferConfig{Exports: exports},
 		Knowledge: server.KnowledgeConfig{Service: knowledge.New(m.knowledgeProviders)},
-		Cost:      server.CostConfig{Costs: cost.NewCosts(db.Costs(), pricing)},
+		Cost:      server.CostConfig{Costs: costs},
 	})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
 	if cfg.JobWorkers > 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -710,4 +711,80 @@ func TestWindowsEmptyIDs(t *testing.T) {
 	app.post(t, pathInvocations, inv).requireOK(t, http.StatusOK, &m)
 	require.NotEmpty(t, m.ID)
 	require.Equal(t, "service", m.AgentID, "agentId null is the caller's subject")
+}
+
+// TestWindowAndInvocationLists: windows/list and model-invocations/list page newest
+// first over the scope or one conversation, leave out deleted conversations, and bind
+// their cursors to the list and the conversation.
+func TestWindowAndInvocationLists(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	pathList, pathInvList := contract.RouteWindowsList.Path, contract.RouteModelInvocationsList.Path
+	windows := map[string]contract.Window{}
+	for _, w := range []struct{ id, conversation string }{{"w1", "c1"}, {"w2", "c2"}, {"w3", "c1"}, {"w4", "c3"}, {"w5", "c1"}} {
+		windows[w.id] = app.createWindow(t, winBody(w.id, w.conversation, "original", winItems(2, winSmall)))
+	}
+	byTime := func(ids ...string) []string {
+		out := append([]string{}, ids...)
+		slices.SortFunc(out, func(x, y string) int {
+			if c := cmp.Compare(windows[y].CreatedAtMs, windows[x].CreatedAtMs); c != 0 {
+				return c
+			}
+			return strings.Compare(x, y)
+		})
+		return out
+	}
+	require.Equal(t, byTime("w1", "w2", "w3", "w4", "w5"), listAll(t, app, pathList, nil, "windows"))
+	require.Equal(t, byTime("w1", "w3", "w5"), listAll(t, app, pathList, map[string]any{"conversationId": "c1"}, "windows"))
+	var page contract.WindowList
+	app.post(t, pathList, map[string]any{"conversationId": "c2"}).requireOK(t, http.StatusOK, &page)
+	require.Len(t, page.Windows, 1)
+	require.Equal(t, windows["w2"], page.Windows[0], "a summary is the window without its items")
+
+	// Invocations: startedAtMs descending, then ID.
+	for i, inv := range []struct {
+		id, conversation, window string
+		startedAtMs              int64
+	}{{"i1", "c1", "w1", 3000}, {"i2", "c1", "w3", 1000}, {"i3", "c2", "w2", 3000}, {"i4", "c1", "w5", 2000}} {
+		body := winInvocation(inv.id, inv.conversation, inv.window)
+		body["startedAtMs"], body["completedAtMs"] = inv.startedAtMs, inv.startedAtMs+int64(i)
+		app.post(t, pathInvocations, body).requireOK(t, http.StatusOK, nil)
+	}
+	require.Equal(t, []string{"i1", "i3", "i4", "i2"}, listAll(t, app, pathInvList, nil, "invocations"))
+	require.Equal(t, []string{"i1", "i4", "i2"}, listAll(t, app, pathInvList, map[string]any{"conversationId": "c1"}, "invocations"))
+	var invs contract.InvocationList
+	app.post(t, pathInvList, map[string]any{"conversationId": "c2"}).requireOK(t, http.StatusOK, &invs)
+	var got contract.ModelInvocation
+	app.post(t, pathInvocationsGet, map[string]any{"invocationId": "i3"}).requireOK(t, http.StatusOK, &got)
+	require.Equal(t, []contract.ModelInvocation{got}, invs.Invocations)
+
+	// Cursors are bound to the list and the conversation.
+	app.post(t, pathList, map[string]any{"conversationId": "c1", "limit": 1}).requireOK(t, http.StatusOK, &page)
+	require.NotNil(t, page.NextCursor)
+	for _, bad := range []struct {
+		path string
+		body map[string]any
+	}{
+		{pathList, map[string]any{"cursor": *page.NextCursor}},
+		{pathList, map[string]any{"conversationId": "c2", "cursor": *page.NextCursor}},
+		{pathInvList, map[string]any{"conversationId": "c1", "cursor": *page.NextCursor}},
+	} {
+		e := app.post(t, bad.path, bad.body).requireError(t, http.StatusBadRequest, contract.CodeInvalidCursor)
+		requireWinField(t, e, "cursor")
+	}
+	for _, path := range []string{pathList, pathInvList} {
+		for _, body := range []map[string]any{{"limit": 0}, {"limit": 501}} {
+			e := app.post(t, path, body).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+			requireWinField(t, e, "limit")
+			require.EqualValues(t, 500, e.Details["limit"])
+		}
+		e := app.post(t, path, map[string]any{"conversationId": "a b"}).requireError(t, http.StatusBadRequest, contract.CodeValidationFailed)
+		requireWinField(t, e, "conversationId")
+	}
+
+	// A deleted conversation's windows and invocations are listed no more.
+	app.post(t, contract.RouteConversationsDelete.Path, map[string]any{"conversationId": "c1"}).requireOK(t, http.StatusAccepted, nil)
+	require.Equal(t, byTime("w2", "w4"), listAll(t, app, pathList, nil, "windows"))
+	require.Equal(t, []string{"i3"}, listAll(t, app, pathInvList, nil, "invocations"))
+	require.Empty(t, listAll(t, app, pathList, map[string]any{"conversationId": "c1"}, "windows"))
 }

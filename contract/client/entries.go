@@ -33,6 +33,16 @@ func (c *Client) ExpireEntry(ctx context.Context, req *contract.ExpireEntryReque
 	return call[contract.ContextEntry](ctx, c, contract.RouteEntriesExpire, req)
 }
 
+// ListEntries calls POST /entries/list.
+func (c *Client) ListEntries(ctx context.Context, req *contract.ListEntriesRequest) (*contract.EntryList, error) {
+	return call[contract.EntryList](ctx, c, contract.RouteEntriesList, req)
+}
+
+// EntryHistory calls POST /entries/history.
+func (c *Client) EntryHistory(ctx context.Context, req *contract.EntryHistoryRequest) (*contract.EntryHistory, error) {
+	return call[contract.EntryHistory](ctx, c, contract.RouteEntriesHistory, req)
+}
+
 // Recall calls POST /recall.
 func (c *Client) Recall(ctx context.Context, req *contract.RecallRequest) (*contract.RecallResponse, error) {
 	return call[contract.RecallResponse](ctx, c, contract.RouteRecall, req)

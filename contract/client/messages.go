@@ -25,3 +25,8 @@ func (c *Client) PageMessages(ctx context.Context, req *contract.PageMessagesReq
 func (c *Client) SearchMessages(ctx context.Context, req *contract.SearchMessagesRequest) (*contract.SearchMessagesResponse, error) {
 	return call[contract.SearchMessagesResponse](ctx, c, contract.RouteMessagesSearch, req)
 }
+
+// ListConversations calls POST /conversations/list.
+func (c *Client) ListConversations(ctx context.Context, req *contract.ListConversationsRequest) (*contract.ConversationList, error) {
+	return call[contract.ConversationList](ctx, c, contract.RouteConversationsList, req)
+}

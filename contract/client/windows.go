@@ -36,3 +36,13 @@ func (c *Client) SaveModelInvocation(ctx context.Context, req *contract.CreateMo
 func (c *Client) GetModelInvocation(ctx context.Context, req *contract.GetModelInvocationRequest) (*contract.ModelInvocation, error) {
 	return call[contract.ModelInvocation](ctx, c, contract.RouteModelInvocationsGet, req)
 }
+
+// ListWindows calls POST /windows/list.
+func (c *Client) ListWindows(ctx context.Context, req *contract.ListByConversationRequest) (*contract.WindowList, error) {
+	return call[contract.WindowList](ctx, c, contract.RouteWindowsList, req)
+}
+
+// ListModelInvocations calls POST /model-invocations/list.
+func (c *Client) ListModelInvocations(ctx context.Context, req *contract.ListByConversationRequest) (*contract.InvocationList, error) {
+	return call[contract.InvocationList](ctx, c, contract.RouteModelInvocationsList, req)
+}

@@ -114,3 +114,13 @@ if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
 	fi
 	log "nginx installed"
 fi
+
+# --- Browser: Debian's chromium --------------------------------------------------------
+# The operator console's tests (cmd/agent-context/console_browser_test.go) drive headless
+# Chromium; nothing at run time needs it.
+if ! command -v chromium >/dev/null; then
+	log "installing chromium (the console's browser tests drive it headless)"
+	apt_install chromium
+	command -v chromium >/dev/null || { log "chromium installed but not on PATH"; exit 1; }
+	log "chromium installed"
+fi

@@ -89,6 +89,11 @@ type MessageStore interface {
 	// best first. Errors: SERVICE_UNAVAILABLE (reason statement_timeout when the search
 	// ran out of time).
 	SearchMessages(ctx context.Context, scope runtime.Scope, q SearchQuery) ([]contract.SearchHit, error)
+	// ListConversations returns up to q.Limit live conversations of the scope whose ID
+	// starts with prefix ("": any), the most recently active first (lastAtMs
+	// descending, then ID), after q.After, from their head rows alone. Errors:
+	// SERVICE_UNAVAILABLE.
+	ListConversations(ctx context.Context, scope runtime.Scope, prefix string, q runtime.PageQuery) ([]contract.ConversationSummary, error)
 }
 
 // Messages holds the use cases of conversation messages: append, recent, page and
@@ -381,4 +386,33 @@ func validateRoleFilter(roles []string) ([]string, error) {
 	out := slices.Clone(roles)
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// ListConversations returns one page of the scope's live conversations, the most
+// recently active first. The cursor is bound to the scope and the prefix.
+func (c *Messages) ListConversations(ctx context.Context, scope runtime.Scope, req *contract.ListConversationsRequest) (*contract.ConversationList, error) {
+	var prefix string
+	if req.Prefix != nil && *req.Prefix != "" {
+		if err := runtime.ValidateID("prefix", *req.Prefix); err != nil {
+			return nil, err
+		}
+		prefix = *req.Prefix
+	}
+	binding := runtime.CursorBinding{Kind: "conversations", Scope: scope, Order: prefix}
+	q, err := c.cursors.OpenPage(binding, req.Cursor, req.Limit, contract.DefaultMessagesLimit, contract.MaxMessagesLimit)
+	if err != nil {
+		return nil, err
+	}
+	page := q
+	page.Limit++
+	rows, err := c.store.ListConversations(ctx, scope, prefix, page)
+	if err != nil {
+		return nil, err
+	}
+	out := &contract.ConversationList{}
+	out.Conversations, out.NextCursor = runtime.ClosePage(c.cursors, binding, q, rows,
+		func(s *contract.ConversationSummary) runtime.Position {
+			return runtime.Position{AtMs: s.LastAtMs, ID: s.ConversationID}
+		})
+	return out, nil
 }

@@ -390,3 +390,8 @@ func TestSearchValidation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, conversation.SearchQuery{Text: "q", ConversationID: "c", Limit: 20, MaxBytes: contract.MaxMessagesResponseBytes}, b.store.search)
 }
+
+func (s *stubMessages) ListConversations(context.Context, runtime.Scope, string, runtime.PageQuery) ([]contract.ConversationSummary, error) {
+	s.calls++
+	return nil, nil
+}

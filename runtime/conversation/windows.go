@@ -46,6 +46,14 @@ type WindowStore interface {
 	SaveInvocation(ctx context.Context, scope runtime.Scope, inv *contract.ModelInvocation) (stored contract.ModelInvocation, created bool, err error)
 	// GetInvocation returns a model invocation. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
 	GetInvocation(ctx context.Context, scope runtime.Scope, invocationID string) (contract.ModelInvocation, error)
+	// ListWindows returns up to q.Limit windows of the scope (of conversationID, ""
+	// any) without their items, newest first (createdAtMs descending, then ID), after
+	// q.After. Errors: SERVICE_UNAVAILABLE.
+	ListWindows(ctx context.Context, scope runtime.Scope, conversationID string, q runtime.PageQuery) ([]contract.Window, error)
+	// ListInvocations returns up to q.Limit model invocations of the scope (of
+	// conversationID, "" any), the latest started first (startedAtMs descending, then
+	// ID), after q.After. Errors: SERVICE_UNAVAILABLE.
+	ListInvocations(ctx context.Context, scope runtime.Scope, conversationID string, q runtime.PageQuery) ([]contract.ModelInvocation, error)
 }
 
 // Windows holds the use cases of context windows, derivations, lineage and model
@@ -53,17 +61,73 @@ type WindowStore interface {
 // idempotent by ID. A window's creation commits together with its window_created
 // event (docs/a2a.md).
 type Windows struct {
-	db    runtime.UnitOfWork[Stores]
-	store WindowStore
-	clock runtime.Clock
+	db      runtime.UnitOfWork[Stores]
+	store   WindowStore
+	cursors *runtime.CursorCodec
+	clock   runtime.Clock
 }
 
-// NewWindows returns the use cases over db.
-func NewWindows(db runtime.UnitOfWork[Stores], clock runtime.Clock) *Windows {
+// NewWindows returns the use cases over db; cursors signs list cursors.
+func NewWindows(db runtime.UnitOfWork[Stores], cursors *runtime.CursorCodec, clock runtime.Clock) *Windows {
 	if clock == nil {
 		clock = runtime.SystemClock{}
 	}
-	return &Windows{db: db, store: db.Stores().Windows, clock: clock}
+	return &Windows{db: db, store: db.Stores().Windows, cursors: cursors, clock: clock}
+}
+
+// ListWindows returns one page of the scope's window summaries, newest first. The
+// cursor is bound to the scope and the conversation.
+func (s *Windows) ListWindows(ctx context.Context, p runtime.Principal, req *contract.ListByConversationRequest) (*contract.WindowList, error) {
+	conversation, binding, q, err := s.openList("windows", p, req)
+	if err != nil {
+		return nil, err
+	}
+	page := q
+	page.Limit++
+	rows, err := s.store.ListWindows(ctx, p.Scope, conversation, page)
+	if err != nil {
+		return nil, err
+	}
+	out := &contract.WindowList{}
+	out.Windows, out.NextCursor = runtime.ClosePage(s.cursors, binding, q, rows,
+		func(w *contract.Window) runtime.Position { return runtime.Position{AtMs: w.CreatedAtMs, ID: w.ID} })
+	return out, nil
+}
+
+// ListInvocations returns one page of the scope's model invocations, the latest
+// started first. The cursor is bound to the scope and the conversation.
+func (s *Windows) ListInvocations(ctx context.Context, p runtime.Principal, req *contract.ListByConversationRequest) (*contract.InvocationList, error) {
+	conversation, binding, q, err := s.openList("model-invocations", p, req)
+	if err != nil {
+		return nil, err
+	}
+	page := q
+	page.Limit++
+	rows, err := s.store.ListInvocations(ctx, p.Scope, conversation, page)
+	if err != nil {
+		return nil, err
+	}
+	out := &contract.InvocationList{}
+	out.Invocations, out.NextCursor = runtime.ClosePage(s.cursors, binding, q, rows,
+		func(m *contract.ModelInvocation) runtime.Position {
+			return runtime.Position{AtMs: m.StartedAtMs, ID: m.ID}
+		})
+	return out, nil
+}
+
+// openList validates a listing by conversation and returns its conversation ("" for
+// the whole scope), cursor binding and page.
+func (s *Windows) openList(kind string, p runtime.Principal, req *contract.ListByConversationRequest) (string, runtime.CursorBinding, runtime.PageQuery, error) {
+	var conversation string
+	if req.ConversationID != nil {
+		if err := runtime.ValidateID("conversationId", *req.ConversationID); err != nil {
+			return "", runtime.CursorBinding{}, runtime.PageQuery{}, err
+		}
+		conversation = *req.ConversationID
+	}
+	binding := runtime.CursorBinding{Kind: kind, Scope: p.Scope, ConversationID: conversation}
+	q, err := s.cursors.OpenPage(binding, req.Cursor, req.Limit, contract.DefaultListLimit, contract.MaxListLimit)
+	return conversation, binding, q, err
 }
 
 // CreateWindow validates and stores a window. It returns the stored window without

@@ -85,7 +85,7 @@ func setupWindowUseCasesWithEvents() (*conversation.Windows, *stubWindowStore, *
 	store, events := &stubWindowStore{}, &runtimetest.Events{}
 	p := runtime.Principal{Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}, Subject: "agent-7"}
 	db := runtimetest.DB[conversation.Stores]{S: conversation.Stores{Windows: store, Events: events}}
-	return conversation.NewWindows(db, winClock(time.UnixMilli(winNowMs))), store, events, p
+	return conversation.NewWindows(db, nil, winClock(time.UnixMilli(winNowMs))), store, events, p
 }
 
 func validWindow() *contract.CreateWindowRequest {
@@ -540,4 +540,14 @@ func TestSaveInvocationDefaultsAndIdempotency(t *testing.T) {
 	again, err = windows.SaveInvocation(ctx, byOther, &other)
 	require.NoError(t, err)
 	require.Equal(t, "agent-7", again.AgentID)
+}
+
+func (s *stubWindowStore) ListWindows(context.Context, runtime.Scope, string, runtime.PageQuery) ([]contract.Window, error) {
+	s.calls++
+	return nil, nil
+}
+
+func (s *stubWindowStore) ListInvocations(context.Context, runtime.Scope, string, runtime.PageQuery) ([]contract.ModelInvocation, error) {
+	s.calls++
+	return nil, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strings"
 
@@ -208,4 +209,30 @@ func ValidateCostsRequest(req *contract.CostsRequest) (CostQuery, error) {
 	topN, err := runtime.OptionalCount("topN", req.TopN, contract.DefaultCostsTopN, contract.MaxCostsTopN)
 	q.TopN = topN
 	return q, err
+}
+
+// InvocationCost prices one model invocation as the report prices each of them, and
+// says how its model found its price. The decimal is exact, without trailing zeros.
+func (c *Costs) InvocationCost(m contract.ModelInvocation) (contract.Decimal, string) {
+	price, match := c.pricing.PriceOf(m.Model)
+	perMTok := new(big.Rat)
+	for _, term := range []struct {
+		tokens int64
+		price  contract.Decimal
+	}{{m.InputTokens - m.CachedTokens, price.Input}, {m.CachedTokens, price.CachedInput}, {m.OutputTokens, price.Output}} {
+		p, ok := new(big.Rat).SetString(string(term.price))
+		if !ok {
+			continue
+		}
+		perMTok.Add(perMTok, p.Mul(p, new(big.Rat).SetInt64(term.tokens)))
+	}
+	usd := perMTok.Quo(perMTok, big.NewRat(1_000_000, 1))
+	s := usd.FloatString(maxPriceFracDigits + 6)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "-0" {
+		s = "0"
+	}
+	return contract.Decimal(s), match
 }

@@ -43,10 +43,35 @@ type EntryStore interface {
 	// updatedAtMs of entries, and reason (nil: none) as the reason of the change.
 	// Errors: SERVICE_UNAVAILABLE.
 	UpdateStatus(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, reason *string) error
+	// ListEntries returns up to q.Limit entries of the scope that pass q's filters,
+	// newest first (createdAtMs descending, then ID), after q.After. Errors:
+	// SERVICE_UNAVAILABLE.
+	ListEntries(ctx context.Context, scope runtime.Scope, q EntryQuery) ([]contract.ContextEntry, error)
+	// EntryHistory returns the versions of the chain of corrections that holds id,
+	// oldest first, at most maxVersions of them around id. Errors: NOT_FOUND,
+	// SERVICE_UNAVAILABLE.
+	EntryHistory(ctx context.Context, scope runtime.Scope, id string, maxVersions int) ([]contract.ContextEntry, error)
 	// ActiveEntries returns the texts of up to limit entries that are active and not
 	// expired at nowMs, with IDs after after, in ID order. Errors: SERVICE_UNAVAILABLE.
 	ActiveEntries(ctx context.Context, scope runtime.Scope, after string, limit int, nowMs int64) ([]EmbedInput, error)
 }
+
+// EntryQuery selects a page of a scope's entries. Status is one of the statuses as a
+// client reads them at NowMs (an active entry whose expiry has passed is expired), ""
+// any; Kinds keeps entries of any of them (empty: all); Tags keeps entries carrying
+// every one; ConversationID "" any.
+type EntryQuery struct {
+	runtime.PageQuery
+	Status         string
+	Kinds          []string
+	Tags           []string
+	ConversationID string
+	NowMs          int64
+}
+
+// MaxHistoryVersions bounds what POST /entries/history returns: a chain of more
+// corrections is cut to the versions nearest the one asked for (docs/entries.md).
+const MaxHistoryVersions = 1000
 
 // EmbedInput is the text of an entry to embed.
 type EmbedInput struct {
@@ -59,19 +84,92 @@ type EmbedInput struct {
 // the new entries for the vector projection and removes the vectors of entries that
 // stopped being active.
 type Entries struct {
-	db    runtime.UnitOfWork[Stores]
-	store EntryStore
-	clock runtime.Clock
-	model EmbeddingModel
+	db      runtime.UnitOfWork[Stores]
+	store   EntryStore
+	cursors *runtime.CursorCodec
+	clock   runtime.Clock
+	model   EmbeddingModel
 }
 
 // NewEntries returns the entry use cases over db. model is the configured embedder's:
-// a scope's first entry starts its projection with it.
-func NewEntries(db runtime.UnitOfWork[Stores], clock runtime.Clock, model EmbeddingModel) *Entries {
+// a scope's first entry starts its projection with it; cursors signs list cursors.
+func NewEntries(db runtime.UnitOfWork[Stores], cursors *runtime.CursorCodec, clock runtime.Clock, model EmbeddingModel) *Entries {
 	if clock == nil {
 		clock = runtime.SystemClock{}
 	}
-	return &Entries{db: db, store: db.Stores().Entries, clock: clock, model: model}
+	return &Entries{db: db, store: db.Stores().Entries, cursors: cursors, clock: clock, model: model}
+}
+
+// List returns one page of the scope's entries, newest first, that pass the request's
+// filters. The cursor is bound to the scope and to every filter.
+func (s *Entries) List(ctx context.Context, p runtime.Principal, req *contract.ListEntriesRequest) (*contract.EntryList, error) {
+	q := EntryQuery{NowMs: s.clock.Now().UnixMilli()}
+	if req.Status != nil {
+		if !slices.Contains(contract.EntryStatuses, *req.Status) {
+			return nil, runtime.OneOf("status", contract.EntryStatuses)
+		}
+		q.Status = *req.Status
+	}
+	for i, k := range req.Kinds {
+		if !slices.Contains(contract.EntryKinds, k) {
+			return nil, runtime.OneOf(fmt.Sprintf("kinds[%d]", i), contract.EntryKinds)
+		}
+	}
+	q.Kinds = slices.Compact(slices.Sorted(slices.Values(req.Kinds)))
+	if len(req.Tags) > contract.MaxEntryTags {
+		return nil, runtime.TooMany("tags", contract.MaxEntryTags, "tags holds at most %d tags", contract.MaxEntryTags)
+	}
+	for i, t := range req.Tags {
+		if err := runtime.ValidateID(fmt.Sprintf("tags[%d]", i), t); err != nil {
+			return nil, err
+		}
+	}
+	q.Tags = slices.Compact(slices.Sorted(slices.Values(req.Tags)))
+	if req.ConversationID != nil {
+		if err := runtime.ValidateID("conversationId", *req.ConversationID); err != nil {
+			return nil, err
+		}
+		q.ConversationID = *req.ConversationID
+	}
+	// The unit separator occurs in no ID, tag, kind or status, so distinct filters
+	// never bind the same cursor.
+	binding := runtime.CursorBinding{Kind: "entries", Scope: p.Scope, ConversationID: q.ConversationID,
+		Order: strings.Join([]string{q.Status, strings.Join(q.Kinds, ","), strings.Join(q.Tags, "\x1f")}, "\x1e")}
+	var err error
+	if q.PageQuery, err = s.cursors.OpenPage(binding, req.Cursor, req.Limit, contract.DefaultListLimit, contract.MaxListLimit); err != nil {
+		return nil, err
+	}
+	page := q
+	page.Limit++
+	entries, err := s.store.ListEntries(ctx, p.Scope, page)
+	if err != nil {
+		return nil, err
+	}
+	for i := range entries {
+		entries[i] = presentEntry(entries[i], q.NowMs)
+	}
+	out := &contract.EntryList{}
+	out.Entries, out.NextCursor = runtime.ClosePage(s.cursors, binding, q.PageQuery, entries,
+		func(e *contract.ContextEntry) runtime.Position {
+			return runtime.Position{AtMs: e.CreatedAtMs, ID: e.ID}
+		})
+	return out, nil
+}
+
+// History returns the chain of versions an entry belongs to, oldest first.
+func (s *Entries) History(ctx context.Context, p runtime.Principal, req *contract.EntryHistoryRequest) (*contract.EntryHistory, error) {
+	if err := runtime.ValidateID("entryId", req.EntryID); err != nil {
+		return nil, err
+	}
+	versions, err := s.store.EntryHistory(ctx, p.Scope, req.EntryID, MaxHistoryVersions)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now().UnixMilli()
+	for i := range versions {
+		versions[i] = presentEntry(versions[i], now)
+	}
+	return &contract.EntryHistory{Versions: versions}, nil
 }
 
 // Create validates and stores an entry. It reports whether the entry was created now

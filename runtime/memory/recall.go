@@ -14,13 +14,24 @@ import (
 )
 
 // RecallFilter selects the entries a recall considers, besides the caller's scope:
-// only active entries not expired at NowMs, of one of Kinds (empty: any), of
-// ConversationID (empty: any) and carrying every one of Tags.
+// only entries recallable at AtMs (active and not expired), of one of Kinds (empty:
+// any), of ConversationID (empty: any) and carrying every one of Tags.
 type RecallFilter struct {
 	Kinds          []string
 	ConversationID string
 	Tags           []string
 	NowMs          int64
+	// AsOfMs, when set, recalls as the scope stood at that instant: over the entries
+	// created by then and not yet superseded, merged or expired at it.
+	AsOfMs *int64
+}
+
+// AtMs is the instant whose recallable entries the filter keeps: AsOfMs, else NowMs.
+func (f RecallFilter) AtMs() int64 {
+	if f.AsOfMs != nil {
+		return *f.AsOfMs
+	}
+	return f.NowMs
 }
 
 // VectorRecall is the vector half of a recall: the Limit entries nearest to Vector
@@ -45,6 +56,9 @@ type TextRecall struct {
 type RecallHit struct {
 	Entry contract.ContextEntry
 	Score float64
+	// Coverage is, in the text half, the share of the query's term weight (its terms'
+	// idf summed) that the entry's terms hold: 1 when it holds every term.
+	Coverage float64
 }
 
 // RecallStore searches the entries of a scope. Both searches apply the whole filter
@@ -90,8 +104,17 @@ func NewRecall(store RecallStore, projection *Projection, embedders Embedders, c
 }
 
 // rrfK is the constant of reciprocal rank fusion: a result's fused score is the sum,
-// over the halves that found it, of 1 / (rrfK + its rank there).
-const rrfK = 60
+// over the halves that found it, of the half's weight / (rrfK + its rank there).
+// textWeight is the text half's weight (the vector half's is 1). A text hit takes part
+// in the fusion only when it holds at least minTextCoverage of the query's term weight:
+// BM25 finds an entry by any one shared word, and an entry that shares a question's
+// incidental words only, fused with the vector half's answers, pushes them down
+// (docs/recall-quality.md).
+const (
+	rrfK            = 60
+	textWeight      = 1.0
+	minTextCoverage = 0.5
+)
 
 // Candidates one half of a hybrid recall contributes, relative to topK: fusion needs
 // more than topK from each half, since the best fused results need not be the best of
@@ -168,7 +191,14 @@ func (r *Recall) Recall(ctx context.Context, p runtime.Principal, req *contract.
 			b.TextRank, b.TextScore = &rank, &score
 		})
 	default:
-		res.Results = fuse(vectorHits, textHits, q)
+		// A vector half that came back short saw every entry it could rank: the text
+		// half's other hits (entries not embedded yet, say) are all there is of them.
+		res.Results = fuse(vectorHits, textHits, q, embErr == nil && len(vectorHits) == candidates)
+	}
+	if q.filter.AsOfMs != nil {
+		for i := range res.Results {
+			res.Results[i].Entry = asItWas(res.Results[i].Entry)
+		}
 	}
 	return res, nil
 }
@@ -202,31 +232,45 @@ func single(hits []RecallHit, q recallQuery, mark func(b *contract.RecallBreakdo
 
 // fuse merges the two halves of a hybrid recall by reciprocal rank fusion, best
 // first; ties go to the result with the better rank in either half, then to the
-// newer entry, then to the smaller ID.
-func fuse(vector, text []RecallHit, q recallQuery) []contract.RecallResult {
+// newer entry, then to the smaller ID. Beside a full vector half (gate), text hits
+// below minTextCoverage stay out; without one (degraded, or fewer vector hits than
+// asked for) every text hit counts.
+func fuse(vector, text []RecallHit, q recallQuery, gate bool) []contract.RecallResult {
 	type fused struct {
 		res  contract.RecallResult
 		best int
 	}
 	byID := map[string]*fused{}
 	var order []*fused
-	add := func(hits []RecallHit, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
+	add := func(hits []RecallHit, weight float64, keep func(RecallHit) bool, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
 		for i, h := range hits {
 			rank, f := i+1, byID[h.Entry.ID]
+			if !keep(h) {
+				// Not fused, but shown where the other half found the entry.
+				if f != nil {
+					mark(&f.res.Breakdown, rank, h.Score)
+				}
+				continue
+			}
 			if f == nil {
 				f = &fused{res: contract.RecallResult{Entry: h.Entry}, best: rank}
 				byID[h.Entry.ID] = f
 				order = append(order, f)
 			}
-			f.res.Score += 1 / float64(rrfK+rank)
+			f.res.Score += weight / float64(rrfK+rank)
 			f.best = min(f.best, rank)
 			mark(&f.res.Breakdown, rank, h.Score)
 		}
 	}
-	add(vector, func(b *contract.RecallBreakdown, rank int, score float64) {
+	all := func(RecallHit) bool { return true }
+	covered := all
+	if gate {
+		covered = func(h RecallHit) bool { return h.Coverage >= minTextCoverage }
+	}
+	add(vector, 1, all, func(b *contract.RecallBreakdown, rank int, score float64) {
 		b.VectorRank, b.VectorScore = &rank, &score
 	})
-	add(text, func(b *contract.RecallBreakdown, rank int, score float64) { b.TextRank, b.TextScore = &rank, &score })
+	add(text, textWeight, covered, func(b *contract.RecallBreakdown, rank int, score float64) { b.TextRank, b.TextScore = &rank, &score })
 	slices.SortStableFunc(order, func(a, b *fused) int {
 		switch {
 		case a.res.Score != b.res.Score:
@@ -287,6 +331,15 @@ func validateRecall(req *contract.RecallRequest, nowMs int64) (recallQuery, erro
 		}
 		q.minScore = req.MinScore
 	}
+	if req.AsOfMs != nil {
+		switch {
+		case *req.AsOfMs < 0:
+			return q, runtime.Invalid("asOfMs", "asOfMs must not be negative").With("minimum", 0)
+		case *req.AsOfMs > nowMs:
+			return q, runtime.Invalid("asOfMs", "asOfMs must not be in the future")
+		}
+		q.filter.AsOfMs = req.AsOfMs
+	}
 	if f := req.Filter; f != nil {
 		for i, k := range f.Kinds {
 			if !slices.Contains(contract.EntryKinds, k) {
@@ -311,4 +364,13 @@ func validateRecall(req *contract.RecallRequest, nowMs int64) (recallQuery, erro
 		q.filter.Tags = slices.Compact(slices.Sorted(slices.Values(f.Tags)))
 	}
 	return q, nil
+}
+
+// asItWas is an entry that a recall as of an instant found, as it was then: it was
+// active, and nothing changes an active entry but the transition that ends it.
+func asItWas(e contract.ContextEntry) contract.ContextEntry {
+	if e.Status != contract.EntryActive {
+		e.Status, e.SupersededBy, e.MergedInto, e.UpdatedAtMs = contract.EntryActive, nil, nil, e.CreatedAtMs
+	}
+	return e
 }

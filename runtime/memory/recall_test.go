@@ -3,7 +3,9 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,7 +77,7 @@ func (s oneEmbedder) ForModel(id string) (memory.Embedder, bool) { return s.e, i
 var testModel = memory.EmbeddingModel{ID: "m", Dimensions: 3}
 
 func hit(id string, created int64, score float64) memory.RecallHit {
-	return memory.RecallHit{Entry: contract.ContextEntry{ID: id, CreatedAtMs: created}, Score: score}
+	return memory.RecallHit{Entry: contract.ContextEntry{ID: id, CreatedAtMs: created}, Score: score, Coverage: 1}
 }
 
 func newRecall(t *testing.T, store *stubRecall, emb memory.Embedder, opts ...memory.RecallOption) *memory.Recall {
@@ -149,8 +151,9 @@ func TestRecallFusion(t *testing.T) {
 	t.Parallel()
 	store := &stubRecall{
 		vector: []memory.RecallHit{hit("a", 1, 0.9), hit("b", 1, 0.8), hit("c", 1, 0.7)},
-		text:   []memory.RecallHit{hit("c", 1, 0.5), hit("d", 5, 0.4), hit("e", 9, 0.3)},
+		text:   []memory.RecallHit{hit("c", 1, 0.5), hit("d", 5, 0.4), hit("e", 9, 0.3), hit("f", 9, 0.2)},
 	}
+	store.text[3].Coverage = 0.4 // below minTextCoverage: not fused
 	r := newRecall(t, store, unitEmbedder{model: testModel})
 	res, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
@@ -159,8 +162,9 @@ func TestRecallFusion(t *testing.T) {
 		ids = append(ids, x.Entry.ID)
 	}
 	// c: 1/63 + 1/61; a: 1/61 (vector 1); then b (vector 2) and d (text 2) tie at
-	// 1/62 and the newer, d, wins; e: 1/63.
-	require.Equal(t, []string{"c", "a", "d", "b", "e"}, ids)
+	// 1/62 and the newer, d, wins; e: 1/63; f: 1/64, which holds too little of the
+	// query but counts, as the vector half came back short (it saw all it could rank).
+	require.Equal(t, []string{"c", "a", "d", "b", "e", "f"}, ids)
 	require.InDelta(t, 1.0/63+1.0/61, res.Results[0].Score, 1e-15)
 	c := res.Results[0].Breakdown
 	require.Equal(t, 3, *c.VectorRank)
@@ -171,6 +175,29 @@ func TestRecallFusion(t *testing.T) {
 	require.Equal(t, contract.RecallWatermark{Generation: 3, PendingEntries: 2, IndexedThroughMs: 9}, res.Watermark)
 	require.Equal(t, 20, store.queries[0].Limit, "a hybrid half asks for more candidates than topK")
 	require.Equal(t, memory.Generation{Number: 3, Model: testModel}, store.queries[0].Generation)
+
+	// Beside a full vector half (20 hits, the candidates of topK 10), f stays out.
+	full := &stubRecall{text: store.text}
+	for i := range 20 {
+		full.vector = append(full.vector, hit(fmt.Sprintf("v%02d", i), 1, 0.5))
+	}
+	res, err = newRecall(t, full, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
+		&contract.RecallRequest{Query: "q"})
+	require.NoError(t, err)
+	ids = ids[:0]
+	for _, x := range res.Results {
+		ids = append(ids, x.Entry.ID)
+	}
+	require.Equal(t, []string{"c", "v00", "d", "v01", "e", "v02", "v03", "v04", "v05", "v06"}, ids)
+
+	// A gated text hit the vector half found too is shown, not fused.
+	full.vector[5] = hit("f", 9, 0.5)
+	res, err = newRecall(t, full, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
+		&contract.RecallRequest{Query: "q"})
+	require.NoError(t, err)
+	f := res.Results[slices.IndexFunc(res.Results, func(x contract.RecallResult) bool { return x.Entry.ID == "f" })]
+	require.Equal(t, 4, *f.Breakdown.TextRank)
+	require.InDelta(t, 1.0/66, f.Score, 1e-15, "the vector half's rank 6 alone")
 
 	top := 2
 	min := 1.0 / 61

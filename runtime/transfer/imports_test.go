@@ -225,3 +225,7 @@ func FuzzImportNDJSON(f *testing.F) {
 		require.Len(t, s.entries, int(i.Entries))
 	})
 }
+
+func (s *importStores) ListConversations(context.Context, runtime.Scope, string, runtime.PageQuery) ([]contract.ConversationSummary, error) {
+	return nil, nil
+}
