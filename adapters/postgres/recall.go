@@ -274,8 +274,9 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		}
 		order := w.byBound()
 		threshold := 0.0
+		var top []int
 		if len(terms) > 1 {
-			top := order[:min(len(order), thresholdTerms)]
+			top = order[:min(len(order), thresholdTerms)]
 			var pairs []string
 			for i := range top {
 				for j := i + 1; j < len(top); j++ {
@@ -290,8 +291,10 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 			}
 		}
 		sets, ok := w.passing(order, threshold, maxClauses)
-		if ok && len(sets) == 0 {
-			return nil // no entry beyond the first pass's can pass its threshold
+		if ok && threshold > 0 && !slices.ContainsFunc(sets, func(set []int) bool { return !holdsPair(set, top) }) {
+			// Every set that can pass holds two of the first pass's terms: the
+			// second pass's entries are among the first's, already ranked.
+			return nil
 		}
 		var clauses []string
 		for _, set := range sets {
@@ -312,6 +315,17 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		return nil, err
 	}
 	return hits, nil
+}
+
+// holdsPair reports whether set holds at least two of terms.
+func holdsPair(set, terms []int) bool {
+	n := 0
+	for _, i := range set {
+		if slices.Contains(terms, i) {
+			n++
+		}
+	}
+	return n >= 2
 }
 
 // bm25 holds the weights of a query's terms in a scope.
