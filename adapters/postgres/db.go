@@ -193,12 +193,22 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 	if opts.TxAttempts <= 0 {
 		opts.TxAttempts = DefaultTxAttempts
 	}
-	queue, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: opts.Logger})
+	queue, err := river.NewClient(quietDriver{riverpgxv5.New(pool)}, &river.Config{Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("create the job queue client: %w", err)
 	}
 	return &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog()}, nil
 }
+
+// quietDriver is River's pgx driver for the insert-only client, without its
+// notifications: River would otherwise send a pg_notify for the queue inside the
+// transaction that enqueues a job, and every transaction with a pending notification
+// takes Postgres's one cluster-wide notification lock through its commit (docs/a2a.md).
+// The workers find new jobs by polling instead (JobFetchPollInterval).
+type quietDriver struct{ *riverpgxv5.Driver }
+
+// SupportsListenNotify reports false, so the client never notifies.
+func (quietDriver) SupportsListenNotify() bool { return false }
 
 // unitOfWork is runtime.UnitOfWork[S] over the DB's pool: build makes an area's stores
 // over a pool or a transaction, with the function their event appends call.

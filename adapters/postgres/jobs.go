@@ -198,6 +198,8 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 		PeriodicJobs:         periodic,
 		JobTimeout:           tm.jobTimeout,
 		RescueStuckJobsAfter: tm.rescueAfter,
+		// Enqueuing never notifies (quietDriver), so workers poll for new jobs.
+		FetchPollInterval: JobFetchPollInterval,
 		// A stop lets running jobs end their current run (at most a budget long),
 		// then cancels them; a cancelled run hands its job back (see Work).
 		SoftStopTimeout: tm.jobTimeout,
@@ -208,6 +210,10 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 	}
 	return &Jobs{client: client}, nil
 }
+
+// JobFetchPollInterval is how often an idle worker looks for new jobs: enqueues send
+// no notification (see quietDriver), so it bounds how long a new job waits.
+const JobFetchPollInterval = 100 * time.Millisecond
 
 // Start starts working jobs. Only Stop stops it: a canceled ctx does not, so that a
 // shutdown stops the queue in its order (after draining requests, before closing the
