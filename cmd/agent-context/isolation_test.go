@@ -65,7 +65,7 @@ func (c *tenantClient) ok(t *testing.T, status int, path string, body any) map[s
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
 	knowledgeProvider := knowledgetest.NewProvider(t, scopedKnowledge)
-	app, minter := startSecuredApp(t, withProviders(t, map[string]any{"providers": []any{
+	app, minter := startSecuredApp(t, withProviders(t, map[string]any{"default": "scoped", "providers": []any{
 		providerEntry("scoped", knowledgeProvider.URL),
 	}}))
 	used := &routeSet{seen: map[string]bool{}}

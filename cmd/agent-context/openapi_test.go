@@ -690,6 +690,9 @@ func TestOpenAPIContract(t *testing.T) {
 			map[string]any{"kind": "file", "file": map[string]any{"uri": "https://example.invalid/a"}}}
 		t03 := task(call(rig.full, "", contract.MethodV03MessageSend, map[string]any{"message": map[string]any{"role": "user",
 			"parts": parts03}, "metadata": map[string]any{"toAgent": "peer"}}))
+		// A notification (no id) gets no reply.
+		require.NoError(t, rig.full.A2ANotify(ctx, "", &contract.RPCRequest{JSONRPC: "2.0", Method: contract.MethodV03TasksGet,
+			Params: json.RawMessage(`{"id": "none"}`)}))
 		require.Equal(t, "submitted", t03.Status.State)
 		_, err := rig.peer.UpdateTask(ctx, &contract.UpdateTaskRequest{TaskID: t03.ID, State: contract.TaskWorking, Message: ptrTo("on it"),
 			Artifacts: []contract.TaskArtifactInput{{ArtifactID: ptrTo("a-1"), Name: ptrTo("notes"), Parts: []contract.Part{{Type: contract.PartText, Text: ptrTo("x")}}}}})

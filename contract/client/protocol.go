@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 
 	"github.com/agent-context/agent-context/contract"
 )
@@ -49,4 +51,20 @@ func (c *Client) A2ARPC(ctx context.Context, version string, req *contract.RPCRe
 		return nil, err
 	}
 	return out, nil
+}
+
+// A2ANotify sends req to POST /a2a as a JSON-RPC notification (its ID is left out),
+// which the server executes without a reply: nil means it was received (202).
+func (c *Client) A2ANotify(ctx context.Context, version string, req *contract.RPCRequest) error {
+	var header []string
+	if version != "" {
+		header = []string{contract.HeaderA2AVersion, version}
+	}
+	notification := *req
+	notification.ID = nil
+	status, err := c.do(ctx, contract.RouteA2AJSONRPC, &notification, nil, header...)
+	if err == nil && status != http.StatusAccepted {
+		err = fmt.Errorf("agent-context: a notification to %s was answered with %d, not 202", contract.RouteA2AJSONRPC.Path, status)
+	}
+	return err
 }
