@@ -24,7 +24,9 @@ import (
 	"github.com/agent-context/agent-context/runtime/memory"
 )
 
-// statementLog records the SQL of every statement and batched statement a pool sends.
+// statementLog records the SQL of every statement and batched statement a pool sends,
+// but those of the event hub's hint sender: that session writes nothing, and notifying
+// is its one purpose.
 type statementLog struct {
 	mu  sync.Mutex
 	sql []string
@@ -36,8 +38,10 @@ func (l *statementLog) add(sql string) {
 	l.sql = append(l.sql, sql)
 }
 
-func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	l.add(data.SQL)
+func (l *statementLog) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if !strings.HasSuffix(conn.Config().RuntimeParams["application_name"], "a2a-hints") {
+		l.add(data.SQL)
+	}
 	return ctx
 }
 
@@ -56,7 +60,7 @@ func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchE
 var notifySQL = regexp.MustCompile(`(?i)\bpg_notify\b|\bnotify\s`)
 
 // No statement a writing transaction sends notifies: every write that appends events
-// (messages, tasks, envelopes' kin, agents, windows) runs on a traced pool, and none
+// (messages, tasks, envelopes' kin, agents, windows, entries with their jobs) runs on a traced pool, and none
 // of its statements names NOTIFY or pg_notify; the one statement of the adapter that
 // does is the hub's, on its own connection, and writes nothing. Yet a waiting poll is
 // woken by those writes (the hints after commit).
@@ -83,6 +87,11 @@ func TestNoWritingTransactionNotifies(t *testing.T) {
 	require.NoError(t, err)
 	windows := conversation.NewWindows(b.db.Conversation(), nil, runtime.SystemClock{})
 	_, _, err = windows.CreateWindow(ctx, alice, windowRequest("w-1", "conv-1", "original", 2, func(int) string { return "x" }))
+	require.NoError(t, err)
+	// An entry enqueues its projection job in its transaction: River sends no
+	// notification for it (quietDriver).
+	entries := memory.NewEntries(b.db.Memory(), nil, runtime.SystemClock{}, memory.EmbeddingModel{ID: "hash-64", Dimensions: 64})
+	_, _, err = entries.Create(ctx, alice, &contract.CreateEntryRequest{ID: ptr("e-1"), Kind: "fact", Content: "x"})
 	require.NoError(t, err)
 	page := <-answer
 	require.NotNil(t, page)
