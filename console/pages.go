@@ -517,5 +517,3 @@ func needs(cap string) error {
 type redirectError struct{ to string }
 
 func (e redirectError) Error() string { return "see " + e.to }
-
-func redirect(to string) error { return redirectError{to: to} }

@@ -198,7 +198,7 @@ func (w *Webhooks) post(ctx context.Context, hook a2a.Webhook, body []byte) erro
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxAnswerRead))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("the webhook answered %d", resp.StatusCode)

@@ -511,48 +511,7 @@ func TestTenantIsolation(t *testing.T) {
 	})
 
 	t.Run("console", func(t *testing.T) {
-		// Signed in to the console, each tenant sees its own records under the shared
-		// IDs and never the other's; a scope without data sees nothing and gets 404s.
-		details := []string{"/console/conversations/conv-1", "/console/windows/w-2", "/console/invocations/inv-1",
-			"/console/entries/e-1", "/console/a2a/tasks/at-1"}
-		lists := []string{"/console/", "/console/conversations", "/console/invocations", "/console/entries",
-			"/console/a2a", "/console/events", "/console/costs?range=all"}
-		for _, pair := range [][2]*tenantClient{{a, b}, {b, a}} {
-			self, other := pair[0], pair[1]
-			br := newConsoleBrowser(t, app)
-			require.Equal(t, http.StatusSeeOther, br.login(bare(self.bearer), "", "").Status)
-			for _, path := range append(append([]string{}, details...), lists...) {
-				page := br.get(path)
-				// tenant-b deleted its conv-1 above, with what it held: its pages
-				// of them are gone, tenant-a's stay.
-				if self == a || !slices.Contains(details, path) {
-					require.Equal(t, http.StatusOK, page.Status, "%s %s", self.name, path)
-				}
-				require.NotContains(t, page.Body, secret(other), "%s %s", self.name, path)
-			}
-			if self == a {
-				for _, path := range details[:4] {
-					require.Contains(t, br.get(path).Body, secret(self), "%s %s", self.name, path)
-				}
-			}
-			page := br.get("/console/recall?mode=text&q=" + secret(other))
-			require.Equal(t, http.StatusOK, page.Status)
-			require.Contains(t, page.Body, "Nothing recalled.", "the query shows in its box; no result does")
-		}
-		for _, stranger := range strangers {
-			br := newConsoleBrowser(t, app)
-			require.Equal(t, http.StatusSeeOther, br.login(bare(stranger.bearer), "", "").Status)
-			for _, path := range details {
-				require.Equal(t, http.StatusNotFound, br.get(path).Status, "%s %s", stranger.name, path)
-			}
-			for _, path := range lists {
-				page := br.get(path)
-				require.Equal(t, http.StatusOK, page.Status, "%s %s", stranger.name, path)
-				require.NotContains(t, page.Body, secret(a))
-				require.NotContains(t, page.Body, secret(b))
-				require.NotContains(t, page.Body, "conv-1", "%s %s", stranger.name, path)
-			}
-		}
+		requireConsoleIsolation(t, app, a, b, strangers, secret)
 	})
 
 	require.Empty(t, unexercised(contract.Routes(), used), "routes not covered by the tenant isolation suite: add them")
@@ -737,4 +696,53 @@ func awaitTenantOperation(t *testing.T, c *tenantClient, id string) map[string]a
 	var generic map[string]any
 	require.NoError(t, json.Unmarshal([]byte(mustJSON(t, op.Operation)), &generic))
 	return generic
+}
+
+// requireConsoleIsolation: signed in to the console, each tenant sees its own records
+// under the shared IDs and never the other's; a scope without data sees nothing and
+// gets 404s.
+func requireConsoleIsolation(t *testing.T, app *testApp, a, b *tenantClient, strangers []*tenantClient, secret func(*tenantClient) string) {
+	t.Helper()
+	// Signed in to the console, each tenant sees its own records under the shared
+	// IDs and never the other's; a scope without data sees nothing and gets 404s.
+	details := []string{"/console/conversations/conv-1", "/console/windows/w-2", "/console/invocations/inv-1",
+		"/console/entries/e-1", "/console/a2a/tasks/at-1"}
+	lists := []string{"/console/", "/console/conversations", "/console/invocations", "/console/entries",
+		"/console/a2a", "/console/events", "/console/costs?range=all"}
+	for _, pair := range [][2]*tenantClient{{a, b}, {b, a}} {
+		self, other := pair[0], pair[1]
+		br := newConsoleBrowser(t, app)
+		require.Equal(t, http.StatusSeeOther, br.login(bare(self.bearer), "", "").Status)
+		for _, path := range append(append([]string{}, details...), lists...) {
+			page := br.get(path)
+			// tenant-b deleted its conv-1 above, with what it held: its pages
+			// of them are gone, tenant-a's stay.
+			if self == a || !slices.Contains(details, path) {
+				require.Equal(t, http.StatusOK, page.Status, "%s %s", self.name, path)
+			}
+			require.NotContains(t, page.Body, secret(other), "%s %s", self.name, path)
+		}
+		if self == a {
+			for _, path := range details[:4] {
+				require.Contains(t, br.get(path).Body, secret(self), "%s %s", self.name, path)
+			}
+		}
+		page := br.get("/console/recall?mode=text&q=" + secret(other))
+		require.Equal(t, http.StatusOK, page.Status)
+		require.Contains(t, page.Body, "Nothing recalled.", "the query shows in its box; no result does")
+	}
+	for _, stranger := range strangers {
+		br := newConsoleBrowser(t, app)
+		require.Equal(t, http.StatusSeeOther, br.login(bare(stranger.bearer), "", "").Status)
+		for _, path := range details {
+			require.Equal(t, http.StatusNotFound, br.get(path).Status, "%s %s", stranger.name, path)
+		}
+		for _, path := range lists {
+			page := br.get(path)
+			require.Equal(t, http.StatusOK, page.Status, "%s %s", stranger.name, path)
+			require.NotContains(t, page.Body, secret(a))
+			require.NotContains(t, page.Body, secret(b))
+			require.NotContains(t, page.Body, "conv-1", "%s %s", stranger.name, path)
+		}
+	}
 }

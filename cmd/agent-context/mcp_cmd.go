@@ -195,7 +195,7 @@ func (b *mcpBridge) forward(ctx context.Context, msg []byte) {
 		b.answer(head.ID, mcpBridgeErrorCode, "the service could not be reached: "+err.Error(), nil)
 		return
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, contract.MaxRequestBodyBytes+1))
 	if err != nil {
 		b.answer(head.ID, mcpBridgeErrorCode, "reading the service's answer: "+err.Error(), nil)
@@ -218,7 +218,7 @@ func (b *mcpBridge) forward(ctx context.Context, msg []byte) {
 // its failure goes to standard error.
 func (b *mcpBridge) answer(id json.RawMessage, code int, message string, data *contract.ErrorBody) {
 	if len(id) == 0 {
-		fmt.Fprintln(b.log, "agent-context mcp stdio:", message)
+		_, _ = fmt.Fprintln(b.log, "agent-context mcp stdio:", message)
 		return
 	}
 	type rpcError struct {
@@ -232,7 +232,7 @@ func (b *mcpBridge) answer(id json.RawMessage, code int, message string, data *c
 		Error   rpcError        `json:"error"`
 	}{"2.0", id, rpcError{code, message, data}})
 	if err != nil {
-		fmt.Fprintln(b.log, "agent-context mcp stdio:", err)
+		_, _ = fmt.Fprintln(b.log, "agent-context mcp stdio:", err)
 		return
 	}
 	b.write(line)
@@ -243,6 +243,6 @@ func (b *mcpBridge) write(msg []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, err := b.out.Write(append(bytes.TrimSpace(msg), '\n')); err != nil {
-		fmt.Fprintln(b.log, "agent-context mcp stdio: writing standard output:", err)
+		_, _ = fmt.Fprintln(b.log, "agent-context mcp stdio: writing standard output:", err)
 	}
 }
