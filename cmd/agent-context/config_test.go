@@ -39,7 +39,9 @@ func TestConfigDefaults(t *testing.T) {
 		A2AEventRetention: a2a.DefaultA2AEventRetention, A2ASweepInterval: time.Minute,
 		RateLimits: ratelimit.DefaultRateLimits, RateLimitBackend: RateLimitMemory,
 		ExportTTL: transfer.DefaultExportTTL, ExportPurgeInterval: DefaultExportPurgeInterval,
-		Tracing: cfg.Tracing, // telemetry's own defaults, tested there
+		MetricsRefresh: postgres.DefaultMetricsRefresh,
+		A2ALive:        A2ALiveConfig{StreamMax: server.DefaultA2AStreamMax, StreamKeepAlive: server.DefaultA2AStreamKeepAlive},
+		Tracing:        cfg.Tracing, // telemetry's own defaults, tested there
 	}, cfg)
 }
 
@@ -118,7 +120,7 @@ func TestConfigEveryProblemAtOnce(t *testing.T) {
 		"  AGENT_CONTEXT_A2A_SWEEP_INTERVAL must be a positive Go duration such as 30s, got \"often\"",
 		"  AGENT_CONTEXT_A2A_MAX_MESSAGES must be a positive integer, got \"0\"",
 		"  AGENT_CONTEXT_A2A_REQUIRE_SIGNED must be true or false, got \"perhaps\"",
-		"  AGENT_CONTEXT_A2A_HMAC_KEYS must be a JSON object {\"keyId\": \"secret\"}",
+		"  AGENT_CONTEXT_A2A_HMAC_KEYS must be a JSON object {\"keyId\": {\"secret\": \"...\", \"agents\": [\"agent-a\"], \"tenants\": null}}",
 		"  AGENT_CONTEXT_A2A_DEFAULT_AGENT must be an agent ID, got \"two words\"",
 		"  AGENT_CONTEXT_PUBLIC_URL must be an absolute http or https URL, got \"localhost:5120\"",
 		"  AGENT_CONTEXT_EXPORT_TTL must be a positive Go duration such as 30s, got \"1 day\"",
