@@ -205,19 +205,27 @@ const textStatsSQL = `
 // textSQL scores the entries matching $3 (a tsquery) that pass the filter, by BM25
 // over the query's lexemes $9 (with the scope's tag), their idf $10 and prefix flags
 // $11, with the scope's mean length $12; best first, then newest, then by ID. Each
-// entry's coverage is the share of the query's idf ($13: their sum) its terms hold.
-func textSQL(asOf bool) string {
+// entry's coverage is the share of the query's idf ($13: their sum) its terms hold,
+// each term's presence tested by its own tsquery ($14), a search inside the document
+// rather than a pass over it (scoring unnests each document once, not once per term).
+// Without prefix terms (exact), scoring unnests only the document's lexemes that are
+// query terms: they are marked by weight A (every other position first set to D) and
+// the rest filtered out, in C, so the pass builds no arrays for the other lexemes.
+func textSQL(asOf, exact bool) string {
+	document := "e.search"
+	if exact {
+		document = "ts_filter(setweight(setweight(e.search, 'D'), 'A', $9::text[]), '{a}')"
+	}
 	return `
 	SELECT ` + entryColumns + `, (
 	    SELECT coalesce(sum(q.idf * cardinality(u.positions) * ` + fmt.Sprint(bm25K1+1) + ` /
 	        (cardinality(u.positions) + ` + fmt.Sprint(bm25K1) + ` * (` + fmt.Sprint(1-bm25B) + ` + ` + fmt.Sprint(bm25B) + ` * e.search_length / $12::float8))), 0)
-	    FROM unnest(e.search) AS u(lexeme, positions, weights)
+	    FROM unnest(` + document + `) AS u(lexeme, positions, weights)
 	    JOIN unnest($9::text[], $10::float8[], $11::bool[]) AS q(lexeme, idf, prefix)
 	      ON CASE WHEN q.prefix THEN starts_with(u.lexeme, q.lexeme) ELSE u.lexeme = q.lexeme END
 	)::float8 AS score, (
-	    SELECT coalesce(sum(q.idf), 0) FROM unnest($9::text[], $10::float8[], $11::bool[]) AS q(lexeme, idf, prefix)
-	    WHERE EXISTS (SELECT 1 FROM unnest(e.search) AS u(lexeme, positions, weights)
-	                  WHERE CASE WHEN q.prefix THEN starts_with(u.lexeme, q.lexeme) ELSE u.lexeme = q.lexeme END)
+	    SELECT coalesce(sum(q.idf), 0) FROM unnest($10::float8[], $14::text[]) AS q(idf, query)
+	    WHERE e.search @@ q.query::tsquery
 	)::float8 / $13::float8 AS coverage
 	FROM context_entries e
 	WHERE e.tenant_id = $1 AND e.project_id = $2 AND ` + recallable(asOf, 7) + ` AND e.search @@ $3::tsquery
@@ -248,14 +256,14 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 			return translate(err)
 		}
 		w := bm25Weights(docs, length, df)
-		tagged := make([]string, len(terms))
+		tagged, queries := make([]string, len(terms)), make([]string, len(terms))
 		for i, t := range terms {
-			tagged[i] = tag + t.lexeme
+			tagged[i], queries[i] = tag+t.lexeme, t.query(tag)
 		}
 		search := func(match string) error {
 			args := append([]any{scope.TenantID, scope.ProjectID, match},
-				append(recallFilterArgs(q.RecallFilter), q.Limit, tagged, w.idf, prefixes, w.avgdl, w.idfSum())...)
-			rows, err := tx.Query(ctx, textSQL(q.AsOfMs != nil), args...)
+				append(recallFilterArgs(q.RecallFilter), q.Limit, tagged, w.idf, prefixes, w.avgdl, w.idfSum(), queries)...)
+			rows, err := tx.Query(ctx, textSQL(q.AsOfMs != nil, !slices.Contains(prefixes, true)), args...)
 			if err != nil {
 				return translate(err)
 			}
