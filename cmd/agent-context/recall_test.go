@@ -57,7 +57,8 @@ func TestRecallModesAndFilters(t *testing.T) {
 	top := res.Results[0]
 	require.Equal(t, 1, *top.Breakdown.VectorRank)
 	require.Equal(t, 1, *top.Breakdown.TextRank)
-	require.InDelta(t, 2.0/61, top.Score, 1e-12, "reciprocal rank fusion: 1/(60+1) twice")
+	require.InDelta(t, 1.0/61+3.0/61, top.Score, 1e-12,
+		"weighted reciprocal rank fusion: 1/(60+1) from the vector half, 3/(60+1) from the text half beside a short vector half")
 	require.Positive(t, *top.Breakdown.VectorScore)
 	require.Positive(t, *top.Breakdown.TextScore)
 	for i := 1; i < len(res.Results); i++ {
@@ -260,7 +261,7 @@ func TestRecallEmbedderOutage(t *testing.T) {
 	require.Equal(t, contract.DegradationEmbeddingUnavailable, *res.DegradationReason)
 	require.Equal(t, []string{"e1"}, resultIDs(res.Results))
 	require.Nil(t, res.Results[0].Breakdown.VectorRank)
-	require.InDelta(t, 1.0/61, res.Results[0].Score, 1e-12)
+	require.InDelta(t, 3.0/61, res.Results[0].Score, 1e-12, "the text half's weight over its rank 1")
 	e := app.post(t, pathRecall, map[string]any{"query": "heron service", "mode": "vector"}).
 		requireError(t, http.StatusServiceUnavailable, contract.CodeEmbeddingUnavailable)
 	require.Empty(t, e.Details)

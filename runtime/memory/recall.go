@@ -104,16 +104,19 @@ func NewRecall(store RecallStore, projection *Projection, embedders Embedders, c
 }
 
 // rrfK is the constant of reciprocal rank fusion: a result's fused score is the sum,
-// over the halves that found it, of the half's weight / (rrfK + its rank there).
-// textWeight is the text half's weight (the vector half's is 1). A text hit takes part
-// in the fusion only when it holds at least minTextCoverage of the query's term weight:
-// BM25 finds an entry by any one shared word, and an entry that shares a question's
-// incidental words only, fused with the vector half's answers, pushes them down
+// over the halves that found it, of the half's weight for it / (rrfK + its rank there).
+// A vector hit weighs 1. Beside a full vector half, a text hit weighs textWeight times
+// its coverage (the share of the query's term weight, Σ idf, that the entry holds),
+// and not at all below minTextCoverage: BM25 finds an entry by any one shared word, and
+// an entry that shares a question's incidental words only, fused with the vector
+// half's answers, pushes them down, while an entry holding most of the question is the
+// best evidence either half has. Without a full vector half every text hit weighs
+// textWeight. The values were measured on the labelled set and on a long conversation
 // (docs/recall-quality.md).
 const (
 	rrfK            = 60
-	textWeight      = 1.0
-	minTextCoverage = 0.5
+	textWeight      = 3.0
+	minTextCoverage = 0.25
 )
 
 // Candidates one half of a hybrid recall contributes, relative to topK: fusion needs
@@ -230,11 +233,11 @@ func single(hits []RecallHit, q recallQuery, mark func(b *contract.RecallBreakdo
 	return out
 }
 
-// fuse merges the two halves of a hybrid recall by reciprocal rank fusion, best
-// first; ties go to the result with the better rank in either half, then to the
+// fuse merges the two halves of a hybrid recall by weighted reciprocal rank fusion,
+// best first; ties go to the result with the better rank in either half, then to the
 // newer entry, then to the smaller ID. Beside a full vector half (gate), text hits
-// below minTextCoverage stay out; without one (degraded, or fewer vector hits than
-// asked for) every text hit counts.
+// weigh by their coverage and those below minTextCoverage stay out; without one
+// (degraded, or fewer vector hits than asked for) every text hit weighs textWeight.
 func fuse(vector, text []RecallHit, q recallQuery, gate bool) []contract.RecallResult {
 	type fused struct {
 		res  contract.RecallResult
@@ -242,10 +245,11 @@ func fuse(vector, text []RecallHit, q recallQuery, gate bool) []contract.RecallR
 	}
 	byID := map[string]*fused{}
 	var order []*fused
-	add := func(hits []RecallHit, weight float64, keep func(RecallHit) bool, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
+	// weight is a hit's weight in the fusion; 0 leaves it out.
+	add := func(hits []RecallHit, weight func(RecallHit) float64, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
 		for i, h := range hits {
-			rank, f := i+1, byID[h.Entry.ID]
-			if !keep(h) {
+			rank, f, w := i+1, byID[h.Entry.ID], weight(h)
+			if w == 0 {
 				// Not fused, but shown where the other half found the entry.
 				if f != nil {
 					mark(&f.res.Breakdown, rank, h.Score)
@@ -257,20 +261,24 @@ func fuse(vector, text []RecallHit, q recallQuery, gate bool) []contract.RecallR
 				byID[h.Entry.ID] = f
 				order = append(order, f)
 			}
-			f.res.Score += weight / float64(rrfK+rank)
+			f.res.Score += w / float64(rrfK+rank)
 			f.best = min(f.best, rank)
 			mark(&f.res.Breakdown, rank, h.Score)
 		}
 	}
-	all := func(RecallHit) bool { return true }
-	covered := all
+	textHitWeight := func(RecallHit) float64 { return textWeight }
 	if gate {
-		covered = func(h RecallHit) bool { return h.Coverage >= minTextCoverage }
+		textHitWeight = func(h RecallHit) float64 {
+			if h.Coverage < minTextCoverage {
+				return 0
+			}
+			return textWeight * h.Coverage
+		}
 	}
-	add(vector, 1, all, func(b *contract.RecallBreakdown, rank int, score float64) {
+	add(vector, func(RecallHit) float64 { return 1 }, func(b *contract.RecallBreakdown, rank int, score float64) {
 		b.VectorRank, b.VectorScore = &rank, &score
 	})
-	add(text, textWeight, covered, func(b *contract.RecallBreakdown, rank int, score float64) { b.TextRank, b.TextScore = &rank, &score })
+	add(text, textHitWeight, func(b *contract.RecallBreakdown, rank int, score float64) { b.TextRank, b.TextScore = &rank, &score })
 	slices.SortStableFunc(order, func(a, b *fused) int {
 		switch {
 		case a.res.Score != b.res.Score:

@@ -80,6 +80,14 @@ func hit(id string, created int64, score float64) memory.RecallHit {
 	return memory.RecallHit{Entry: contract.ContextEntry{ID: id, CreatedAtMs: created}, Score: score, Coverage: 1}
 }
 
+func resultIDs(results []contract.RecallResult) []string {
+	ids := []string{}
+	for _, x := range results {
+		ids = append(ids, x.Entry.ID)
+	}
+	return ids
+}
+
 func newRecall(t *testing.T, store *stubRecall, emb memory.Embedder, opts ...memory.RecallOption) *memory.Recall {
 	t.Helper()
 	db := runtimetest.DB[memory.Stores]{S: memory.Stores{
@@ -144,39 +152,39 @@ func TestRecallQueryBudget(t *testing.T) {
 	}
 }
 
-// Reciprocal rank fusion: the sum of 1/(60 + rank) over the halves; ties go to the
-// better single rank, then the newer entry, then the smaller ID; minScore and topK
-// cut the fused list.
+// Weighted reciprocal rank fusion: the sum of weight/(60 + rank) over the halves, a
+// vector hit weighing 1 and a text hit 3 (beside a full vector half: 3 × its coverage,
+// and nothing below a quarter); ties go to the better single rank, then the newer
+// entry, then the smaller ID; minScore and topK cut the fused list.
 func TestRecallFusion(t *testing.T) {
 	t.Parallel()
 	store := &stubRecall{
 		vector: []memory.RecallHit{hit("a", 1, 0.9), hit("b", 1, 0.8), hit("c", 1, 0.7)},
 		text:   []memory.RecallHit{hit("c", 1, 0.5), hit("d", 5, 0.4), hit("e", 9, 0.3), hit("f", 9, 0.2)},
 	}
-	store.text[3].Coverage = 0.4 // below minTextCoverage: not fused
+	store.text[2].Coverage = 0.4 // weighs 1.2 beside a full vector half
+	store.text[3].Coverage = 0.2 // below minTextCoverage: not fused beside a full vector half
 	r := newRecall(t, store, unitEmbedder{model: testModel})
 	res, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
-	ids := []string{}
-	for _, x := range res.Results {
-		ids = append(ids, x.Entry.ID)
-	}
-	// c: 1/63 + 1/61; a: 1/61 (vector 1); then b (vector 2) and d (text 2) tie at
-	// 1/62 and the newer, d, wins; e: 1/63; f: 1/64, which holds too little of the
-	// query but counts, as the vector half came back short (it saw all it could rank).
-	require.Equal(t, []string{"c", "a", "d", "b", "e", "f"}, ids)
-	require.InDelta(t, 1.0/63+1.0/61, res.Results[0].Score, 1e-15)
+	// The vector half came back short (it saw all it could rank): every text hit
+	// weighs 3 whatever its coverage. c: 1/63 + 3/61; d: 3/62; e: 3/63; f: 3/64; then
+	// the vector half's a (1/61) and b (1/62).
+	require.Equal(t, []string{"c", "d", "e", "f", "a", "b"}, resultIDs(res.Results))
+	require.InDelta(t, 1.0/63+3.0/61, res.Results[0].Score, 1e-15)
+	require.InDelta(t, 3.0/64, res.Results[3].Score, 1e-15)
 	c := res.Results[0].Breakdown
 	require.Equal(t, 3, *c.VectorRank)
 	require.Equal(t, 0.7, *c.VectorScore)
 	require.Equal(t, 1, *c.TextRank)
 	require.Equal(t, 0.5, *c.TextScore)
-	require.Nil(t, res.Results[1].Breakdown.TextRank)
+	require.Nil(t, res.Results[4].Breakdown.TextRank)
 	require.Equal(t, contract.RecallWatermark{Generation: 3, PendingEntries: 2, IndexedThroughMs: 9}, res.Watermark)
 	require.Equal(t, 20, store.queries[0].Limit, "a hybrid half asks for more candidates than topK")
 	require.Equal(t, memory.Generation{Number: 3, Model: testModel}, store.queries[0].Generation)
 
-	// Beside a full vector half (20 hits, the candidates of topK 10), f stays out.
+	// Beside a full vector half (20 hits, the candidates of topK 10): c 3/61, d 3/62,
+	// e 1.2/63, then the vector half's v00 (1/61) on; f stays out.
 	full := &stubRecall{text: store.text}
 	for i := range 20 {
 		full.vector = append(full.vector, hit(fmt.Sprintf("v%02d", i), 1, 0.5))
@@ -184,11 +192,18 @@ func TestRecallFusion(t *testing.T) {
 	res, err = newRecall(t, full, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
 		&contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
-	ids = ids[:0]
-	for _, x := range res.Results {
-		ids = append(ids, x.Entry.ID)
-	}
-	require.Equal(t, []string{"c", "v00", "d", "v01", "e", "v02", "v03", "v04", "v05", "v06"}, ids)
+	require.Equal(t, []string{"c", "d", "e", "v00", "v01", "v02", "v03", "v04", "v05", "v06"}, resultIDs(res.Results))
+	require.InDelta(t, 1.2/63, res.Results[2].Score, 1e-15)
+
+	// A text hit holding a third of the query weighs 1, as a vector hit: at the same
+	// rank the two tie, and the newer entry goes first.
+	tie := &stubRecall{vector: full.vector, text: []memory.RecallHit{hit("t1", 1, 0.9), hit("t2", 5, 0.8)}}
+	tie.text[0].Coverage, tie.text[1].Coverage = 0.1, 1.0/3
+	res, err = newRecall(t, tie, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
+		&contract.RecallRequest{Query: "q"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"v00", "t2", "v01", "v02"}, resultIDs(res.Results)[:4])
+	require.Equal(t, res.Results[1].Score, res.Results[2].Score)
 
 	// A gated text hit the vector half found too is shown, not fused.
 	full.vector[5] = hit("f", 9, 0.5)
