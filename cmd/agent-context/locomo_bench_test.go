@@ -221,32 +221,44 @@ func (x *plainBM25) idf(t string) float64 {
 	return math.Log(1 + (n-df+0.5)/(df+0.5))
 }
 
-// search returns the IDs of the k best documents for query, best first, among those
-// holding one of its terms; ties go to the later written document, as the service
-// breaks them by newest.
-func (x *plainBM25) search(query string, k int) []string {
+// queryTerms are the distinct terms of query, in order.
+func (x *plainBM25) queryTerms(query string) []string {
 	var terms []string
 	for _, t := range bm25Terms(query) {
 		if !slices.Contains(terms, t) {
 			terms = append(terms, t)
 		}
 	}
+	return terms
+}
+
+// score is document d's score for the distinct query terms, and whether it holds any
+// of them.
+func (x *plainBM25) score(terms []string, d int) (float64, bool) {
+	score, found := 0.0, false
+	for _, t := range terms {
+		f := float64(x.tf[d][t])
+		if f == 0 {
+			continue
+		}
+		found = true
+		score += x.idf(t) * f * (plainBM25K1 + 1) / (f + plainBM25K1*(1-plainBM25B+plainBM25B*x.len[d]/x.avgdl))
+	}
+	return score, found
+}
+
+// search returns the IDs of the k best documents for query, best first, among those
+// holding one of its terms; ties go to the later written document, as the service
+// breaks them by newest.
+func (x *plainBM25) search(query string, k int) []string {
+	terms := x.queryTerms(query)
 	type scored struct {
 		doc   int
 		score float64
 	}
 	var hits []scored
-	for d, tf := range x.tf {
-		score, found := 0.0, false
-		for _, t := range terms {
-			f := float64(tf[t])
-			if f == 0 {
-				continue
-			}
-			found = true
-			score += x.idf(t) * f * (plainBM25K1 + 1) / (f + plainBM25K1*(1-plainBM25B+plainBM25B*x.len[d]/x.avgdl))
-		}
-		if found {
+	for d := range x.tf {
+		if score, ok := x.score(terms, d); ok {
 			hits = append(hits, scored{d, score})
 		}
 	}
