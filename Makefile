@@ -84,6 +84,11 @@ lint: ## gofmt, go vet and golangci-lint (every module)
 bench: setup ## run the benchmarks (figures go in docs/benchmarks.md)
 	$(PGRUN) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout 60m ./...
 
+.PHONY: bench/locomo
+bench/locomo: setup ## recall on a LoCoMo-format file: make bench/locomo LOCOMO=/path/to/conv.json (docs/recall-quality.md)
+	@test -n "$(LOCOMO)" || { echo "set LOCOMO to the path of a LoCoMo-format file"; exit 2; }
+	AGENT_CONTEXT_LOCOMO="$(LOCOMO)" $(PGRUN) $(GO) test -run '^$$' -bench BenchmarkLoCoMo -benchtime 1x -timeout 30m ./cmd/agent-context
+
 .PHONY: db/reset
 db/reset: ## delete the embedded Postgres data under AGENT_CONTEXT_DATA_DIR (default ./.agent-context)
 	rm -rf "$${AGENT_CONTEXT_DATA_DIR:-.agent-context}/pg"
