@@ -34,6 +34,8 @@ var locomoKs = []int{5, 10}
 type locomoConversation struct {
 	Turns     []locomoTurn
 	Questions []locomoQuestion
+	// Unmatched counts the evidence names that matched no turn (and were dropped).
+	Unmatched int
 }
 
 // locomoTurn is one dialogue turn; DiaID ("D3:7": session 3, turn 7) is what evidence
@@ -143,7 +145,10 @@ func parseLoCoMoConversation(raw []byte) (locomoConversation, error) {
 		var evidence []string
 		for _, e := range q.Evidence {
 			for _, id := range strings.FieldsFunc(e, func(r rune) bool { return r == ';' || r == ',' || unicode.IsSpace(r) }) {
-				if known[id] && !slices.Contains(evidence, id) {
+				switch {
+				case !known[id]:
+					c.Unmatched++
+				case !slices.Contains(evidence, id):
 					evidence = append(evidence, id)
 				}
 			}
@@ -344,7 +349,7 @@ func BenchmarkLoCoMo(b *testing.B) {
 		plain *plainBM25
 	}
 	var all []loaded
-	turns, questions := 0, 0
+	turns, questions, unmatched := 0, 0, 0
 	for _, conv := range conversations {
 		app := startApp(b, func(c *Config) { c.Embedder, c.ModelDir = EmbedderLocal, modelDir })
 		api := app.typed()
@@ -358,6 +363,7 @@ func BenchmarkLoCoMo(b *testing.B) {
 		all = append(all, loaded{conv, api, newPlainBM25(ids, docs)})
 		turns += len(conv.Turns)
 		questions += len(conv.Questions)
+		unmatched += conv.Unmatched
 	}
 	require.Positive(b, questions, "no question with evidence in %s", path)
 
@@ -384,7 +390,8 @@ func BenchmarkLoCoMo(b *testing.B) {
 	b.StopTimer()
 
 	var table strings.Builder
-	fmt.Fprintf(&table, "%d conversation(s), %d turns, %d questions with evidence\n\n", len(all), turns, questions)
+	fmt.Fprintf(&table, "%d conversation(s), %d turns, %d questions with evidence (%d evidence names matched no turn)\n\n",
+		len(all), turns, questions, unmatched)
 	fmt.Fprintf(&table, "| retriever | hit@5 | hit@10 | recall@5 | recall@10 |\n| --- | ---: | ---: | ---: | ---: |\n")
 	for _, r := range locomoRetrievers {
 		s := scores[r]

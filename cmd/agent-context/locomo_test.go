@@ -94,6 +94,7 @@ func TestLoCoMoParse(t *testing.T) {
 		{Question: "What did Ann show?", Category: 1, Evidence: []string{"D2:1", "D1:2"}},
 		{Question: "Later?", Category: 2, Evidence: []string{"D10:1"}},
 	}, c.Questions)
+	require.Equal(t, 1, c.Unmatched, "D9:9")
 
 	nested := `[{"sample_id": "s", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
 		"session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bo."}]},
