@@ -71,7 +71,7 @@ var sessionKey = regexp.MustCompile(`^session_([0-9]+)$`)
 // (as the benchmark's locomo10.json). A conversation's sessions are either its own
 // members or those of its "conversation" member, and its questions are "qa". Only
 // questions with evidence that names turns of the conversation are kept; an evidence
-// string may name several turns ("D8:6; D9:17"), and names of no turn are dropped.
+// string may name several turns ("D2:5; D3:1"), and names of no turn are dropped.
 func parseLoCoMo(raw []byte) ([]locomoConversation, error) {
 	var many []json.RawMessage
 	if err := json.Unmarshal(raw, &many); err != nil {
