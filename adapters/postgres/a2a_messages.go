@@ -162,13 +162,9 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 // Expired messages are never returned; when the probe found some, a second batch
 // purges them under the head's lock, after the read's transaction ended (a read never
 // holds message locks while it waits for the head). Reads therefore run on their own,
-// never inside a unit of work. A marking read's transaction commits asynchronously
-// (asyncCommit), so a read waits for no WAL flush.
+// never inside a unit of work.
 func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scope, q a2a.AgentMessageQuery) ([]contract.AgentMessage, error) {
 	b := &pgx.Batch{}
-	if q.MarkRead {
-		b.Queue(asyncCommit)
-	}
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3)`,
 		scope.TenantID, scope.ProjectID, q.NowMs)
 	sql, args := readMessagesSQL(scope, q)
@@ -177,14 +173,8 @@ func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scop
 		b.Queue(advanceWatermark, scope.TenantID, scope.ProjectID, q.Agent, q.NowMs)
 	}
 	res := s.db.SendBatch(ctx, b)
-	var err error
-	if q.MarkRead {
-		_, err = res.Exec()
-	}
 	var due bool
-	if err == nil {
-		err = res.QueryRow().Scan(&due)
-	}
+	err := res.QueryRow().Scan(&due)
 	var out []contract.AgentMessage
 	if err == nil {
 		var rows pgx.Rows
@@ -210,13 +200,6 @@ func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scop
 	}
 	return out, nil
 }
-
-// asyncCommit makes the transaction it runs in commit without waiting for its WAL
-// flush: a marking read's marks and watermark are visible to every later statement at
-// once, but a Postgres crash within the WAL writer's delay (a fraction of a second)
-// may lose them, and those messages are then delivered again. Marking reads use it:
-// they would otherwise wait for a flush of their own, as many as the posts they read.
-const asyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
 
 // watermark is the reader's ($4) watermark in the scope ($1, $2).
 const watermark = `coalesce((SELECT seq FROM a2a_read_watermarks

@@ -186,29 +186,6 @@ func TestA2AMessagesExpireAndArePurged(t *testing.T) {
 	require.Equal(t, []string{"long"}, agentMessageIDs(b.read(t, reader, contract.ReadMessagesRequest{})))
 }
 
-// A marking read commits without waiting for its WAL flush (its marks are visible at
-// once; only a Postgres crash can lose them), and that setting is its transaction's
-// alone: the pooled session it ran on keeps its own, so the next write on it, a post,
-// waits for its flush again.
-func TestA2AMarkingReadLeavesTheSessionSynchronous(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, err := postgres.NewPool(ctx, pgtest.NewDSN(t), postgres.PoolOptions{
-		MaxConns: 1, Settings: map[string]string{"synchronous_commit": "on"}})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	b := setupA2AOn(t, pool)
-	sender, reader := b.agent("sender"), b.agent("reader")
-	b.post(t, sender, contract.PostMessageRequest{MessageID: ptr("m1")})
-	require.Equal(t, []string{"m1"}, agentMessageIDs(b.read(t, reader, contract.ReadMessagesRequest{})))
-	var setting string
-	require.NoError(t, pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting))
-	require.Equal(t, "on", setting, "the read's setting outlived its transaction")
-	require.Empty(t, b.read(t, reader, contract.ReadMessagesRequest{}), "the marks were committed")
-	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM a2a_message_reads WHERE tenant_id = $1 AND project_id = $2`,
-		b.scope.TenantID, b.scope.ProjectID))
-}
-
 func TestA2AReadMarksAndNeverDeliversTwice(t *testing.T) {
 	t.Parallel()
 	b := setupA2A(t)
