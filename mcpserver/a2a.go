@@ -121,7 +121,7 @@ func (d *Door) agentTools(svc *a2a.Service) {
 					req.Write = *in.Write
 				}
 				return svc.Snapshot(ctx, p, req)
-			default: // poll_events: checkCall admits only the actions of agentActions
+			default: // poll_events: admit lets through only the actions of agentActions
 				req := &contract.PollEventsRequest{Cursor: in.Cursor, Limit: in.Limit, WaitMs: in.WaitMs}
 				if in.Kinds != nil {
 					req.Filter = &contract.EventFilter{Kinds: in.Kinds}
@@ -154,7 +154,7 @@ func (d *Door) agentTools(svc *a2a.Service) {
 				return svc.CancelTask(ctx, p, &contract.CancelTaskRequest{TaskID: deref(in.TaskID), Reason: in.Message})
 			case contract.TaskActionMessage:
 				return svc.MessageTask(ctx, p, &contract.TaskMessageRequest{TaskID: deref(in.TaskID), Parts: taskParts(in.Message, in.Parts)})
-			default: // info: checkCall admits only the actions of taskActions
+			default: // info: admit lets through only the actions of taskActions
 				return svc.TaskInfo(ctx, p, &contract.TaskInfoRequest{})
 			}
 		})

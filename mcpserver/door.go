@@ -69,9 +69,7 @@ type tool struct {
 	actions map[string][]string
 	// required names the arguments a call must carry.
 	required []string
-	// decode strictly decodes a call's arguments into the tool's input type.
-	decode func(raw []byte) error
-	schema *jsonschema.Resolved
+	schema   *jsonschema.Resolved
 }
 
 type principalKey struct{}
@@ -93,15 +91,19 @@ func New(cfg Config) *Door {
 	if log == nil {
 		log = slog.Default()
 	}
+	// The SDK logs at Info the connection and disconnection of the one-request
+	// session every stateless request opens: three lines a call that the request log
+	// already covers. Its warnings and errors pass.
+	sdkLog := slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn})
 	d := &Door{host: cfg.Host, tools: map[string]*tool{}}
 	d.server = mcp.NewServer(&mcp.Implementation{Name: contract.MCPServerName, Title: "agent-context", Version: cfg.Version},
 		&mcp.ServerOptions{
-			Logger: log,
+			Logger: sdkLog,
 			Instructions: "agent-context is the system of record for what agents said, saw and remembered. " +
 				"Use memory_remember / memory_recall for durable facts, conversation_* for the message history, " +
 				"and ctx_agent / ctx_task to coordinate with other agents.",
 		})
-	d.server.AddReceivingMiddleware(d.checkCall)
+	d.server.AddReceivingMiddleware(encodeResults)
 	d.memoryTools(cfg.Entries, cfg.Recall)
 	d.conversationTools(cfg.Messages, cfg.Windows)
 	d.knowledgeTools(cfg.Knowledge)
@@ -116,7 +118,7 @@ func New(cfg Config) *Door {
 			&mcp.StreamableHTTPOptions{
 				Stateless:           true,
 				JSONResponse:        jsonResponse,
-				Logger:              log,
+				Logger:              sdkLog,
 				MaxRequestBodyBytes: cfg.MaxBodyBytes,
 				// Replicas sit behind a gateway that sets its own Host header, and the
 				// host authenticates every request: the credential, not the Host
@@ -126,6 +128,27 @@ func New(cfg Config) *Door {
 	}
 	d.handler, d.streamHandler = transport(true), transport(false)
 	return d
+}
+
+// minLevel is a log handler that drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+// Enabled reports whether the handler takes records of level l.
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+// WithAttrs is the handler with attrs added.
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+// WithGroup is the handler with a group opened.
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
 
 // Handler serves the streamable HTTP transport, answering with application/json. The
@@ -160,29 +183,36 @@ type toolSpec struct {
 	actions map[string][]string
 }
 
-// addTool registers a tool whose typed input In the SDK validates and decodes, and
-// whose call returns the route's answer or the use case's refusal.
+// addTool registers a tool with the SDK's low-level handler: the door checks and
+// decodes the arguments itself (admit, into a fresh In), calls the use case and
+// answers with its result encoded once (answer); the SDK neither re-validates nor
+// re-decodes the arguments, nor re-encodes the result through reflection.
 func addTool[In any](d *Door, spec toolSpec, call func(ctx context.Context, p runtime.Principal, in *In) (any, error)) {
 	schema := inputSchema[In](spec)
 	resolved, err := schema.Resolve(nil)
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: tool %s: %v", spec.name, err))
 	}
-	t := &tool{
-		name: spec.name, actions: spec.actions, required: schema.Required, schema: resolved,
-		decode: func(raw []byte) error { return decodeArguments(raw, new(In)) },
-	}
+	t := &tool{name: spec.name, actions: spec.actions, required: schema.Required, schema: resolved}
 	d.tools[spec.name] = t
 	annotations := &mcp.ToolAnnotations{ReadOnlyHint: spec.readOnly, IdempotentHint: spec.idempotent,
 		DestructiveHint: new(false), OpenWorldHint: new(false)}
-	mcp.AddTool(d.server, &mcp.Tool{Name: spec.name, Description: spec.description, InputSchema: schema, Annotations: annotations},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
-			p, _ := principalFrom(ctx)
-			out, err := call(ctx, p, &in)
+	d.server.AddTool(&mcp.Tool{Name: spec.name, Description: spec.description, InputSchema: schema, Annotations: annotations},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			in := new(In)
+			p, err := d.admit(ctx, t, req.Params.Arguments, in)
 			if err != nil {
-				return d.refusal(ctx, err), nil, nil
+				return d.refusal(ctx, err), nil
 			}
-			return nil, out, nil
+			out, err := call(ctx, p, in)
+			if err != nil {
+				return d.refusal(ctx, err), nil
+			}
+			res, err := answer(out)
+			if err != nil {
+				return d.refusal(ctx, fmt.Errorf("mcpserver: encoding the answer of %s: %w", t.name, err)), nil
+			}
+			return res, nil
 		})
 }
 
@@ -210,80 +240,66 @@ func inputSchema[In any](spec toolSpec) *jsonschema.Schema {
 	return schema
 }
 
-// checkCall runs before the SDK validates and decodes a tool call, in the order the
-// HTTP routes check a request: the rate limit, the capability of the wrapped route
-// (of the call's action, for ctx_agent and ctx_task), then the arguments, strictly
-// (unknown, duplicate or mistyped members name the offending argument). Every refusal
-// is a tool result with isError, as the contract asks; an unknown tool is left to the SDK,
-// which answers JSON-RPC -32602.
-func (d *Door) checkCall(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		call, ok := req.(*mcp.CallToolRequest)
-		if !ok || call.Params == nil || d.tools[call.Params.Name] == nil {
-			return next(ctx, method, req)
-		}
-		t := d.tools[call.Params.Name]
-		if err := d.admit(ctx, t, call.Params.Arguments); err != nil {
-			return d.refusal(ctx, err), nil
-		}
-		return next(ctx, method, req)
-	}
-}
-
-// admit checks one call of t with raw arguments, up to the arguments' schema.
-func (d *Door) admit(ctx context.Context, t *tool, raw json.RawMessage) error {
+// admit checks one call of t with raw arguments in the order the HTTP routes check a
+// request — the rate limit, the capability of the wrapped route (of the call's action,
+// for ctx_agent and ctx_task), then the arguments, strictly (unknown, duplicate or
+// mistyped members name the offending argument), against the tool's input schema last
+// — and decodes them into in. It returns the caller. Every refusal becomes a tool
+// result with isError, as the contract asks; an unknown tool never gets here (the SDK
+// answers it with JSON-RPC -32602).
+func (d *Door) admit(ctx context.Context, t *tool, raw json.RawMessage, in any) (runtime.Principal, error) {
 	p, ok := principalFrom(ctx)
 	if !ok {
-		return fmt.Errorf("mcpserver: a call of %s arrived without a principal", t.name)
+		return p, fmt.Errorf("mcpserver: a call of %s arrived without a principal", t.name)
 	}
 	if err := d.host.Admit(ctx, p, "mcp:"+t.name); err != nil {
-		return err
+		return p, err
 	}
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage("{}")
 	}
 	members, err := topMembers(raw)
 	if err != nil {
-		return err
+		return p, err
 	}
 	action := ""
 	if t.actions != nil {
 		if action, err = actionOf(t, members); err != nil {
-			return err
+			return p, err
 		}
 	}
 	route, ok := contract.MCPToolRouteOf(t.name, action)
 	if !ok {
-		return fmt.Errorf("mcpserver: %s %q has no route in contract.MCPToolRoutes", t.name, action)
+		return p, fmt.Errorf("mcpserver: %s %q has no route in contract.MCPToolRoutes", t.name, action)
 	}
 	if !holdsAny(p, route.Capabilities) {
-		return runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
+		return p, runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
 			With("requiredCapability", route.Capabilities[0])
 	}
-	if err := t.decode(raw); err != nil {
-		return err
+	if err := decodeArguments(raw, in); err != nil {
+		return p, err
 	}
 	for _, name := range t.required {
 		if v, ok := members[name]; !ok || v.Kind() == 'n' {
-			return runtime.Invalid(name, "%s is required", name)
+			return p, runtime.Invalid(name, "%s is required", name)
 		}
 	}
 	if t.actions != nil {
 		takes := t.actions[action]
 		for name, v := range members {
 			if name != "action" && v.Kind() != 'n' && !slices.Contains(takes, name) {
-				return runtime.Invalid(name, "%s is not an argument of action %s (it takes %s)", name, action, orNone(takes))
+				return p, runtime.Invalid(name, "%s is not an argument of action %s (it takes %s)", name, action, orNone(takes))
 			}
 		}
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return runtime.Invalid("arguments", "malformed JSON")
+		return p, runtime.Invalid("arguments", "malformed JSON")
 	}
 	if err := t.schema.Validate(v); err != nil {
-		return runtime.Invalid("arguments", "the arguments do not match the tool's input schema: %v", err)
+		return p, runtime.Invalid("arguments", "the arguments do not match the tool's input schema: %v", err)
 	}
-	return nil
+	return p, nil
 }
 
 // actionOf reads the action of a call: present, a string and one of t's actions.

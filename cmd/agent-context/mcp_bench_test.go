@@ -144,3 +144,47 @@ func processCPU(b *testing.B) time.Duration {
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkMCPCallCost is one client reading the newest 50 of a conversation's 100
+// messages, call after call, by the route and through conversation_recent: the
+// per-call cost of the door without concurrency, to profile one of them alone
+// (docs/benchmarks.md):
+//
+//	go test -run '^$' -bench 'BenchmarkMCPCallCost/mcp' -benchtime 3000x -cpuprofile mcp.cpu ./cmd/agent-context
+func BenchmarkMCPCallCost(b *testing.B) {
+	app := startMsgBenchApp(b)
+	const conversations = 20
+	loadMessages(b, app.pool, conversations, 100)
+	transport := &http.Transport{}
+	client := &http.Client{Transport: transport, Timeout: time.Minute}
+	b.Cleanup(transport.CloseIdleConnections)
+	read := func(b *testing.B, path string, body func(conversation int) []byte, mcp bool) {
+		i := 0
+		for b.Loop() {
+			i++
+			req, err := http.NewRequest(http.MethodPost, app.base+path, bytes.NewReader(body(i%conversations)))
+			require.NoError(b, err)
+			req.Header.Set("Content-Type", "application/json")
+			if mcp {
+				req.Header.Set("Accept", "application/json, text/event-stream")
+			}
+			resp, err := client.Do(req)
+			require.NoError(b, err)
+			answer, err := io.ReadAll(resp.Body)
+			require.NoError(b, errors.Join(err, resp.Body.Close()))
+			require.Equal(b, http.StatusOK, resp.StatusCode, "%s", answer)
+			require.False(b, mcp && bytes.Contains(answer, []byte(`"isError":true`)), "%s", answer)
+		}
+	}
+	b.Run("route", func(b *testing.B) {
+		read(b, pathRecent, func(c int) []byte {
+			return fmt.Appendf(nil, `{"scope":{"conversationId":"conv-%d"},"limit":50}`, c)
+		}, false)
+	})
+	b.Run("mcp", func(b *testing.B) {
+		read(b, contract.PathMCP, func(c int) []byte {
+			return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":{"conversation_id":"conv-%d","limit":50}}}`,
+				contract.ToolConversationRecent, c)
+		}, true)
+	})
+}
