@@ -176,6 +176,7 @@ func TestConsoleSignInAndBadInput(t *testing.T) {
 			{"/console/windows/w-mine", http.StatusOK},
 			{"/console/windows/w-nobody", http.StatusNotFound},
 			{"/console/windows/" + url.PathEscape("bad id!"), http.StatusBadRequest},
+			{"/console/windows/w-mine?sentBy=forged", http.StatusBadRequest},
 			{"/console/invocations/inv-nobody", http.StatusNotFound},
 			{"/console/entries/e-nobody", http.StatusNotFound},
 			{"/console/a2a/tasks/t-nobody", http.StatusNotFound},
