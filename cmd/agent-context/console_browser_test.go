@@ -329,6 +329,17 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#events-body tr.tailed"))))
 	require.Greater(t, count(`document.querySelectorAll("#events-body tr").length`), before)
 
+	// A POST without its CSRF token (the sign-out form, its token field removed) is
+	// refused with 403 and changes nothing: the session still serves pages.
+	text("/", "#tasks")
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('#logout').form.querySelector('input[name="csrf"]').remove() || true`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#error-status"))))
+	refused, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#error-status")))
+	require.NoError(t, err)
+	require.Contains(t, refused, "403")
+	require.Contains(t, text("/", "#tasks"), "Overview of acme/alpha")
+
 	// Sign-out ends the session: the next page is the sign-in form.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login-form"))))
 	require.Contains(t, text("/", "#login-form"), "Sign in")
