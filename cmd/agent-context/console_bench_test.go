@@ -19,8 +19,8 @@ import (
 // loopback HTTP (open mode, so no session lookup) in a scope of 1,000,000 messages
 // (10,000 conversations of 100), 10,000 windows, 100,000 entries and 1,000 model
 // invocations, beside GET /health on the same connection as the baseline (the floor
-// of HTTP itself). Each iteration asks every page once; p50 and p95 per page are
-// reported in ms.
+// of HTTP itself). Each iteration asks every page once; the fastest answer, p50 and p95
+// per page are reported in ms.
 //
 //	go run ./adapters/postgres/pgtest/pgtestrun -- \
 //	  go test -run '^$' -bench BenchmarkConsolePages -benchtime 200x -timeout 30m ./cmd/agent-context
@@ -64,7 +64,9 @@ func BenchmarkConsolePages(b *testing.B) {
 	for i, p := range pages {
 		d := took[i]
 		slices.Sort(d)
-		for _, q := range []float64{0.50, 0.95} {
+		// p0, the fastest answer, is the page's cost with the least queueing for the
+		// CPU: on a loaded machine it is the figure nearest the page's own work.
+		for _, q := range []float64{0, 0.50, 0.95} {
 			b.ReportMetric(float64(d[int(q*float64(len(d)-1))].Microseconds())/1000, fmt.Sprintf("%s-p%d-ms", p.name, int(q*100)))
 		}
 	}
