@@ -42,14 +42,26 @@ type viewer struct {
 	sessionID string
 }
 
-// signedIn resolves the viewer of r and passes it to h. In open mode everyone is the
-// viewer of the chosen scope; otherwise a live session is needed, and a missing,
-// forged or expired one answers the sign-in form with 401.
+// signedIn resolves the viewer of r, takes the request's rate-limit tokens and passes
+// it to h. In open mode everyone is the viewer of the chosen scope; otherwise a live
+// session is needed, and a missing, forged or expired one answers the sign-in form
+// with 401 (and takes no token: there is no one to charge it to).
 func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *viewer)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if c.cfg.Auth.Open() {
-			v := &viewer{Open: true, Principal: openPrincipal(r), CSRF: c.formToken(w, r)}
+		admitted := func(v *viewer) {
+			// The tool is the page's route pattern, such as "GET /console/windows/{id}".
+			tool := r.Pattern
+			if tool == "" {
+				tool = r.Method + " " + Prefix + "/"
+			}
+			if err := c.cfg.RateLimiter.Admit(r.Context(), tool, v.Principal); err != nil {
+				c.fail(w, r, v, err)
+				return
+			}
 			h(w, r, v)
+		}
+		if c.cfg.Auth.Open() {
+			admitted(&viewer{Open: true, Principal: openPrincipal(r), CSRF: c.formToken(w, r)})
 			return
 		}
 		cookie, err := r.Cookie(sessionCookie)
@@ -67,7 +79,7 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *viewer)) 
 			c.renderLogin(w, r, http.StatusUnauthorized, "The session has ended; sign in again.")
 			return
 		}
-		h(w, r, &viewer{Principal: s.Principal, CSRF: s.CSRFToken, sessionID: s.ID})
+		admitted(&viewer{Principal: s.Principal, CSRF: s.CSRFToken, sessionID: s.ID})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/agent-context/agent-context/contract"
@@ -38,17 +39,20 @@ var assets embed.FS
 // Config is what the console reads through: the use cases of each area, the
 // server's credential verification and the session store.
 type Config struct {
-	Logger     *slog.Logger
-	Auth       server.AuthConfig
-	Sessions   *session.Sessions
-	Messages   *conversation.Messages
-	Windows    *conversation.Windows
-	Operations *operation.Operations
-	Entries    *memory.Entries
-	Recall     *memory.Recall
-	A2A        *a2a.Service
-	Costs      *cost.Costs
-	Clock      runtime.Clock
+	Logger *slog.Logger
+	Auth   server.AuthConfig
+	// RateLimiter checks every signed-in request against the API's rate limits, as
+	// the tool "GET /console/<page>" (nil: none).
+	RateLimiter *server.RateLimiter
+	Sessions    *session.Sessions
+	Messages    *conversation.Messages
+	Windows     *conversation.Windows
+	Operations  *operation.Operations
+	Entries     *memory.Entries
+	Recall      *memory.Recall
+	A2A         *a2a.Service
+	Costs       *cost.Costs
+	Clock       runtime.Clock
 }
 
 // Console is the console's http.Handler.
@@ -145,6 +149,12 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, err er
 			status, message = info.Status, re.Message
 		} else if ok && info.Status == http.StatusServiceUnavailable {
 			status = info.Status
+		}
+	}
+	if re != nil && re.Code == contract.CodeRateLimited {
+		// As on the API: the wait in whole seconds, rounded up, at least 1.
+		if ms, ok := re.Details["retryAfterMs"].(int64); ok {
+			w.Header().Set("Retry-After", strconv.FormatInt(max(1, (ms+999)/1000), 10))
 		}
 	}
 	if status >= 500 {

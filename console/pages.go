@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 // pageSize is the rows of one page of every list.
@@ -34,21 +35,28 @@ func (c *Console) routes() {
 	c.handle("/costs", []string{contract.CapCostsRead}, c.costs)
 }
 
-// overview shows what the viewer's capabilities let it read: the maintenance and
-// projection status, the tasks by state, and the cost of the last 24 hours and 7 days.
+// recentOperations is how many operations the overview lists.
+const recentOperations = 10
+
+// overview shows what the viewer's capabilities let it read: the record counts, the
+// maintenance and projection status with the recent operations, the tasks by state,
+// and the cost of the last 24 hours and 7 days.
 type overviewPage struct {
-	Status   *contract.MaintenanceStatus
-	Tasks    *contract.TaskInfo
-	Day      *contract.CostTotals
-	Week     *contract.CostTotals
-	Scope    runtime.Scope
-	Subject  string
-	NeedsCap []string
+	Counts     *operation.RecordCounts
+	Status     *contract.MaintenanceStatus
+	Operations []contract.Operation
+	Tasks      *contract.TaskInfo
+	Day        *contract.CostTotals
+	Week       *contract.CostTotals
+	Scope      runtime.Scope
+	Subject    string
+	NeedsCap   []string
+	Statuses   []string
 }
 
 func (c *Console) overview(ctx context.Context, _ *http.Request, v *viewer) (string, any, error) {
 	p := v.Principal
-	out := overviewPage{Scope: p.Scope, Subject: p.Subject}
+	out := overviewPage{Scope: p.Scope, Subject: p.Subject, Statuses: contract.EntryStatuses}
 	// The parts are independent reads: they run side by side, so the page takes as
 	// long as the slowest of them.
 	g, ctx := errgroup.WithContext(ctx)
@@ -57,8 +65,22 @@ func (c *Console) overview(ctx context.Context, _ *http.Request, v *viewer) (str
 			out.Status, err = c.cfg.Operations.Status(ctx, p.Scope)
 			return err
 		})
+		g.Go(func() (err error) {
+			out.Operations, err = c.cfg.Operations.RecentOperations(ctx, p.Scope, recentOperations)
+			return err
+		})
 	} else {
 		out.NeedsCap = append(out.NeedsCap, contract.CapMessagesRead)
+	}
+	// The counts cover messages and context records alike.
+	if p.Can(contract.CapMessagesRead) && p.Can(contract.CapContextRead) {
+		g.Go(func() error {
+			counts, err := c.cfg.Operations.RecordCounts(ctx, p.Scope)
+			out.Counts = &counts
+			return err
+		})
+	} else if !p.Can(contract.CapContextRead) {
+		out.NeedsCap = append(out.NeedsCap, contract.CapContextRead)
 	}
 	if p.Can(contract.CapA2ATasks) {
 		g.Go(func() (err error) {
@@ -181,12 +203,14 @@ type windowPage struct {
 	Window  contract.Window
 	Lineage contract.Lineage
 	Graph   lineageGraph
-	// SentBy are the invocations that sent the window, among its conversation's
-	// newest page of invocations.
-	SentBy []contract.ModelInvocation
+	// SentBy is a page of the invocations that sent the window, the latest first;
+	// SentByNext the cursor of the next.
+	SentBy     []contract.ModelInvocation
+	SentByNext string
 }
 
-// window shows a window's items, hash and lineage.
+// window shows a window's items, hash and lineage, and the invocations that sent it
+// (paged with the query parameter sentBy).
 func (c *Console) window(ctx context.Context, r *http.Request, v *viewer) (string, any, error) {
 	id, err := pathID(r, "windowId")
 	if err != nil {
@@ -201,18 +225,12 @@ func (c *Console) window(ctx context.Context, r *http.Request, v *viewer) (strin
 		return "", nil, err
 	}
 	limit := pageSize
-	invocations, err := c.cfg.Windows.ListInvocations(ctx, v.Principal, &contract.ListByConversationRequest{
-		ConversationID: &w.Conversation.ConversationID, Limit: &limit})
+	sentBy, err := c.cfg.Windows.WindowInvocations(ctx, v.Principal, id, optional(trimmed(r, "sentBy")), &limit)
 	if err != nil {
 		return "", nil, err
 	}
-	out := windowPage{Window: w, Lineage: l, Graph: layoutLineage(l, id)}
-	for _, m := range invocations.Invocations {
-		if m.RequestWindowID == id {
-			out.SentBy = append(out.SentBy, m)
-		}
-	}
-	return "window", out, nil
+	return "window", windowPage{Window: w, Lineage: l, Graph: layoutLineage(l, id), SentBy: sentBy.Invocations,
+		SentByNext: derefOr(sentBy.NextCursor, "")}, nil
 }
 
 // pricedInvocation is an invocation with its cost.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/operation"
 )
 
 //go:embed templates
@@ -75,6 +76,13 @@ var funcs = template.FuncMap{
 	"float": func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
 	"has":   func(v *viewer, cap string) bool { return v != nil && v.Principal.Can(cap) },
 	"sub":   func(a, b int64) int64 { return a - b },
+	// count shows a bounded count: the bound itself means that many or more.
+	"count": func(c *operation.RecordCounts, n int64) string {
+		if c.AtLeast(n) {
+			return strconv.FormatInt(n, 10) + "+"
+		}
+		return strconv.FormatInt(n, 10)
+	},
 }
 
 func derefOr(s *string, fallback string) string {

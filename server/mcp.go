@@ -31,7 +31,7 @@ type mcpHost struct{ s *Server }
 
 // Admit rate-limits one tool call under the tool's own name (mcp:<tool>).
 func (h mcpHost) Admit(ctx context.Context, p runtime.Principal, tool string) error {
-	return h.s.rateLimiter.admit(ctx, tool, p)
+	return h.s.rateLimiter.Admit(ctx, tool, p)
 }
 
 // Refusal is the envelope's error object for err, as the route would answer it.
@@ -87,7 +87,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	}
 	if msg.Method == mcpMethodCallTool && s.mcp.Known(msg.Params.Name) {
 		c.Set(ctxKeyRouteLabel, "mcp:"+msg.Params.Name)
-	} else if err := s.rateLimiter.admit(req.Context(), contract.RouteMCP.Method+" "+contract.RouteMCP.Path, p); err != nil {
+	} else if err := s.rateLimiter.Admit(req.Context(), contract.RouteMCP.Method+" "+contract.RouteMCP.Path, p); err != nil {
 		return err
 	}
 	ctx := context.WithValue(mcpserver.WithPrincipal(req.Context(), p), mcpEchoKey{}, c)

@@ -10,7 +10,8 @@ import (
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
-// RateLimiting is the rate limiting of authenticated requests (docs/rate-limits.md).
+// RateLimiting configures the rate limiting of authenticated requests
+// (docs/rate-limits.md).
 type RateLimiting struct {
 	// Limits checks every authenticated request; nil admits every one.
 	Limits *ratelimit.RateLimit
@@ -18,14 +19,18 @@ type RateLimiting struct {
 	Registerer prometheus.Registerer
 }
 
-// rateLimiter is the host's side of rate limiting: the check and its refusal counter.
-type rateLimiter struct {
+// RateLimiter is the host's side of rate limiting: the check and its refusal counter.
+// One serves every door of a process (the API, MCP and the console), so that a
+// subject's budget is one budget whichever door it comes through. A nil
+// *RateLimiter admits every request.
+type RateLimiter struct {
 	limits  *ratelimit.RateLimit
 	refused *prometheus.CounterVec
 }
 
-func newRateLimiter(cfg RateLimiting) rateLimiter {
-	r := rateLimiter{limits: cfg.Limits}
+// NewRateLimiter returns the rate limiter of cfg, registering its refusal counter.
+func NewRateLimiter(cfg RateLimiting) *RateLimiter {
+	r := &RateLimiter{limits: cfg.Limits}
 	if cfg.Registerer != nil {
 		r.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Subsystem: "ratelimit", Name: "refusals_total",
@@ -40,12 +45,13 @@ func newRateLimiter(cfg RateLimiting) rateLimiter {
 	return r
 }
 
-// admit takes the tokens a request of p on the tool named name needs ("POST <path>"
-// for a route, mcp:<tool> for an MCP tool call), or refuses it with RATE_LIMITED. It
-// runs right after authentication, so that every authenticated request counts,
-// including those the capability check then refuses.
-func (r rateLimiter) admit(ctx context.Context, name string, p runtime.Principal) error {
-	if r.limits == nil {
+// Admit takes the tokens a request of p on the tool named name needs ("POST <path>"
+// for a route, mcp:<tool> for an MCP tool call, "GET /console/<page>" for a console
+// page), or refuses it with RATE_LIMITED. It runs right after authentication, so that
+// every authenticated request counts, including those the capability check then
+// refuses.
+func (r *RateLimiter) Admit(ctx context.Context, name string, p runtime.Principal) error {
+	if r == nil || r.limits == nil {
 		return nil
 	}
 	err := r.limits.Check(ctx, p, name)

@@ -20,10 +20,10 @@ import (
 func rateBundle(t *testing.T, limits ratelimit.RateLimits) (*testBundle, *ratelimittest.Clock) {
 	t.Helper()
 	clock := ratelimittest.NewClock()
-	b := setup(t, Config{Auth: AuthConfig{StaticToken: "secret"}, RateLimiting: RateLimiting{
+	b := setup(t, Config{Auth: AuthConfig{StaticToken: "secret"}, RateLimiter: NewRateLimiter(RateLimiting{
 		Limits:     ratelimit.NewRateLimit(memory.NewLimiter(clock), limits),
 		Registerer: prometheus.NewRegistry(),
-	}})
+	})})
 	return b, clock
 }
 

@@ -93,7 +93,7 @@ func (s *Server) routeMiddleware(route contract.Route) echo.MiddlewareFunc {
 			if route.PerCall() {
 				return next(c)
 			}
-			if err := s.rateLimiter.admit(c.Request().Context(), route.Method+" "+route.Path, p); err != nil {
+			if err := s.rateLimiter.Admit(c.Request().Context(), route.Method+" "+route.Path, p); err != nil {
 				return err
 			}
 			if !holdsAny(p, route.Capabilities) {

@@ -34,17 +34,19 @@ type Config struct {
 	Ready  ReadinessChecker
 	// Instruments are the request metrics, tracing and what GET /metrics serves.
 	Instruments Instruments
-	// RateLimiting limits every authenticated request.
-	RateLimiting RateLimiting
-	Bodies       BodyLimits
+	// RateLimiter limits every authenticated request (nil: none); the console, when
+	// mounted, is given the same one.
+	RateLimiter *RateLimiter
+	Bodies      BodyLimits
 	// Version is the build's version, shown in the agent card.
 	Version string
 	// MCPAuthorizationServers are the OAuth authorization servers the MCP endpoint's
 	// protected resource metadata names (may be none).
 	MCPAuthorizationServers []string
 	// Console, when set, is the operator console, served at /console/. It authenticates
-	// its viewers itself (with its own sessions), so the API's credential check and
-	// rate limits do not apply to it.
+	// its viewers itself (with its own sessions), so the API's credential check does
+	// not apply to it; it checks the rate limits of its signed-in requests with the
+	// RateLimiter it was built with (the same as RateLimiter).
 	Console http.Handler
 
 	Conversation ConversationConfig
@@ -132,7 +134,7 @@ type Server struct {
 	knowledge   *knowledge.Service
 	a2a         *a2a.Service
 	costs       *cost.Costs
-	rateLimiter rateLimiter
+	rateLimiter *RateLimiter
 	entries     *memory.Entries
 	recall      *memory.Recall
 	projection  *memory.Projection
@@ -163,7 +165,7 @@ func New(cfg Config) *Server {
 	s.exports = cfg.Transfer.Exports
 	s.knowledge = cfg.Knowledge.Service
 	s.costs = cfg.Cost.Costs
-	s.rateLimiter = newRateLimiter(cfg.RateLimiting)
+	s.rateLimiter = cfg.RateLimiter
 	s.version = cfg.Version
 	s.streamMax = cfg.A2A.StreamMax
 	if s.streamMax <= 0 {

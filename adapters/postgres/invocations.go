@@ -154,3 +154,28 @@ func (s *WindowStore) ListInvocations(ctx context.Context, scope runtime.Scope, 
 	}
 	return out, translate(rows.Err())
 }
+
+// WindowInvocations implements conversation.WindowStore: a walk of
+// model_invocations_by_window from the window's latest invocation.
+func (s *WindowStore) WindowInvocations(ctx context.Context, scope runtime.Scope, windowID string, q runtime.PageQuery) ([]contract.ModelInvocation, error) {
+	after, afterArgs := pageAfter(q.After, "m.started_at_ms", "m.invocation_id", 5)
+	rows, err := s.db.Query(ctx, `
+		SELECT `+invocationColumns+`
+		FROM model_invocations m`+windowConversationJoin("m")+`
+		WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.request_window_id = $4 AND `+after+`
+		ORDER BY m.started_at_ms DESC, m.invocation_id
+		LIMIT $3`, append([]any{scope.TenantID, scope.ProjectID, q.Limit, windowID}, afterArgs...)...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	out := []contract.ModelInvocation{}
+	for rows.Next() {
+		m, err := scanInvocation(rows)
+		if err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, m)
+	}
+	return out, translate(rows.Err())
+}

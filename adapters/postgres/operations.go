@@ -119,6 +119,64 @@ func (s *OperationStore) MaintenanceCounts(ctx context.Context, scope runtime.Sc
 	return c, lastRun, nil
 }
 
+// RecentOperations implements operation.OperationStore: the head of a backward walk
+// of operations_by_created.
+func (s *OperationStore) RecentOperations(ctx context.Context, scope runtime.Scope, limit int) ([]contract.Operation, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT `+operationColumns+` FROM operations
+		WHERE tenant_id = $1 AND project_id = $2
+		ORDER BY created_at_ms DESC, operation_id
+		LIMIT $3`, scope.TenantID, scope.ProjectID, limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	out := []contract.Operation{}
+	for rows.Next() {
+		op, err := scanOperation(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, op)
+	}
+	return out, translate(rows.Err())
+}
+
+// RecordCounts implements operation.OperationStore. Each count is an index-only walk
+// of at most bound index entries of the scope (conversations_by_activity, messages'
+// key, context_windows_by_created, model_invocations_by_time,
+// context_entries_by_status_created), so the statement reads the same at most
+// 8 × bound entries however large the scope is. Records of a conversation whose
+// deletion is still under way count until they are gone.
+func (s *OperationStore) RecordCounts(ctx context.Context, scope runtime.Scope, bound int64) (operation.RecordCounts, error) {
+	out := operation.RecordCounts{Bound: bound, Entries: make(map[string]int64, len(contract.EntryStatuses))}
+	var active, superseded, merged, expired int64
+	err := s.db.QueryRow(ctx, `
+		SELECT
+			(SELECT count(*) FROM (SELECT FROM conversations
+			  WHERE tenant_id = $1 AND project_id = $2 AND deleted_at_ms IS NULL
+			  ORDER BY coalesce(last_at_ms, created_at_ms) DESC LIMIT $3) c),
+			(SELECT count(*) FROM (SELECT FROM messages WHERE tenant_id = $1 AND project_id = $2 LIMIT $3) m),
+			(SELECT count(*) FROM (SELECT FROM context_windows WHERE tenant_id = $1 AND project_id = $2 LIMIT $3) w),
+			(SELECT count(*) FROM (SELECT FROM model_invocations WHERE tenant_id = $1 AND project_id = $2 LIMIT $3) i),
+			(SELECT count(*) FROM (SELECT FROM context_entries
+			  WHERE tenant_id = $1 AND project_id = $2 AND status = 'active' LIMIT $3) e),
+			(SELECT count(*) FROM (SELECT FROM context_entries
+			  WHERE tenant_id = $1 AND project_id = $2 AND status = 'superseded' LIMIT $3) e),
+			(SELECT count(*) FROM (SELECT FROM context_entries
+			  WHERE tenant_id = $1 AND project_id = $2 AND status = 'merged' LIMIT $3) e),
+			(SELECT count(*) FROM (SELECT FROM context_entries
+			  WHERE tenant_id = $1 AND project_id = $2 AND status = 'expired' LIMIT $3) e)`,
+		scope.TenantID, scope.ProjectID, bound).Scan(&out.Conversations, &out.Messages, &out.Windows, &out.Invocations,
+		&active, &superseded, &merged, &expired)
+	if err != nil {
+		return operation.RecordCounts{}, translate(err)
+	}
+	out.Entries[contract.EntryActive], out.Entries[contract.EntrySuperseded] = active, superseded
+	out.Entries[contract.EntryMerged], out.Entries[contract.EntryExpired] = merged, expired
+	return out, nil
+}
+
 // StartOperation implements operation.OperationStore.
 func (s *OperationStore) StartOperation(ctx context.Context, scope runtime.Scope, id string, nowMs int64) (contract.Operation, error) {
 	op, err := scanOperation(s.db.QueryRow(ctx, `

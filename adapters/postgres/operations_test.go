@@ -609,6 +609,63 @@ func TestMaintenanceCounts(t *testing.T) {
 	require.Equal(t, contract.OperationCounts{Pending: 1}, st.Operations)
 }
 
+// Recent operations are the scope's newest first, within the limit; the record counts
+// count the scope's rows each up to the bound.
+func TestRecentOperationsAndRecordCounts(t *testing.T) {
+	t.Parallel()
+	b := setupOperations(t, 10)
+	ctx := context.Background()
+	other := runtime.Scope{TenantID: "tenant-b", ProjectID: "project-a"}
+	var ids []string
+	for _, id := range []string{"c1", "c2", "c3"} {
+		res, _, err := b.ops.DeleteConversation(ctx, b.scope, &contract.DeleteConversationRequest{ConversationID: id})
+		require.NoError(t, err)
+		ids = append(ids, res.Operation.ID)
+		_, err = b.pool.Exec(ctx, `UPDATE operations SET created_at_ms = created_at_ms + $2 WHERE operation_id = $1`,
+			res.Operation.ID, len(ids))
+		require.NoError(t, err)
+	}
+	_, _, err := b.ops.DeleteConversation(ctx, other, &contract.DeleteConversationRequest{ConversationID: "c9"})
+	require.NoError(t, err)
+	recent, err := b.ops.RecentOperations(ctx, b.scope, 2)
+	require.NoError(t, err)
+	require.Len(t, recent, 2)
+	require.Equal(t, []string{ids[2], ids[1]}, []string{recent[0].ID, recent[1].ID}, "the newest first")
+	recent, err = b.ops.RecentOperations(ctx, other, 10)
+	require.NoError(t, err)
+	require.Len(t, recent, 1)
+	_, err = b.ops.RecentOperations(ctx, b.scope, operation.MaxRecentOperations+1)
+	require.Equal(t, contract.CodeValidationFailed, runtime.ErrorCode(err))
+
+	loadConversations(t, b.pool, b.scope, 3, 4)
+	loadConversations(t, b.pool, other, 1, 2)
+	_, err = b.pool.Exec(ctx, `
+		INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, source_record_ids, tags, importance,
+			status, version, request_sha256, created_at_ms, updated_at_ms, ended_at_ms, search, superseded_by, merged_into)
+		SELECT $1, $2, 'e-' || s || g, 'fact', 'x', '{}', '{}', 0.5, s, 1, repeat('0', 64), g, g,
+			CASE WHEN s = 'active' THEN NULL ELSE g END, to_tsvector('simple', 'x'),
+			CASE WHEN s = 'superseded' THEN 'e-next' END, CASE WHEN s = 'merged' THEN 'e-into' END
+		FROM generate_series(1, 5) AS g, unnest($3::text[]) AS s
+		WHERE g <= array_position($3::text[], s)`, b.scope.TenantID, b.scope.ProjectID,
+		[]string{contract.EntryActive, contract.EntrySuperseded, contract.EntryMerged, contract.EntryExpired})
+	require.NoError(t, err)
+	// c1–c3 are being deleted: their head rows are tombstones, not conversations.
+	counts, err := b.store.RecordCounts(ctx, b.scope, 100)
+	require.NoError(t, err)
+	require.Equal(t, operation.RecordCounts{Bound: 100, Conversations: 3, Messages: 12,
+		Entries: map[string]int64{contract.EntryActive: 1, contract.EntrySuperseded: 2, contract.EntryMerged: 3, contract.EntryExpired: 4}}, counts)
+	require.False(t, counts.AtLeast(counts.Messages))
+	counts, err = b.store.RecordCounts(ctx, b.scope, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, counts.Messages, "a count stops at the bound")
+	require.True(t, counts.AtLeast(counts.Messages))
+	require.EqualValues(t, 2, counts.Entries[contract.EntrySuperseded])
+	counts, err = b.store.RecordCounts(ctx, other, 100)
+	require.NoError(t, err)
+	require.Equal(t, operation.RecordCounts{Bound: 100, Conversations: 1, Messages: 2,
+		Entries: map[string]int64{contract.EntryActive: 0, contract.EntrySuperseded: 0, contract.EntryMerged: 0, contract.EntryExpired: 0}}, counts)
+}
+
 // loadConversations copies conversations × perConversation messages into scope, with
 // their head rows, the i-th message of a conversation created at i ms, or at
 // createdAt(conversation, i) when given.

@@ -32,7 +32,7 @@ func setupWindows(tb testing.TB) *windowBundle {
 	return &windowBundle{
 		pool:    pool,
 		store:   db.Conversation().Stores().Windows,
-		windows: conversation.NewWindows(db.Conversation(), nil, runtime.SystemClock{}),
+		windows: conversation.NewWindows(db.Conversation(), runtime.NewCursorCodec([]byte("windows-test-cursor-key-32-bytes")), runtime.SystemClock{}),
 		p:       windowPrincipal("tenant-a", "project-a", "agent-1"),
 	}
 }
@@ -518,6 +518,60 @@ func TestInvocationStore(t *testing.T) {
 	requireWindowError(t, err, contract.CodeConflict, "requestWindowId")
 	_, err = b.windows.GetInvocation(ctx, b.p, &contract.GetModelInvocationRequest{InvocationID: "i3"})
 	requireWindowError(t, err, contract.CodeNotFound, "invocationId")
+}
+
+// TestWindowInvocations lists the invocations that sent a window, the latest started
+// first, a page at a time, in the caller's scope only.
+func TestWindowInvocations(t *testing.T) {
+	t.Parallel()
+	b := setupWindows(t)
+	ctx := context.Background()
+	other := windowPrincipal("tenant-b", "project-a", "agent-1")
+	for _, p := range []runtime.Principal{b.p, other} {
+		for _, w := range []string{"w1", "w2"} {
+			_, _, err := b.windows.CreateWindow(ctx, p, windowRequest(w, "c1", contract.StageAssembled, 1, trickyContent))
+			require.NoError(t, err)
+		}
+	}
+	for i := range 5 {
+		req := invocationRequest(fmt.Sprintf("i%d", i), "c1", "w1")
+		if i == 2 {
+			req.RequestWindowID = "w2"
+		}
+		req.StartedAtMs = int64(1000 + i)
+		req.CompletedAtMs = int64(2000 + i)
+		_, err := b.windows.SaveInvocation(ctx, b.p, req)
+		require.NoError(t, err)
+	}
+	_, err := b.windows.SaveInvocation(ctx, other, invocationRequest("i9", "c1", "w1"))
+	require.NoError(t, err)
+	ids := func(l *contract.InvocationList) []string {
+		var out []string
+		for _, m := range l.Invocations {
+			out = append(out, m.ID)
+		}
+		return out
+	}
+	limit := 2
+	page, err := b.windows.WindowInvocations(ctx, b.p, "w1", nil, &limit)
+	require.NoError(t, err)
+	require.Equal(t, []string{"i4", "i3"}, ids(page))
+	require.NotNil(t, page.NextCursor)
+	page, err = b.windows.WindowInvocations(ctx, b.p, "w1", page.NextCursor, &limit)
+	require.NoError(t, err)
+	require.Equal(t, []string{"i1", "i0"}, ids(page))
+	require.Nil(t, page.NextCursor)
+	page, err = b.windows.WindowInvocations(ctx, b.p, "w2", nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"i2"}, ids(page))
+	page, err = b.windows.WindowInvocations(ctx, other, "w1", nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"i9"}, ids(page))
+	// A cursor of one window's list does not page another's.
+	first, err := b.windows.WindowInvocations(ctx, b.p, "w1", nil, &limit)
+	require.NoError(t, err)
+	_, err = b.windows.WindowInvocations(ctx, b.p, "w2", first.NextCursor, &limit)
+	requireWindowError(t, err, contract.CodeInvalidCursor, "")
 }
 
 // TestWindowStoreScopes writes the same IDs in two scopes: neither sees the other's.

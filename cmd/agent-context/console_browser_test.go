@@ -92,8 +92,8 @@ func watchPage(ctx context.Context) *pageWatch {
 
 // seedConsole writes, through the API, what every page of the console shows: a
 // conversation with hostile content, a window lineage, invocations, entries with a
-// history, agents, a task in every state and A2A messages.
-func seedConsole(t *testing.T, app *testApp, m minter) (correctedID string, correctedAt int64) {
+// history, agents, a task in every state, A2A messages and a retention dry run.
+func seedConsole(t *testing.T, app *testApp, m minter) (correctedID string, correctedAt int64, operationID string) {
 	t.Helper()
 	all := m.subjectBearer("alice", "acme", "alpha", contract.AllCapabilities...)
 	bob := m.subjectBearer("bob", "acme", "alpha", contract.AllCapabilities...)
@@ -162,7 +162,9 @@ func seedConsole(t *testing.T, app *testApp, m minter) (correctedID string, corr
 	task("t-done", "Tag the release", contract.TaskWorking, contract.TaskCompleted)
 	task("t-fail", "Deploy to the canary", contract.TaskWorking, contract.TaskFailed)
 	task("t-cancel", "Rewrite the billing service", contract.TaskCanceled)
-	return correctedID, correctedAt
+	dry := post(all, contract.RouteConversationsRetention, http.StatusAccepted, map[string]any{
+		"policy": map[string]any{"keepLastMessages": 1}, "dryRun": true})
+	return correctedID, correctedAt, dry["operation"].(map[string]any)["id"].(string)
 }
 
 // TestConsoleInABrowser drives the console with headless Chromium against the real
@@ -175,7 +177,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	browser := chromiumPath(t)
 	app, m := startSecuredApp(t, writePricing(t, `{"models": {"gpt-4.1-mini": {"inputPerMTok": 0.4, "outputPerMTok": 1.6, "cachedInputPerMTok": 0.1},
 		"gpt-4.1": {"inputPerMTok": 2, "outputPerMTok": 8}}}`))
-	corrected, correctedAt := seedConsole(t, app, m)
+	corrected, correctedAt, operationID := seedConsole(t, app, m)
 	app.post(t, contract.RouteWindowsCreate.Path, consoleWindow("w-other", "another tenant's window"),
 		"Authorization", m.subjectBearer("eve", "other", "alpha", contract.AllCapabilities...)).requireOK(t, http.StatusCreated, nil)
 
@@ -224,6 +226,16 @@ func TestConsoleInABrowser(t *testing.T) {
 	overview := text("/", "#tasks")
 	require.Contains(t, overview, "Overview of acme/alpha")
 	require.Contains(t, overview, "Vector projection")
+	// The record counts of the scope (the correction superseded e-1), and the
+	// retention dry run among the recent operations.
+	counts, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`Object.fromEntries(
+		[...document.querySelectorAll("#counts [data-count]")].map(c => [c.dataset.count, c.querySelector(".n").textContent]))`))
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"conversations": "1", "messages": "3", "windows": "4", "invocations": "4",
+		"entries-active": "1", "entries-superseded": "1", "entries-merged": "0", "entries-expired": "0"}, counts)
+	operations := text("/", "#operations")
+	require.Contains(t, operations, operationID)
+	require.Contains(t, operations, "retention")
 
 	convs := text("/conversations", "#conversations")
 	require.Contains(t, convs, "conv-ui")
@@ -246,6 +258,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	require.Equal(t, 4, count(`document.querySelectorAll("#lineage .node").length`))
 	require.Equal(t, 3, count(`document.querySelectorAll("#lineage .edge").length`))
+	// Sent by: the four invocations that name w-trim, the latest first.
+	sentBy, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("#sent-by tbody tr td:first-child")].map(td => td.textContent)`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"inv-1", "inv-2", "inv-3", "inv-4"}, sentBy)
+	require.Contains(t, text("/windows/w-cmp", "#items"), "No invocation sent this window.")
 	hash := text("/windows/w-trim", "#hash")
 	require.Regexp(t, `[0-9a-f]{64}`, hash)
 	screenshot("window-lineage.png", "main")
@@ -304,12 +322,23 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS("#tail-status"))))
 	before := count(`document.querySelectorAll("#events-body tr").length`)
 	// The tail's first long poll is under way once the status says so.
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("tail-status").textContent.startsWith("live")`))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("tail-status").textContent.startsWith("live")`))
 	require.NoError(t, err)
 	app.post(t, contract.RouteA2AMessagesPost.Path, map[string]any{"messageId": "am-tail", "content": "after the page opened"},
 		"Authorization", m.subjectBearer("alice", "acme", "alpha", contract.AllCapabilities...)).requireOK(t, http.StatusOK, nil)
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#events-body tr.tailed"))))
 	require.Greater(t, count(`document.querySelectorAll("#events-body tr").length`), before)
+
+	// A POST without its CSRF token (the sign-out form, its token field removed) is
+	// refused with 403 and changes nothing: the session still serves pages.
+	text("/", "#tasks")
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('#logout').form.querySelector('input[name="csrf"]').remove() || true`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#error-status"))))
+	refused, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#error-status")))
+	require.NoError(t, err)
+	require.Contains(t, refused, "403")
+	require.Contains(t, text("/", "#tasks"), "Overview of acme/alpha")
 
 	// Sign-out ends the session: the next page is the sign-in form.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login-form"))))

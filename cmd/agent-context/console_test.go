@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
 // consoleBrowser is a cookie-keeping HTTP client of the console that does not follow
@@ -175,6 +176,7 @@ func TestConsoleSignInAndBadInput(t *testing.T) {
 			{"/console/windows/w-mine", http.StatusOK},
 			{"/console/windows/w-nobody", http.StatusNotFound},
 			{"/console/windows/" + url.PathEscape("bad id!"), http.StatusBadRequest},
+			{"/console/windows/w-mine?sentBy=forged", http.StatusBadRequest},
 			{"/console/invocations/inv-nobody", http.StatusNotFound},
 			{"/console/entries/e-nobody", http.StatusNotFound},
 			{"/console/a2a/tasks/t-nobody", http.StatusNotFound},
@@ -301,4 +303,33 @@ func TestConsoleOpenMode(t *testing.T) {
 	require.Contains(t, page.Body, "project x&#39;s window")
 	scope.Set("tenant", "bad tenant!")
 	require.Equal(t, http.StatusBadRequest, b.send(http.MethodPost, "/console/scope", scope).Status)
+}
+
+// TestConsoleRateLimited: a signed-in console request takes its tokens like an API
+// request of the same subject, from the same budget; a refusal is the 429 page with
+// Retry-After, and the sign-in form takes nothing.
+func TestConsoleRateLimited(t *testing.T) {
+	t.Parallel()
+	app, minter := startSecuredApp(t, func(c *Config) { c.RateLimits = ratelimit.RateLimits{AgentPerMin: 3} })
+	alice := newConsoleBrowser(t, app)
+	require.Equal(t, http.StatusSeeOther, alice.login(bare(minter.subjectBearer("alice", "acme", "alpha", contract.AllCapabilities...)), "", "").Status)
+	for range 2 {
+		page := alice.get("/console/entries")
+		require.Equal(t, http.StatusOK, page.Status, page.Body)
+	}
+	// The API request takes the budget's last token: the console's next page is refused.
+	body := map[string]any{"scope": map[string]any{"conversationId": "c"}}
+	app.post(t, contract.RouteMessagesRecent.Path, body, "Authorization",
+		minter.subjectBearer("alice", "acme", "alpha", contract.AllCapabilities...)).requireOK(t, http.StatusOK, nil)
+	page := alice.get("/console/windows/w-1")
+	require.Equal(t, http.StatusTooManyRequests, page.Status, page.Body)
+	require.NotEmpty(t, page.Header.Get("Retry-After"))
+	requireRateLimited(t, app.post(t, contract.RouteMessagesRecent.Path, body, "Authorization",
+		minter.subjectBearer("alice", "acme", "alpha", contract.AllCapabilities...)), contract.RateLevelAgent)
+	// Another subject has a budget of its own; the sign-in form costs nothing.
+	bob := newConsoleBrowser(t, app)
+	require.Equal(t, http.StatusSeeOther, bob.login(bare(minter.subjectBearer("bob", "acme", "alpha", contract.AllCapabilities...)), "", "").Status)
+	require.Equal(t, http.StatusOK, bob.get("/console/entries").Status)
+	metrics := app.do(t, http.MethodGet, contract.PathMetrics, nil)
+	require.Contains(t, string(metrics.Body), `agent_context_ratelimit_refusals_total{level="agent"} 2`)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -744,5 +745,15 @@ func requireConsoleIsolation(t *testing.T, app *testApp, a, b *tenantClient, str
 			require.NotContains(t, page.Body, secret(b))
 			require.NotContains(t, page.Body, "conv-1", "%s %s", stranger.name, path)
 		}
+		// The overview counts none of the others' records.
+		overview := br.get("/console/").Body
+		counts := consoleCount.FindAllStringSubmatch(overview, -1)
+		require.Len(t, counts, 8, stranger.name)
+		for _, c := range counts {
+			require.Equal(t, "0", c[2], "%s %s", stranger.name, c[1])
+		}
 	}
 }
+
+// consoleCount is one record count of the console's overview: its name and figure.
+var consoleCount = regexp.MustCompile(`data-count="([a-z-]+)"><div class="muted">[^<]*</div><div class="n">([^<]*)</div>`)

@@ -185,14 +185,15 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	costs := cost.NewCosts(db.Costs(), pricing)
-	operatorConsole := console.New(console.Config{Logger: m.Log, Auth: auth,
+	limiter := server.NewRateLimiter(server.RateLimiting{Limits: rateLimits, Registerer: m.registry})
+	operatorConsole := console.New(console.Config{Logger: m.Log, Auth: auth, RateLimiter: limiter,
 		Sessions: session.NewSessions(db.Sessions(), runtime.SystemClock{}), Messages: messages, Windows: windows,
 		Operations: operations, Entries: entries, Recall: recall, A2A: coordination, Costs: costs})
 	m.server = server.New(server.Config{
 		Logger: m.Log, Auth: auth, Ready: db, Instruments: m.serverInstruments(),
-		RateLimiting: server.RateLimiting{Limits: rateLimits, Registerer: m.registry},
-		Bodies:       server.BodyLimits{MaxInFlightBytes: cfg.MaxInFlightBodyBytes},
-		Version:      version, MCPAuthorizationServers: cfg.MCPAuthorizationServers, Console: operatorConsole,
+		RateLimiter: limiter,
+		Bodies:      server.BodyLimits{MaxInFlightBytes: cfg.MaxInFlightBodyBytes},
+		Version:     version, MCPAuthorizationServers: cfg.MCPAuthorizationServers, Console: operatorConsole,
 		Conversation: server.ConversationConfig{Messages: messages, Windows: windows},
 		Operation:    server.OperationConfig{Operations: operations},
 		Memory:       server.MemoryConfig{Entries: entries, Recall: recall, Projection: projection},

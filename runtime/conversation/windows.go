@@ -54,6 +54,10 @@ type WindowStore interface {
 	// conversationID, "" any), the latest started first (startedAtMs descending, then
 	// ID), after q.After. Errors: SERVICE_UNAVAILABLE.
 	ListInvocations(ctx context.Context, scope runtime.Scope, conversationID string, q runtime.PageQuery) ([]contract.ModelInvocation, error)
+	// WindowInvocations returns up to q.Limit model invocations of the scope whose
+	// request window is windowID, the latest started first (startedAtMs descending,
+	// then ID), after q.After. Errors: SERVICE_UNAVAILABLE.
+	WindowInvocations(ctx context.Context, scope runtime.Scope, windowID string, q runtime.PageQuery) ([]contract.ModelInvocation, error)
 }
 
 // Windows holds the use cases of context windows, derivations, lineage and model
@@ -104,6 +108,31 @@ func (s *Windows) ListInvocations(ctx context.Context, p runtime.Principal, req 
 	page := q
 	page.Limit++
 	rows, err := s.store.ListInvocations(ctx, p.Scope, conversation, page)
+	if err != nil {
+		return nil, err
+	}
+	out := &contract.InvocationList{}
+	out.Invocations, out.NextCursor = runtime.ClosePage(s.cursors, binding, q, rows,
+		func(m *contract.ModelInvocation) runtime.Position {
+			return runtime.Position{AtMs: m.StartedAtMs, ID: m.ID}
+		})
+	return out, nil
+}
+
+// WindowInvocations returns one page of the model invocations that sent the window
+// windowID, the latest started first. The cursor is bound to the scope and the window.
+func (s *Windows) WindowInvocations(ctx context.Context, p runtime.Principal, windowID string, cursor *string, limit *int) (*contract.InvocationList, error) {
+	if err := runtime.ValidateID("windowId", windowID); err != nil {
+		return nil, err
+	}
+	binding := runtime.CursorBinding{Kind: "window-invocations/" + windowID, Scope: p.Scope}
+	q, err := s.cursors.OpenPage(binding, cursor, limit, contract.DefaultListLimit, contract.MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	page := q
+	page.Limit++
+	rows, err := s.store.WindowInvocations(ctx, p.Scope, windowID, page)
 	if err != nil {
 		return nil, err
 	}

@@ -547,6 +547,10 @@ func (s *stubWindowStore) ListWindows(context.Context, runtime.Scope, string, ru
 	return nil, nil
 }
 
+func (s *stubWindowStore) WindowInvocations(context.Context, runtime.Scope, string, runtime.PageQuery) ([]contract.ModelInvocation, error) {
+	return nil, nil
+}
+
 func (s *stubWindowStore) ListInvocations(context.Context, runtime.Scope, string, runtime.PageQuery) ([]contract.ModelInvocation, error) {
 	s.calls++
 	return nil, nil

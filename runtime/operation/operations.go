@@ -42,6 +42,13 @@ type OperationStore interface {
 	// succeeded retention run (dry runs excluded) completed. Errors:
 	// SERVICE_UNAVAILABLE.
 	MaintenanceCounts(ctx context.Context, scope runtime.Scope, failedSinceMs int64) (counts contract.OperationCounts, lastRetentionMs *int64, err error)
+	// RecentOperations returns up to limit of the scope's operations, the newest
+	// created first. Errors: SERVICE_UNAVAILABLE.
+	RecentOperations(ctx context.Context, scope runtime.Scope, limit int) ([]contract.Operation, error)
+	// RecordCounts counts the scope's records, each count stopping at bound (a count
+	// of bound means "bound or more"); entries by their stored status. Errors:
+	// SERVICE_UNAVAILABLE.
+	RecordCounts(ctx context.Context, scope runtime.Scope, bound int64) (RecordCounts, error)
 
 	// StartOperation moves a pending operation to running and returns it; one that
 	// is already running (a job resumed after a crash) stays running, and a finished
@@ -67,6 +74,33 @@ type OperationStore interface {
 	// or running, and the last scope examined (nil when none was left).
 	DueRetentionScopes(ctx context.Context, after *runtime.Scope, sinceMs int64, limit int) (due []runtime.Scope, last *runtime.Scope, err error)
 }
+
+// RecordCounts are how many records a scope holds. Counting every row of a large
+// scope would read all of it, so each count stops at a bound; Bound says where, and a
+// count equal to it means that many or more. Entries count by their stored status:
+// an active entry whose expiresAt has passed counts as active (recall and the lists
+// treat it as expired).
+type RecordCounts struct {
+	Bound         int64
+	Conversations int64
+	Messages      int64
+	Windows       int64
+	Invocations   int64
+	// Entries maps each entry status (contract.EntryStatuses) to its count.
+	Entries map[string]int64
+}
+
+// AtLeast reports whether n is a count that stopped at the bound.
+func (c RecordCounts) AtLeast(n int64) bool { return n >= c.Bound }
+
+// DefaultCountBound is where the record counts stop. A count reads one index entry
+// per record counted; the overview's eight counts to 1,000 read at most 8,000, a few
+// milliseconds, and "1,000 or more" is what a debugging operator needs to know of a
+// large scope. Exact totals would need running counters that every write updates.
+const DefaultCountBound = 1_000
+
+// MaxRecentOperations bounds a list of recent operations.
+const MaxRecentOperations = 100
 
 // NewOperation is an operation to store with what its job needs besides its request.
 type NewOperation struct {
@@ -257,6 +291,22 @@ func (o *Operations) Status(ctx context.Context, scope runtime.Scope) (*contract
 		st.Retention.DefaultMaxAgeMs = &ms
 	}
 	return st, nil
+}
+
+// RecentOperations returns up to limit (1 – MaxRecentOperations) of the scope's
+// operations, the newest created first.
+func (o *Operations) RecentOperations(ctx context.Context, scope runtime.Scope, limit int) ([]contract.Operation, error) {
+	if limit < 1 || limit > MaxRecentOperations {
+		return nil, runtime.Invalid("limit", "limit must be from 1 to %d", MaxRecentOperations)
+	}
+	return o.store.RecentOperations(ctx, scope, limit)
+}
+
+// RecordCounts counts the scope's conversations, messages, windows, model
+// invocations and entries by status, each up to DefaultCountBound, so that the read
+// stays bounded however large the scope is.
+func (o *Operations) RecordCounts(ctx context.Context, scope runtime.Scope) (RecordCounts, error) {
+	return o.store.RecordCounts(ctx, scope, DefaultCountBound)
 }
 
 // RunOperation does the work of an operation's job: it starts the operation and runs

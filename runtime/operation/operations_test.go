@@ -81,6 +81,14 @@ func (s *stubOperations) MaintenanceCounts(_ context.Context, _ runtime.Scope, f
 	return s.counts, s.lastRun, nil
 }
 
+func (s *stubOperations) RecentOperations(context.Context, runtime.Scope, int) ([]contract.Operation, error) {
+	return nil, nil
+}
+
+func (s *stubOperations) RecordCounts(_ context.Context, _ runtime.Scope, bound int64) (operation.RecordCounts, error) {
+	return operation.RecordCounts{Bound: bound}, nil
+}
+
 func (s *stubOperations) StartOperation(ctx context.Context, scope runtime.Scope, id string, _ int64) (contract.Operation, error) {
 	op, err := s.Operation(ctx, scope, id)
 	if err == nil && op.State == contract.OperationPending {
