@@ -209,15 +209,22 @@ var bm25Term = fmt.Sprintf(`q.idf * p.tf * %[1]v / (p.tf + %[2]v * (%[3]v + %[4]
 // textSQL is the text half over the postings of the query's terms $8 (without the
 // scope's tag), with their idf $9, prefix flags $10 and whether each is essential $11
 // (a prefix term always is); $13 is the light terms' bounds summed, $7 the limit, $3
-// to $6 the filter. part holds the essential terms' partial scores, top the best k of
-// them among the entries that pass the filter, and scored adds the light terms to the
-// entries within $13 of the k-th. Each result row carries that k-th partial score
-// (null when fewer than k entries passed), which tells the caller whether the answer
-// is exact. Each entry's coverage is the share of the query's idf ($15: their sum) its
-// terms hold, each term's presence tested by its own tsquery ($14) on the k results.
+// to $6 the filter. part holds the essential terms' partial scores; top the best k of
+// them among the entries that pass the filter, looked up best first until k pass;
+// scored adds the light terms, looked up by term and entry, to the entries within $13
+// of the k-th. Each result row carries that k-th partial score (null when fewer than k
+// entries passed), which tells the caller whether the answer is exact. Each result's
+// coverage is the share of the query's idf ($15: their sum) its terms hold, each
+// term's presence tested by its own tsquery ($14) on the result's document. The
+// entries are looked up through LATERAL subqueries that Postgres cannot flatten
+// (LIMIT, OFFSET 0), so each is an index probe per candidate that can rank, never a
+// join of every candidate with the scope.
 func textSQL(asOf bool) string {
-	entry := `JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = `
-	filter := recallable(asOf, 6) + ` AND ` + recallFilter("e", 3)
+	passes := func(id string) string {
+		return `SELECT e.* FROM context_entries e
+		    WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ` + id + `
+		      AND ` + recallable(asOf, 6) + ` AND ` + recallFilter("e", 3)
+	}
 	return `
 	WITH q AS (
 	    SELECT * FROM unnest($8::text[], $9::float8[], $10::bool[], $11::bool[]) AS q(term, idf, prefix, essential)
@@ -235,13 +242,12 @@ func textSQL(asOf bool) string {
 	    WHERE q.essential
 	    GROUP BY p.entry_id
 	), top AS (
-	    SELECT part.s FROM part ` + entry + `part.entry_id
-	    WHERE ` + filter + `
-	    ORDER BY part.s DESC
+	    SELECT ranked.s FROM (SELECT * FROM part ORDER BY part.s DESC) ranked
+	    CROSS JOIN LATERAL (` + passes("ranked.entry_id") + ` LIMIT 1) e
 	    LIMIT $7
 	), cut AS (
 	    SELECT CASE WHEN count(*) = $7 THEN min(top.s) END AS kth FROM top
-	), scored AS (
+	), scored AS MATERIALIZED (
 	    SELECT part.entry_id, cut.kth, part.s + coalesce((
 	        SELECT sum(` + bm25Term + `) FROM q
 	        JOIN entry_text_postings p ON p.tenant_id = $1 AND p.project_id = $2
@@ -254,8 +260,8 @@ func textSQL(asOf bool) string {
 	    SELECT coalesce(sum(q.idf), 0) FROM unnest($9::float8[], $14::text[]) AS q(idf, query)
 	    WHERE e.search @@ q.query::tsquery
 	)::float8 / $15::float8 AS coverage, scored.kth::float8
-	FROM scored ` + entry + `scored.entry_id
-	WHERE (scored.kth IS NULL OR scored.score >= scored.kth) AND ` + filter + `
+	FROM scored CROSS JOIN LATERAL (` + passes("scored.entry_id") + ` OFFSET 0) e
+	WHERE scored.kth IS NULL OR scored.score >= scored.kth
 	ORDER BY scored.score DESC, e.created_at_ms DESC, e.entry_id
 	LIMIT $7`
 }
