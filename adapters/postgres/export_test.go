@@ -24,3 +24,13 @@ func VectorSQL(table string, model memory.EmbeddingModel, exact bool) string {
 
 // EnglishTerm is the term a word stands for in entry documents and recall queries.
 var EnglishTerm = englishTerm
+
+// RecallTermLexemes returns the terms of a recall's text query, without the scope's
+// tag.
+func RecallTermLexemes(text string) []string {
+	var out []string
+	for _, t := range recallTerms(text) {
+		out = append(out, t.lexeme)
+	}
+	return out
+}

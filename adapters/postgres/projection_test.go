@@ -87,6 +87,9 @@ func seedProjection(tb testing.TB, pool *pgxpool.Pool, db *postgres.DB, scope ru
 	}
 	for _, stmt := range []string{
 		`DELETE FROM entry_projection_queue`, `ANALYZE context_entries`, `ANALYZE ` + pgx.Identifier{table}.Sanitize(),
+		// What autovacuum does after a bulk insert: the postings' visibility map set,
+		// so that recall reads them from their index alone.
+		`VACUUM ANALYZE entry_text_postings`,
 	} {
 		_, err = conn.Exec(ctx, stmt)
 		require.NoError(tb, err)

@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -168,26 +167,26 @@ func collectHits(rows pgx.Rows, score func(float64) float64) ([]memory.RecallHit
 //
 // with N the scope's active entries, df(t) those holding t, |e| the entry's terms and
 // avgdl their mean, all read from the statistics the triggers of context_entries keep
-// (migration 00018), so a query reads a row per term and never counts the scope.
+// (migration 00018), so a query reads a row per term and never counts the scope. tf
+// and |e| are read from the postings (migration 00023): a row per term of each entry,
+// read by term, so scoring sums the query terms' postings and reads no document.
 //
 // An entry holding any term matches, but reading every posting of every term would
 // make a question cost what its commonest word holds. A term's contribution is below
-// its bound idf(t)·(k1+1), so an entry whose terms' bounds sum to at most the k-th best
-// score found so far cannot enter the top k. The search runs twice: first over the
-// entries holding two of the four most weighty terms (found by intersecting their
-// posting lists through context_entries_search), which gives a threshold; then over the
-// entries holding any set of terms whose bounds sum above it — its minimal sets, each a
-// conjunction in one tsquery. A common word's bound is near zero, so it joins no set on
-// its own, and the second pass reads the rare terms' postings only. Without a threshold
-// (fewer than k entries in the first pass) every term's postings are read.
+// its bound idf(t)·(k1+1), so the search splits the terms (MaxScore): the weighty ones
+// (essential) have their postings read in full, which gives each entry holding one of
+// them a partial score; the light ones (a word most entries hold) are looked up only
+// for the entries whose partial score comes within the light terms' summed bounds of
+// the k-th best partial score among the entries that pass the filter. Any entry that
+// can rank is among those, unless the k-th partial score is not above the light
+// bounds (an entry holding light terms only could rank): then the search runs again
+// with every term essential. One statement either way.
 const (
 	bm25K1 = 1.2
 	bm25B  = 0.75
-	// thresholdTerms are the weightiest terms the first pass pairs.
-	thresholdTerms = 4
-	// maxClauses bounds the conjunctions of the second pass's tsquery; beyond them it
-	// matches any term (the exact answer, at the cost of every posting).
-	maxClauses = 64
+	// lightShare bounds the light terms: together their bounds are at most this share
+	// of the weightiest term's bound.
+	lightShare = 0.25
 )
 
 // textStatsSQL reads the scope's statistics: its active entries, their total length,
@@ -202,36 +201,69 @@ const textStatsSQL = `
 	             FROM unnest($3::text[], $4::bool[]) WITH ORDINALITY AS q(term, prefix, ord) ORDER BY q.ord)
 	FROM entry_text_stats s WHERE s.tenant_id = $1 AND s.project_id = $2`
 
-// textSQL scores the entries matching $3 (a tsquery) that pass the filter, by BM25
-// over the query's lexemes $9 (with the scope's tag), their idf $10 and prefix flags
-// $11, with the scope's mean length $12; best first, then newest, then by ID. Each
-// entry's coverage is the share of the query's idf ($13: their sum) its terms hold,
-// each term's presence tested by its own tsquery ($14), a search inside the document
-// rather than a pass over it (scoring unnests each document once, not once per term).
-// Without prefix terms (exact), scoring unnests only the document's lexemes that are
-// query terms: they are marked by weight A (every other position first set to D) and
-// the rest filtered out, in C, so the pass builds no arrays for the other lexemes.
-func textSQL(asOf, exact bool) string {
-	document := "e.search"
-	if exact {
-		document = "ts_filter(setweight(setweight(e.search, 'D'), 'A', $9::text[]), '{a}')"
+// bm25Term is a posting's contribution to its entry's score, with the term's idf in
+// q.idf, the posting in p and the scope's mean length in $12.
+var bm25Term = fmt.Sprintf(`q.idf * p.tf * %[1]v / (p.tf + %[2]v * (%[3]v + %[4]v * p.length / $12::float8))`,
+	bm25K1+1, bm25K1, 1-bm25B, bm25B)
+
+// textSQL is the text half over the postings of the query's terms $8 (without the
+// scope's tag), with their idf $9, prefix flags $10 and whether each is essential $11
+// (a prefix term always is); $13 is the light terms' bounds summed, $7 the limit, $3
+// to $6 the filter. part holds the essential terms' partial scores; top the best k of
+// them among the entries that pass the filter, looked up best first until k pass;
+// scored adds the light terms, looked up by term and entry, to the entries within $13
+// of the k-th. Each result row carries that k-th partial score (null when fewer than k
+// entries passed), which tells the caller whether the answer is exact. Each result's
+// coverage is the share of the query's idf ($15: their sum) its terms hold, each
+// term's presence tested by its own tsquery ($14) on the result's document. The
+// entries are looked up through LATERAL subqueries that Postgres cannot flatten
+// (LIMIT, OFFSET 0), so each is an index probe per candidate that can rank, never a
+// join of every candidate with the scope.
+func textSQL(asOf bool) string {
+	passes := func(id string) string {
+		return `SELECT e.* FROM context_entries e
+		    WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ` + id + `
+		      AND ` + recallable(asOf, 6) + ` AND ` + recallFilter("e", 3)
 	}
 	return `
-	SELECT ` + entryColumns + `, (
-	    SELECT coalesce(sum(q.idf * cardinality(u.positions) * ` + fmt.Sprint(bm25K1+1) + ` /
-	        (cardinality(u.positions) + ` + fmt.Sprint(bm25K1) + ` * (` + fmt.Sprint(1-bm25B) + ` + ` + fmt.Sprint(bm25B) + ` * e.search_length / $12::float8))), 0)
-	    FROM unnest(` + document + `) AS u(lexeme, positions, weights)
-	    JOIN unnest($9::text[], $10::float8[], $11::bool[]) AS q(lexeme, idf, prefix)
-	      ON CASE WHEN q.prefix THEN starts_with(u.lexeme, q.lexeme) ELSE u.lexeme = q.lexeme END
-	)::float8 AS score, (
-	    SELECT coalesce(sum(q.idf), 0) FROM unnest($10::float8[], $14::text[]) AS q(idf, query)
+	WITH q AS (
+	    SELECT * FROM unnest($8::text[], $9::float8[], $10::bool[], $11::bool[]) AS q(term, idf, prefix, essential)
+	), part AS MATERIALIZED (
+	    SELECT p.entry_id, sum(` + bm25Term + `) AS s
+	    FROM q CROSS JOIN LATERAL (
+	        SELECT p.entry_id, p.tf, p.length FROM entry_text_postings p
+	        WHERE NOT q.prefix AND p.tenant_id = $1 AND p.project_id = $2 AND p.term = q.term COLLATE "C"
+	        UNION ALL
+	        SELECT p.entry_id, p.tf, p.length FROM entry_text_postings p
+	        WHERE q.prefix AND p.tenant_id = $1 AND p.project_id = $2
+	          AND p.term >= q.term COLLATE "C" AND p.term < (q.term || U&'\+10FFFF') COLLATE "C"
+	          AND starts_with(p.term, q.term)
+	    ) p
+	    WHERE q.essential
+	    GROUP BY p.entry_id
+	), top AS (
+	    SELECT ranked.s FROM (SELECT * FROM part ORDER BY part.s DESC) ranked
+	    CROSS JOIN LATERAL (` + passes("ranked.entry_id") + ` LIMIT 1) e
+	    LIMIT $7
+	), cut AS (
+	    SELECT CASE WHEN count(*) = $7 THEN min(top.s) END AS kth FROM top
+	), scored AS MATERIALIZED (
+	    SELECT part.entry_id, cut.kth, part.s + coalesce((
+	        SELECT sum(` + bm25Term + `) FROM q
+	        JOIN entry_text_postings p ON p.tenant_id = $1 AND p.project_id = $2
+	          AND p.term = q.term COLLATE "C" AND p.entry_id = part.entry_id
+	        WHERE NOT q.essential), 0) AS score
+	    FROM part CROSS JOIN cut
+	    WHERE cut.kth IS NULL OR part.s >= cut.kth - $13::float8
+	)
+	SELECT ` + entryColumns + `, scored.score::float8, (
+	    SELECT coalesce(sum(q.idf), 0) FROM unnest($9::float8[], $14::text[]) AS q(idf, query)
 	    WHERE e.search @@ q.query::tsquery
-	)::float8 / $13::float8 AS coverage
-	FROM context_entries e
-	WHERE e.tenant_id = $1 AND e.project_id = $2 AND ` + recallable(asOf, 7) + ` AND e.search @@ $3::tsquery
-	  AND ` + recallFilter("e", 4) + `
-	ORDER BY score DESC, e.created_at_ms DESC, e.entry_id
-	LIMIT $8`
+	)::float8 / $15::float8 AS coverage, scored.kth::float8
+	FROM scored CROSS JOIN LATERAL (` + passes("scored.entry_id") + ` OFFSET 0) e
+	WHERE scored.kth IS NULL OR scored.score >= scored.kth
+	ORDER BY scored.score DESC, e.created_at_ms DESC, e.entry_id
+	LIMIT $7`
 }
 
 // TextSearch implements memory.RecallStore.
@@ -242,9 +274,9 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		return hits, nil
 	}
 	tag := scopeTag(scope)
-	lexemes, prefixes := make([]string, len(terms)), make([]bool, len(terms))
+	lexemes, prefixes, queries := make([]string, len(terms)), make([]bool, len(terms)), make([]string, len(terms))
 	for i, t := range terms {
-		lexemes[i], prefixes[i] = t.lexeme, t.prefix
+		lexemes[i], prefixes[i], queries[i] = t.lexeme, t.prefix, t.query(tag)
 	}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		if err := setLocalTimeout(ctx, tx, s.searchTimeout); err != nil {
@@ -256,84 +288,45 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 			return translate(err)
 		}
 		w := bm25Weights(docs, length, df)
-		tagged, queries := make([]string, len(terms)), make([]string, len(terms))
-		for i, t := range terms {
-			tagged[i], queries[i] = tag+t.lexeme, t.query(tag)
-		}
-		search := func(match string) error {
-			args := append([]any{scope.TenantID, scope.ProjectID, match},
-				append(recallFilterArgs(q.RecallFilter), q.Limit, tagged, w.idf, prefixes, w.avgdl, w.idfSum(), queries)...)
-			rows, err := tx.Query(ctx, textSQL(q.AsOfMs != nil, !slices.Contains(prefixes, true)), args...)
+		search := func(essential []bool, light float64) (exact bool, err error) {
+			args := append([]any{scope.TenantID, scope.ProjectID}, recallFilterArgs(q.RecallFilter)...)
+			args = append(args, q.Limit, lexemes, w.idf, prefixes, essential, w.avgdl, light, queries, w.idfSum())
+			rows, err := tx.Query(ctx, textSQL(q.AsOfMs != nil), args...)
 			if err != nil {
-				return translate(err)
+				return false, translate(err)
 			}
 			defer rows.Close()
 			hits = []memory.RecallHit{}
+			var kth *float64
 			for rows.Next() {
 				var r entryRow
 				var h memory.RecallHit
-				if err := rows.Scan(r.dest(&h.Score, &h.Coverage)...); err != nil {
-					return translate(err)
+				if err := rows.Scan(r.dest(&h.Score, &h.Coverage, &kth)...); err != nil {
+					return false, translate(err)
 				}
 				h.Entry = r.entry()
 				hits = append(hits, h)
 			}
-			return translate(rows.Err())
-		}
-		order := w.byBound()
-		threshold := 0.0
-		var top []int
-		if len(terms) > 1 {
-			top = order[:min(len(order), thresholdTerms)]
-			var pairs []string
-			for i := range top {
-				for j := i + 1; j < len(top); j++ {
-					pairs = append(pairs, terms[top[i]].query(tag)+" & "+terms[top[j]].query(tag))
-				}
+			if err := rows.Err(); err != nil {
+				return false, translate(err)
 			}
-			if err := search(strings.Join(pairs, " | ")); err != nil {
-				return err
-			}
-			if len(hits) == q.Limit {
-				threshold = hits[len(hits)-1].Score
-			}
+			return light == 0 || kth != nil && *kth > light, nil
 		}
-		sets, ok := w.passing(order, threshold, maxClauses)
-		if ok && threshold > 0 && !slices.ContainsFunc(sets, func(set []int) bool { return !holdsPair(set, top) }) {
-			// Every set that can pass holds two of the first pass's terms: the
-			// second pass's entries are among the first's, already ranked.
-			return nil
+		essential, light := w.essential(prefixes)
+		exact, err := search(essential, light)
+		if err != nil || exact {
+			return err
 		}
-		var clauses []string
-		for _, set := range sets {
-			var and []string
-			for _, i := range set {
-				and = append(and, terms[i].query(tag))
-			}
-			clauses = append(clauses, strings.Join(and, " & "))
+		for i := range essential {
+			essential[i] = true
 		}
-		if !ok {
-			for _, t := range terms {
-				clauses = append(clauses, t.query(tag))
-			}
-		}
-		return search(strings.Join(clauses, " | "))
+		_, err = search(essential, 0)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return hits, nil
-}
-
-// holdsPair reports whether set holds at least two of terms.
-func holdsPair(set, terms []int) bool {
-	n := 0
-	for _, i := range set {
-		if slices.Contains(terms, i) {
-			n++
-		}
-	}
-	return n >= 2
 }
 
 // bm25 holds the weights of a query's terms in a scope.
@@ -377,37 +370,26 @@ func (w bm25) byBound() []int {
 	return order
 }
 
-// passing returns the minimal sets of terms (indexes, in order's order) whose bounds
-// sum above threshold: an entry scoring above it holds at least one of them. It
-// reports false when they would be more than maxSets.
-func (w bm25) passing(order []int, threshold float64, maxSets int) ([][]int, bool) {
-	rest := make([]float64, len(order)+1) // rest[i]: the bounds of order[i:] summed
-	for i := len(order) - 1; i >= 0; i-- {
-		rest[i] = rest[i+1] + w.bound[order[i]]
+// essential splits the terms: the light ones are the least weighty, as many as keep
+// their bounds summed at most lightShare of the weightiest term's, prefix terms never
+// among them (a prefix is not looked up by entry). It returns which terms are
+// essential and the light terms' bounds summed.
+func (w bm25) essential(prefixes []bool) ([]bool, float64) {
+	essential := make([]bool, len(w.bound))
+	for i := range essential {
+		essential[i] = true
 	}
-	var sets [][]int
-	var set []int
-	overflow := false
-	var walk func(from int, sum float64)
-	walk = func(from int, sum float64) {
-		for i := from; i < len(order) && !overflow; i++ {
-			if sum+rest[i] <= threshold {
-				return
-			}
-			next := sum + w.bound[order[i]]
-			set = append(set, order[i])
-			if next > threshold {
-				if len(sets) == maxSets {
-					overflow = true
-				} else {
-					sets = append(sets, slices.Clone(set))
-				}
-			} else {
-				walk(i+1, next)
-			}
-			set = set[:len(set)-1]
+	order := w.byBound()
+	if len(order) == 0 {
+		return essential, 0
+	}
+	budget, light := lightShare*w.bound[order[0]], 0.0
+	for _, i := range slices.Backward(order[1:]) {
+		if prefixes[i] || light+w.bound[i] > budget {
+			break
 		}
+		light += w.bound[i]
+		essential[i] = false
 	}
-	walk(0, 0)
-	return sets, !overflow
+	return essential, light
 }

@@ -174,22 +174,20 @@ func TestRecallTerms(t *testing.T) {
 	require.Equal(t, "wwwwwww13", terms[0].lexeme)
 }
 
-func TestBM25Passing(t *testing.T) {
+func TestBM25Essential(t *testing.T) {
 	t.Parallel()
-	w := bm25{bound: []float64{1, 5, 4, 0.01}}
-	order := w.byBound()
-	require.Equal(t, []int{1, 2, 0, 3}, order)
-	sets, ok := w.passing(order, 0, 64)
-	require.True(t, ok)
-	require.Equal(t, [][]int{{1}, {2}, {0}, {3}}, sets, "without a threshold any term")
-	sets, ok = w.passing(order, 4.5, 64)
-	require.True(t, ok)
-	require.Equal(t, [][]int{{1}, {2, 0}}, sets, "sets whose bounds pass 4.5 (4 + 0.01 does not)")
-	sets, ok = w.passing(order, 10.01, 64)
-	require.True(t, ok)
-	require.Empty(t, sets, "nothing passes more than every bound together")
-	_, ok = w.passing(order, 0, 2)
-	require.False(t, ok, "more sets than allowed")
+	w := bm25{bound: []float64{1, 5, 0.5, 0.01, 0.9}}
+	require.Equal(t, []int{1, 0, 4, 2, 3}, w.byBound())
+	essential, light := w.essential(make([]bool, 5))
+	require.Equal(t, []bool{true, true, false, false, true}, essential,
+		"the lightest terms while their bounds stay within a quarter of the weightiest's (0.01 + 0.5, not + 0.9)")
+	require.InDelta(t, 0.51, light, 1e-12)
+	essential, light = w.essential([]bool{false, false, false, true, false})
+	require.Equal(t, []bool{true, true, true, true, true}, essential, "a prefix term is essential, and so are the weightier")
+	require.Zero(t, light)
+	essential, light = bm25{bound: []float64{3}}.essential([]bool{false})
+	require.Equal(t, []bool{true}, essential, "a lone term is essential")
+	require.Zero(t, light)
 }
 
 // recallShape is what the recall text queries may be: quoted lexemes (optionally
