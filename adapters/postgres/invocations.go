@@ -140,19 +140,7 @@ func (s *WindowStore) ListInvocations(ctx context.Context, scope runtime.Scope, 
 		WHERE `+where+`
 		ORDER BY m.started_at_ms DESC, m.invocation_id
 		LIMIT $3`, args...)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	out := []contract.ModelInvocation{}
-	for rows.Next() {
-		m, err := scanInvocation(rows)
-		if err != nil {
-			return nil, translate(err)
-		}
-		out = append(out, m)
-	}
-	return out, translate(rows.Err())
+	return collectInvocations(rows, err)
 }
 
 // WindowInvocations implements conversation.WindowStore: a walk of
@@ -165,17 +153,17 @@ func (s *WindowStore) WindowInvocations(ctx context.Context, scope runtime.Scope
 		WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.request_window_id = $4 AND `+after+`
 		ORDER BY m.started_at_ms DESC, m.invocation_id
 		LIMIT $3`, append([]any{scope.TenantID, scope.ProjectID, q.Limit, windowID}, afterArgs...)...)
+	return collectInvocations(rows, err)
+}
+
+// collectInvocations reads every row of a query of invocationColumns.
+func collectInvocations(rows pgx.Rows, err error) ([]contract.ModelInvocation, error) {
 	if err != nil {
 		return nil, translate(err)
 	}
-	defer rows.Close()
-	out := []contract.ModelInvocation{}
-	for rows.Next() {
-		m, err := scanInvocation(rows)
-		if err != nil {
-			return nil, translate(err)
-		}
-		out = append(out, m)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (contract.ModelInvocation, error) { return scanInvocation(row) })
+	if err != nil {
+		return nil, translate(err)
 	}
-	return out, translate(rows.Err())
+	return out, nil
 }

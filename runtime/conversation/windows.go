@@ -111,12 +111,7 @@ func (s *Windows) ListInvocations(ctx context.Context, p runtime.Principal, req 
 	if err != nil {
 		return nil, err
 	}
-	out := &contract.InvocationList{}
-	out.Invocations, out.NextCursor = runtime.ClosePage(s.cursors, binding, q, rows,
-		func(m *contract.ModelInvocation) runtime.Position {
-			return runtime.Position{AtMs: m.StartedAtMs, ID: m.ID}
-		})
-	return out, nil
+	return s.invocationPage(binding, q, rows), nil
 }
 
 // WindowInvocations returns one page of the model invocations that sent the window
@@ -136,12 +131,17 @@ func (s *Windows) WindowInvocations(ctx context.Context, p runtime.Principal, wi
 	if err != nil {
 		return nil, err
 	}
+	return s.invocationPage(binding, q, rows), nil
+}
+
+// invocationPage closes a page of invocations read one past q's limit.
+func (s *Windows) invocationPage(binding runtime.CursorBinding, q runtime.PageQuery, rows []contract.ModelInvocation) *contract.InvocationList {
 	out := &contract.InvocationList{}
 	out.Invocations, out.NextCursor = runtime.ClosePage(s.cursors, binding, q, rows,
 		func(m *contract.ModelInvocation) runtime.Position {
 			return runtime.Position{AtMs: m.StartedAtMs, ID: m.ID}
 		})
-	return out, nil
+	return out
 }
 
 // openList validates a listing by conversation and returns its conversation ("" for
