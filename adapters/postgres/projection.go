@@ -414,8 +414,11 @@ func liveGenerations(ctx context.Context, db DBTX, scope runtime.Scope) ([]memor
 }
 
 // ClaimBacklog implements memory.ProjectionStore: one statement claims the oldest
-// unleased rows (skipping those another worker is claiming right now) and reads their
-// entries; a second drops the rows whose entry is no longer to be embedded.
+// unleased rows (skipping those another worker is claiming right now), a second reads
+// their entries by primary key, and a third drops the rows whose entry is no longer to
+// be embedded. Every statement finds its rows by key (= ANY of the claimed IDs), never
+// by a join the planner could turn into a pass over the scope per row: a burst into a
+// scope the statistics have not seen yet is exactly when the estimates are wrong.
 func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (memory.Backlog, error) {
 	b := memory.Backlog{Claim: uuid.NewString()}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
@@ -424,45 +427,54 @@ func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope,
 			return err
 		}
 		rows, err := tx.Query(ctx, `
-			WITH picked AS (
-				SELECT q.entry_id FROM entry_projection_queue q
-				WHERE q.tenant_id = $1 AND q.project_id = $2 AND q.claimed_until_ms <= $3
-				ORDER BY q.created_at_ms, q.entry_id
-				LIMIT $4
-				FOR UPDATE SKIP LOCKED
-			)
 			UPDATE entry_projection_queue q SET claim = $5, claimed_until_ms = $6
-			FROM picked p
-			LEFT JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = p.entry_id
-			     AND e.status = 'active' AND (e.expires_at_ms IS NULL OR e.expires_at_ms > $3) AND `+liveConversation("e")+`
-			WHERE q.tenant_id = $1 AND q.project_id = $2 AND q.entry_id = p.entry_id
-			RETURNING q.entry_id, e.content`,
+			WHERE q.tenant_id = $1 AND q.project_id = $2 AND q.entry_id = ANY(ARRAY(
+				SELECT p.entry_id FROM entry_projection_queue p
+				WHERE p.tenant_id = $1 AND p.project_id = $2 AND p.claimed_until_ms <= $3
+				ORDER BY p.created_at_ms, p.entry_id
+				LIMIT $4
+				FOR UPDATE SKIP LOCKED))
+			RETURNING q.entry_id`,
 			scope.TenantID, scope.ProjectID, nowMs, limit, b.Claim, nowMs+lease.Milliseconds())
 		if err != nil {
 			return translate(err)
 		}
-		defer rows.Close()
-		var gone []string
-		for rows.Next() {
-			var id string
-			var content *string
-			if err := rows.Scan(&id, &content); err != nil {
-				return translate(err)
-			}
-			if content == nil {
-				gone = append(gone, id)
-				continue
-			}
-			b.Entries = append(b.Entries, memory.EmbedInput{ID: id, Content: *content})
-		}
-		if err := rows.Err(); err != nil {
+		claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(claimed) == 0 {
 			return translate(err)
 		}
-		if len(gone) > 0 {
-			_, err = tx.Exec(ctx, `
-				DELETE FROM entry_projection_queue WHERE tenant_id = $1 AND project_id = $2 AND entry_id = ANY($3)`,
-				scope.TenantID, scope.ProjectID, gone)
+		rows, err = tx.Query(ctx, `
+			SELECT e.entry_id, e.content FROM context_entries e
+			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ANY($3)
+			  AND e.status = 'active' AND (e.expires_at_ms IS NULL OR e.expires_at_ms > $4) AND `+liveConversation("e")+`
+			ORDER BY e.created_at_ms, e.entry_id`,
+			scope.TenantID, scope.ProjectID, claimed, nowMs)
+		if err != nil {
+			return translate(err)
 		}
+		b.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (memory.EmbedInput, error) {
+			var in memory.EmbedInput
+			return in, row.Scan(&in.ID, &in.Content)
+		})
+		if err != nil {
+			return translate(err)
+		}
+		if len(b.Entries) == len(claimed) {
+			return nil
+		}
+		live := make(map[string]bool, len(b.Entries))
+		for _, e := range b.Entries {
+			live[e.ID] = true
+		}
+		var gone []string
+		for _, id := range claimed {
+			if !live[id] {
+				gone = append(gone, id)
+			}
+		}
+		_, err = tx.Exec(ctx, `
+			DELETE FROM entry_projection_queue WHERE tenant_id = $1 AND project_id = $2 AND entry_id = ANY($3)`,
+			scope.TenantID, scope.ProjectID, gone)
 		return translate(err)
 	})
 	if err != nil {
@@ -509,7 +521,8 @@ func (s *ProjectionStore) StoreBacklog(ctx context.Context, scope runtime.Scope,
 }
 
 // storeVectors inserts the vectors of ids into generation g with one statement, for
-// the entries that are active and of a live conversation right now. It locks those
+// the entries that are active and of a live conversation right now, found by primary
+// key (= ANY, whatever the statistics say). It locks those
 // entries FOR SHARE: a transition that retires one either committed before (then the
 // entry is not active any more and gets no vector) or waits until this commits (and
 // then deletes the vector stored here).
@@ -529,9 +542,10 @@ func (s *ProjectionStore) storeVectors(ctx context.Context, db DBTX, scope runti
 		INSERT INTO %s (tenant_id, project_id, generation, entry_id, conversation_id, kind, tags, expires_at_ms, embedding)
 		SELECT e.tenant_id, e.project_id, $3, e.entry_id, e.conversation_id, e.kind, e.tags, e.expires_at_ms,
 		       u.embedding::%s
-		FROM unnest($4::text[], $5::vector[]) AS u(entry_id, embedding)
-		JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id
-		WHERE e.status = 'active' AND `+liveConversation("e")+`
+		FROM context_entries e
+		JOIN unnest($4::text[], $5::vector[]) AS u(entry_id, embedding) ON u.entry_id = e.entry_id
+		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ANY($4)
+		  AND e.status = 'active' AND `+liveConversation("e")+`
 		FOR SHARE OF e
 		ON CONFLICT DO NOTHING`, t.ident(), t.column()),
 		scope.TenantID, scope.ProjectID, g.Number, ids, vecs)

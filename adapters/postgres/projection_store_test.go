@@ -86,6 +86,32 @@ func (b *projectionBundle) vectorIDs(t *testing.T) map[int64][]string {
 	return out
 }
 
+// TestEmbedBacklogLanes: one run with three lanes drains a backlog of many claims
+// (41 entries, claims of 4): every active entry gets exactly one vector, an entry
+// that is no longer active but still queued (its status changed behind the store's
+// back) gets none, and the queue is left empty.
+func TestEmbedBacklogLanes(t *testing.T) {
+	b := setupProjection(t, nil)
+	want := make([]string, 0, 41)
+	for i := range 41 {
+		id := fmt.Sprintf("lane-%02d", i)
+		b.create(t, id, fmt.Sprintf("memory %d of a burst", i))
+		want = append(want, id)
+	}
+	_, err := b.pool.Exec(context.Background(), `UPDATE context_entries SET status = 'expired', ended_at_ms = updated_at_ms WHERE entry_id = 'lane-07'`)
+	require.NoError(t, err)
+	want = append(want[:7], want[8:]...)
+	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
+	lanes := memory.NewProjection(memory.ProjectionConfig{DB: b.db.Memory(), Embedders: set, Batch: 4, Parallel: 3})
+	done, err := lanes.EmbedBacklog(context.Background(), b.scope, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Equal(t, map[int64][]string{1: want}, b.vectorIDs(t))
+	var queued int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM entry_projection_queue`).Scan(&queued))
+	require.Zero(t, queued)
+}
+
 // TestRebuildWritesBothGenerations: while a rebuild fills its generation, entries
 // written meanwhile are embedded into both the active and the building generation,
 // and entries retired meanwhile leave both; after the switch the new generation holds

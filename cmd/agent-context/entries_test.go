@@ -2,7 +2,9 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 var (
@@ -712,4 +715,39 @@ func TestEntriesListAndHistory(t *testing.T) {
 	require.Equal(t, "cd", *h.Versions[0].MergedInto)
 	fieldErr(t, app.post(t, pathHistory, map[string]any{"entryId": "none"}), http.StatusNotFound, contract.CodeNotFound, "entryId", nil)
 	fieldErr(t, app.post(t, pathHistory, map[string]any{"entryId": ""}), http.StatusBadRequest, contract.CodeValidationFailed, "entryId", nil)
+}
+
+// TestBacklogBurstDrains: a burst of writes larger than one claim, sent at once from
+// several clients, drains to pendingEntries 0, and then every entry is found by
+// meaning alone (vector mode, its own text as the query: the hash embedder gives equal
+// texts equal vectors, so it comes first).
+func TestBacklogBurstDrains(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	const burst = 3*memory.DefaultProjectionBatch + 7
+	contents := make([]string, burst)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for w := range errs {
+		wg.Go(func() {
+			for i := w; i < burst && errs[w] == nil; i += len(errs) {
+				contents[i] = fmt.Sprintf("burst memory %d: the %s cluster drains its queue %s", i,
+					[]string{"staging", "billing", "search"}[i%3], []string{"nightly", "hourly", "weekly", "daily"}[i%4])
+				r, err := app.send(context.Background(), http.MethodPost, pathEntries, entryBody(fmt.Sprintf("burst-%03d", i), contents[i]))
+				if err == nil && r.Status != http.StatusCreated {
+					err = fmt.Errorf("entry %d: status %d: %s", i, r.Status, r.Body)
+				}
+				errs[w] = err
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	st := app.waitProjected(t)
+	require.EqualValues(t, 1, st.Generation)
+	for i, content := range contents {
+		res := app.recall(t, map[string]any{"query": content, "mode": "vector", "topK": 1})
+		require.Equal(t, []string{fmt.Sprintf("burst-%03d", i)}, resultIDs(res.Results), "entry %d by its own text", i)
+		require.Zero(t, res.Watermark.PendingEntries)
+	}
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	goruntime "runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/agent-context/agent-context/contract"
@@ -167,6 +169,10 @@ type ProjectionConfig struct {
 	Logger    *slog.Logger
 	// Batch is how many entries one Embed call and one step take (default 64).
 	Batch int
+	// Parallel is how many batches this process embeds at once, over all the scopes'
+	// jobs together (default GOMAXPROCS: the local embedder runs a call on its
+	// caller's goroutine, one core each).
+	Parallel int
 	// Lease is how long a claimed batch stays with its worker (default 2 minutes); a
 	// worker that died leaves it to another after this.
 	Lease time.Duration
@@ -186,6 +192,8 @@ type Projection struct {
 	batch     int
 	lease     time.Duration
 	bounds    operation.StepBounds
+	// slots holds a token per batch in flight in this process (Parallel of them).
+	slots chan struct{}
 }
 
 // Defaults of the projection.
@@ -210,6 +218,11 @@ func NewProjection(cfg ProjectionConfig) *Projection {
 	if p.lease <= 0 {
 		p.lease = DefaultProjectionLease
 	}
+	parallel := cfg.Parallel
+	if parallel <= 0 {
+		parallel = goruntime.GOMAXPROCS(0)
+	}
+	p.slots = make(chan struct{}, parallel)
 	p.bounds = p.bounds.WithDefaults()
 	return p
 }
@@ -245,36 +258,72 @@ func (p *Projection) status(ctx context.Context, scope runtime.Scope) (Projectio
 }
 
 // EmbedBacklog embeds the scope's queued entries, batch by batch, until none is left
-// to claim or deadline has passed, and reports whether it finished. Entries whose
-// generation's model this process cannot run stay queued (the rebuild that the model
-// change starts embeds them); an error (the provider is down) is transient.
+// to claim or deadline has passed, and reports whether it finished. It runs as many
+// lanes as the process has slots, each claiming, embedding and storing a batch of its
+// own, so a burst keeps every core busy; the slots are shared with the other scopes'
+// jobs of this process, so several jobs at once never run more batches than that.
+// Entries whose generation's model this process cannot run stay queued (the rebuild
+// that the model change starts embeds them); an error (the provider is down) is
+// transient.
 func (p *Projection) EmbedBacklog(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
+	lanes := cap(p.slots)
+	finished := make([]bool, lanes)
+	errs := make([]error, lanes)
+	var wg sync.WaitGroup
+	for i := range lanes {
+		wg.Go(func() { finished[i], errs[i] = p.embedLane(ctx, scope, deadline) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	return !slices.Contains(finished, false), nil
+}
+
+// embedLane is one lane of EmbedBacklog: it claims, embeds and stores one batch at a
+// time, each in a slot of the process, until none is left to claim (finished) or
+// deadline has passed.
+func (p *Projection) embedLane(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
 	for {
-		b, err := p.store.ClaimBacklog(ctx, scope, p.batch, p.clock.Now().UnixMilli(), p.lease)
-		if err != nil || len(b.Entries) == 0 {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		more, err := p.embedBatch(ctx, scope)
+		<-p.slots
+		if err != nil || !more {
 			return err == nil, err
-		}
-		vectors, err := p.embedBacklog(ctx, b)
-		if err == nil {
-			err = p.store.StoreBacklog(ctx, scope, b.Claim, inputIDs(b.Entries), vectors)
-		}
-		switch {
-		case errors.Is(err, errNoEmbedder):
-			p.log.WarnContext(ctx, "entries wait for a rebuild: no embedder for their generation's model",
-				slog.String("tenant", scope.TenantID), slog.String("project", scope.ProjectID), slog.Any("error", err))
-			return true, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim)
-		case errors.Is(err, ErrProjectionChanged):
-			// Claimed again at once, with the generations as they are now.
-			if err := p.store.ReleaseBacklog(ctx, scope, b.Claim); err != nil {
-				return false, err
-			}
-		case err != nil:
-			return false, errors.Join(err, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim))
 		}
 		if !p.clock.Now().Before(deadline) {
 			return false, nil
 		}
 	}
+}
+
+// embedBatch claims, embeds and stores one batch of the scope's backlog, and reports
+// whether there may be more to claim.
+func (p *Projection) embedBatch(ctx context.Context, scope runtime.Scope) (bool, error) {
+	b, err := p.store.ClaimBacklog(ctx, scope, p.batch, p.clock.Now().UnixMilli(), p.lease)
+	if err != nil || len(b.Entries) == 0 {
+		return false, err
+	}
+	vectors, err := p.embedBacklog(ctx, b)
+	if err == nil {
+		err = p.store.StoreBacklog(ctx, scope, b.Claim, inputIDs(b.Entries), vectors)
+	}
+	switch {
+	case errors.Is(err, errNoEmbedder):
+		p.log.WarnContext(ctx, "entries wait for a rebuild: no embedder for their generation's model",
+			slog.String("tenant", scope.TenantID), slog.String("project", scope.ProjectID), slog.Any("error", err))
+		return false, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim)
+	case errors.Is(err, ErrProjectionChanged):
+		// Claimed again at once, with the generations as they are now.
+		return true, p.store.ReleaseBacklog(ctx, scope, b.Claim)
+	case err != nil:
+		return false, errors.Join(err, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim))
+	}
+	return true, nil
 }
 
 var errNoEmbedder = errors.New("no embedder for the model")

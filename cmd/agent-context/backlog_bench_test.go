@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/adapters/embedding/local/localtest"
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/contract"
+	rt "github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
+)
+
+// backlogBurst is the size of the burst BenchmarkEmbeddingBacklog writes, and
+// backlogPatience how long it waits for it to drain: a backlog that has not drained by
+// then is reported at the pace it had (entries embedded over the time waited).
+const (
+	backlogBurst    = 10_000
+	backlogPatience = 15 * time.Minute
+)
+
+// BenchmarkEmbeddingBacklog measures how fast new entries become recallable by meaning
+// with the local embedder, against what that embedder does alone on the same texts,
+// in the same run. Each round:
+//
+//  1. the embedder alone: a second instance of the service's embedder (same
+//     configuration) embeds the burst's texts from one goroutine per core, in batches
+//     of the projection's claim, and reports texts/s;
+//  2. the burst: 10,000 entries are written through the store in one transaction, as
+//     an import writes them (their queue rows and one projection job commit together),
+//     on a service with its default job workers; the clock runs from the commit until
+//     the maintenance status says pendingEntries 0;
+//  3. the embedder alone again, so that a change of the machine's load during the
+//     round shows (the ratio is taken against the mean of both).
+//
+// It reports entries/s of the backlog, the embedder's texts/s, their ratio, and the
+// longest time pendingEntries stood still (it must fall steadily); it logs the backlog
+// second by second.
+//
+//	AGENT_CONTEXT_MODEL_DIR=… go run ./adapters/postgres/pgtest/pgtestrun -- \
+//	  go test -run '^$' -bench BenchmarkEmbeddingBacklog -benchtime 1x -timeout 30m ./cmd/agent-context
+func BenchmarkEmbeddingBacklog(b *testing.B) {
+	modelDir := localtest.ModelDir(b)
+	texts := backlogTexts(backlogBurst)
+	var backlogRate, aloneRate, stall float64
+	for round := range b.N {
+		app := startMsgBenchApp(b, func(c *Config) { c.Embedder, c.ModelDir = EmbedderLocal, modelDir })
+		cfg, err := LoadConfig(func(string) string { return "" })
+		require.NoError(b, err)
+		cfg.Embedder, cfg.ModelDir = EmbedderLocal, modelDir
+		alone, err := newEmbedder(cfg)
+		require.NoError(b, err)
+		before := embedAlone(b, alone, texts)
+
+		db, err := postgres.NewDB(app.pool, postgres.DBOptions{})
+		require.NoError(b, err)
+		scope := rt.Scope{TenantID: "local", ProjectID: "local"}
+		start := writeBurst(b, db, scope, texts, alone.Model(), fmt.Sprintf("burst-%d-", round))
+		elapsed, series, longestStall := waitBacklog(b, app, start)
+		after := embedAlone(b, alone, texts)
+
+		embedded := len(texts) - int(series[len(series)-1])
+		backlogRate += float64(embedded) / elapsed.Seconds()
+		aloneRate += (before + after) / 2
+		stall = max(stall, longestStall.Seconds())
+		b.Logf("round %d: backlog %.0f entries/s (%d embedded in %.1f s); embedder alone %.0f texts/s before, %.0f after; pendingEntries by second: %v",
+			round, float64(embedded)/elapsed.Seconds(), embedded, elapsed.Seconds(), before, after, series)
+	}
+	b.ReportMetric(backlogRate/float64(b.N), "entries/s")
+	b.ReportMetric(aloneRate/float64(b.N), "embedder-texts/s")
+	b.ReportMetric(backlogRate/aloneRate, "ratio")
+	b.ReportMetric(stall, "max-stall-s")
+}
+
+// embedAlone embeds texts with e from one goroutine per core, each taking the next
+// batch of the projection's claim size, and returns texts/s.
+func embedAlone(b *testing.B, e memory.Embedder, texts []string) float64 {
+	b.Helper()
+	batches := make(chan []string, len(texts)/memory.DefaultProjectionBatch+1)
+	for i := 0; i < len(texts); i += memory.DefaultProjectionBatch {
+		batches <- texts[i:min(i+memory.DefaultProjectionBatch, len(texts))]
+	}
+	close(batches)
+	var wg sync.WaitGroup
+	errs := make(chan error, runtime.GOMAXPROCS(0))
+	start := time.Now()
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for batch := range batches {
+				if _, err := e.Embed(context.Background(), batch); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	require.NoError(b, <-errs)
+	return float64(len(texts)) / elapsed.Seconds()
+}
+
+// writeBurst writes an active fact per text into scope through the store, in one
+// transaction with their queue rows and the projection job, and returns when it
+// committed.
+func writeBurst(b *testing.B, db *postgres.DB, scope rt.Scope, texts []string, model memory.EmbeddingModel, prefix string) time.Time {
+	b.Helper()
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	err := db.Memory().WithinTx(ctx, func(ctx context.Context, tx memory.Stores) error {
+		written := make([]contract.ContextEntry, len(texts))
+		for i, text := range texts {
+			e := contract.ContextEntry{ID: fmt.Sprintf("%s%05d", prefix, i), Kind: "fact", Content: text,
+				SourceRecordIDs: []string{}, Tags: []string{}, Importance: contract.DefaultEntryImportance,
+				Status: contract.EntryActive, Version: 1, CreatedAtMs: now, UpdatedAtMs: now}
+			digest, err := memory.EntryDigest(&e)
+			if err != nil {
+				return err
+			}
+			if _, _, _, err := tx.Entries.CreateEntry(ctx, scope, &e, digest); err != nil {
+				return err
+			}
+			written[i] = e
+		}
+		if err := tx.Projection.Enqueue(ctx, scope, written, model); err != nil {
+			return err
+		}
+		return tx.Jobs.Enqueue(ctx, memory.ProjectionJob{TenantID: scope.TenantID, ProjectID: scope.ProjectID})
+	})
+	require.NoError(b, err)
+	return time.Now()
+}
+
+// waitBacklog polls the maintenance status until pendingEntries is 0 (or
+// backlogPatience passed) and returns the time since start, pendingEntries at each
+// whole second and at the end, and the longest time it stood still above 0.
+func waitBacklog(b *testing.B, app *msgBenchApp, start time.Time) (time.Duration, []int64, time.Duration) {
+	b.Helper()
+	var series []int64
+	var longest time.Duration
+	last, lastChange := int64(-1), start
+	for {
+		resp, err := app.client.Get(app.base + contract.RouteMaintenanceStatus.Path)
+		require.NoError(b, err)
+		var st contract.MaintenanceStatus
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		require.NoError(b, resp.Body.Close())
+		require.NoError(b, err)
+		require.Equal(b, http.StatusOK, resp.StatusCode)
+		now, pending := time.Now(), st.VectorProjection.PendingEntries
+		for time.Duration(len(series))*time.Second <= now.Sub(start) {
+			series = append(series, pending)
+		}
+		if pending != last {
+			last, lastChange = pending, now
+		}
+		longest = max(longest, now.Sub(lastChange))
+		if pending == 0 || now.Sub(start) > backlogPatience {
+			return now.Sub(start), append(series, pending), longest
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// backlogTexts generates n distinct memory-sized texts (10–16 words).
+func backlogTexts(n int) []string {
+	subjects := strings.Fields("billing search auth mail payments reporting analytics checkout inventory shipping " +
+		"login signup profile notifications invoices exports imports backups metrics logging")
+	verbs := strings.Fields("deploys fails restarts scales migrates stalls caches retries syncs crashes " +
+		"throttles rotates rebuilds drains pauses resumes upgrades degrades")
+	times := []string{"on Fridays", "after midnight", "during audits", "at peak traffic", "before releases",
+		"in Frankfurt", "behind the proxy", "under load", "after upgrades", "on weekends", "in staging"}
+	remarks := []string{"per the runbook", "since the outage", "as Ana noted", "according to Tom",
+		"until further notice", "as a workaround", "as the dashboard shows", "to save costs"}
+	r := rand.New(rand.NewPCG(25, 7))
+	pick := func(words []string) string { return words[r.IntN(len(words))] }
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("Memory %d: the %s service %s %s, %s.", i, pick(subjects), pick(verbs), pick(times), pick(remarks))
+	}
+	return out
+}
