@@ -41,6 +41,7 @@ func BenchmarkConsolePages(b *testing.B) {
 		{"a2a", "/console/a2a"},
 		{"events", "/console/events"},
 		{"costs", "/console/costs?groupBy=agent&range=all"},
+		{"recall", "/console/recall?q=billing+note+77&mode=hybrid"},
 	}
 	get := func(path string) {
 		resp, err := app.client.Get(app.base + path)
@@ -90,13 +91,17 @@ func loadConsoleBench(b *testing.B) *msgBenchApp {
 	require.NoError(b, err)
 	_, err = app.pool.Exec(ctx, `
 		INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, conversation_id, source_record_ids,
-			tags, importance, status, version, request_sha256, created_at_ms, updated_at_ms, search)
+			tags, importance, status, version, request_sha256, created_at_ms, updated_at_ms, search, search_length)
 		SELECT 'local', 'local', 'be-' || g, 'fact', 'note ' || g || ' about the billing service', 'conv-' || (g % 10000),
 			'{}', ARRAY['t' || (g % 50)], 0.5, 'active', 1, repeat('0', 64), 1700000000000 + g, 1700000000000 + g,
-			to_tsvector('simple', 'note about the billing service')
-		FROM generate_series(1, 100000) AS g`)
+			format('''%1$snote'':1 ''%1$s%2$s'':2 ''%1$sbill'':5 ''%1$sservic'':6', t.tag, g)::tsvector, 4
+		FROM generate_series(1, 100000) AS g
+		-- The document as the service writes it: stemmed terms behind the scope's tag.
+		CROSS JOIN (SELECT encode(substr(sha256(convert_to('local' || chr(31) || 'local', 'UTF8')), 1, 6), 'hex') || ':' AS tag) t`)
 	require.NoError(b, err)
-	for _, table := range []string{"context_windows", "context_entries"} {
+	// As autovacuum would after a bulk insert; without statistics on the postings the
+	// recall page's text half is planned blind and runs into the statement timeout.
+	for _, table := range []string{"context_windows", "context_entries", "entry_text_postings"} {
 		_, err = app.pool.Exec(ctx, "VACUUM ANALYZE "+table)
 		require.NoError(b, err)
 	}
