@@ -997,7 +997,9 @@ func TestA2AUnitOfWorkRetriesDeadlocks(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, errA)
 	require.NoError(t, errB)
-	require.EqualValues(t, 3, calls.Load(), "the victim ran again, once")
+	// The victim runs again at least once; its retry may collide once more with the
+	// survivor, which still waits to take the row the victim let go of.
+	require.GreaterOrEqual(t, calls.Load(), int64(3), "the victim ran again")
 
 	calls.Store(0)
 	err := b.db.A2A().WithinTx(ctx, func(ctx context.Context, tx a2a.Stores) error {
