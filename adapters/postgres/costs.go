@@ -510,9 +510,9 @@ func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q cost.
 	var report contract.CostsResponse
 	err = inSnapshot(ctx, s.db, func(tx pgx.Tx) error {
 		// A generic plan of the prepared statement ran several times slower after its
-		// fifth use, and compiling it (jit) cost more than it saved.
+		// fifth use.
 		if err := setLocal(ctx, tx, []costSetting{{"work_mem", costWorkMem},
-			{"plan_cache_mode", "force_custom_plan"}, {"jit", "off"}}); err != nil {
+			{"plan_cache_mode", "force_custom_plan"}}); err != nil {
 			return err
 		}
 		p, err := priceModels(ctx, tx, scope, q.Pricing)

@@ -120,6 +120,12 @@ func NewPool(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 		name = "agent-context"
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	// Every statement of the service reads or writes a bounded set of rows, and
+	// compiling one whose estimate passes jit_above_cost took hundreds of milliseconds
+	// for a run of a few (docs/foundation.md). A database URL that sets jit keeps it.
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	for k, v := range opts.Settings {
 		cfg.ConnConfig.RuntimeParams[k] = v
 	}

@@ -22,3 +22,21 @@ func newDB(tb testing.TB, pool *pgxpool.Pool, opts ...postgres.DBOptions) *postg
 	require.NoError(tb, err)
 	return db
 }
+
+// The pool's sessions run without JIT compilation unless the database URL asks for it.
+func TestPoolSessionsRunWithoutJIT(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewDSN(t)
+	for _, c := range []struct{ dsn, want string }{
+		{dsn, "off"},
+		{dsn + "&jit=on", "on"},
+	} {
+		pool, err := postgres.NewPool(ctx, c.dsn, postgres.PoolOptions{MaxConns: 1})
+		require.NoError(t, err)
+		var jit string
+		require.NoError(t, pool.QueryRow(ctx, `SHOW jit`).Scan(&jit))
+		pool.Close()
+		require.Equal(t, c.want, jit, c.dsn)
+	}
+}
