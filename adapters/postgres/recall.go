@@ -329,9 +329,11 @@ func textCoverage(queries, sum int) string {
 //     or after created_k. An entry none of whose postings is strict scores at most θ
 //     (up to rounding) and holds every term in its band, so if it ties the k-th it is
 //     in the first term's band, where the newest come first.
-//   - scored: every entry read (and every entry of whole) not already in top, whose
-//     score can still reach θ (what it was read with, plus θ_t of each term it was not
-//     read for), scored in full by term-and-entry lookups.
+//   - scored: every entry read (and every entry of whole) whose score can still reach
+//     θ (what it was read with, plus θ_t of each term it was not read for), scored in
+//     full by term-and-entry lookups; not the entries of top, nor the candidates
+//     scoring above θ that top checked and the filter refused, so no entry is checked
+//     against the filter twice.
 //
 // The result is top with the scored entries that pass the filter, best first; each row
 // carries θ (null: the caller asks again with every term read in full). Comparisons
@@ -461,6 +463,7 @@ func impactSQL(asOf bool) string {
 	        WHERE NOT sp.ord = ANY(cand.seen)), 0) AS score
 	    FROM cand CROSS JOIN cut
 	    WHERE NOT EXISTS (SELECT 1 FROM top WHERE top.entry_id = cand.entry_id)
+	      AND NOT EXISTS (SELECT 1 FROM seeded WHERE seeded.entry_id = cand.entry_id AND seeded.score > cut.theta)
 	      AND cand.known + coalesce((SELECT sum(sp.strict) FROM split sp WHERE NOT sp.ord = ANY(cand.seen)), 0)
 	          >= cut.theta * (1 - 1e-9)
 	)
@@ -488,7 +491,13 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		lexemes[i], prefixes[i], queries[i] = t.lexeme, t.prefix, t.query(tag)
 	}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		if err := setLocalTimeout(ctx, tx, s.searchTimeout); err != nil {
+		// The impact statement's estimated cost is high enough for Postgres to compile
+		// it (jit): 340 ms of compiling for a statement that runs in 4 ms.
+		settings := []costSetting{{"jit", "off"}}
+		if s.searchTimeout > 0 {
+			settings = append(settings, costSetting{"statement_timeout", strconv.FormatInt(s.searchTimeout.Milliseconds(), 10)})
+		}
+		if err := setLocal(ctx, tx, settings); err != nil {
 			return err
 		}
 		var docs, length float64
