@@ -219,10 +219,13 @@ var bm25Term = bm25Contribution("q.idf", "p.tf", "p.length")
 // scope's tag), with their idf $9, prefix flags $10 and whether each is essential $11
 // (a prefix term always is); $13 is the light terms' bounds summed, $7 the limit, $3
 // to $6 the filter. part holds the essential terms' partial scores; top the best k of
-// them among the entries that pass the filter, looked up best first until k pass;
-// scored adds the light terms, looked up by term and entry, to the entries within $13
-// of the k-th. Each result row carries that k-th partial score (null when fewer than k
-// entries passed), which tells the caller whether the answer is exact. Each result's
+// them among the entries that pass the filter, looked up best first until k pass, with
+// their rows; scored adds the light terms, looked up by term and entry, to the entries
+// within $13 of the k-th. The filter is checked once per entry: the entries of top
+// keep the rows top read, those scoring above the k-th partial score that top does not
+// hold were refused by it, and only the others are looked up. Each result row carries
+// that k-th partial score (null when fewer than k entries passed: then top looked at
+// every entry, and holds the answer), which tells the caller whether it is exact. Each result's
 // coverage is the share of the query's idf ($15: their sum) its terms hold, each
 // term's presence tested by its own tsquery ($14) on the result's document. The
 // entries are looked up through LATERAL subqueries that Postgres cannot flatten
@@ -250,14 +253,14 @@ func textSQL(asOf bool) string {
 	    ) p
 	    WHERE q.essential
 	    GROUP BY p.entry_id
-	), top AS (
-	    SELECT ranked.s FROM (SELECT * FROM part ORDER BY part.s DESC) ranked
+	), top AS MATERIALIZED (
+	    SELECT ranked.s, e.* FROM (SELECT * FROM part ORDER BY part.s DESC) ranked
 	    CROSS JOIN LATERAL (` + passes("ranked.entry_id") + ` LIMIT 1) e
 	    LIMIT $7
 	), cut AS (
 	    SELECT CASE WHEN count(*) = $7 THEN min(top.s) END AS kth FROM top
 	), scored AS MATERIALIZED (
-	    SELECT part.entry_id, cut.kth, part.s + coalesce((
+	    SELECT part.entry_id, part.s AS partial, cut.kth, part.s + coalesce((
 	        SELECT sum(` + bm25Term + `) FROM q
 	        JOIN entry_text_postings p ON p.tenant_id = $1 AND p.project_id = $2
 	          AND p.term = q.term COLLATE "C" AND p.entry_id = part.entry_id
@@ -265,10 +268,16 @@ func textSQL(asOf bool) string {
 	    FROM part CROSS JOIN cut
 	    WHERE cut.kth IS NULL OR part.s >= cut.kth - $13::float8
 	)
-	SELECT ` + entryColumns + `, scored.score::float8, ` + textCoverage(14, 15) + ` AS coverage, scored.kth::float8
-	FROM scored CROSS JOIN LATERAL (` + passes("scored.entry_id") + ` OFFSET 0) e
-	WHERE scored.kth IS NULL OR scored.score >= scored.kth
-	ORDER BY scored.score DESC, e.created_at_ms DESC, e.entry_id
+	SELECT ` + entryColumns + `, e.score::float8, ` + textCoverage(14, 15) + ` AS coverage, e.kth::float8
+	FROM (
+	    SELECT scored.score, scored.kth, t.* FROM scored JOIN top t ON t.entry_id = scored.entry_id
+	    UNION ALL
+	    SELECT scored.score, scored.kth, NULL::float8, x.* FROM scored CROSS JOIN LATERAL (` + passes("scored.entry_id") + ` OFFSET 0) x
+	    WHERE scored.kth IS NOT NULL AND scored.partial <= scored.kth
+	      AND NOT EXISTS (SELECT 1 FROM top WHERE top.entry_id = scored.entry_id)
+	) e
+	WHERE e.kth IS NULL OR e.score >= e.kth
+	ORDER BY e.score DESC, e.created_at_ms DESC, e.entry_id
 	LIMIT $7`
 }
 
