@@ -59,7 +59,7 @@ func TestMigrationCountsStoredMessages(t *testing.T) {
 }
 
 // Migration 00023 gives the entries already stored their postings, whatever their
-// status, and recall scores them from those.
+// status, and recall scores them from those; migration 00025 their creation times.
 func TestMigrationBackfillsTextPostings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -107,4 +107,13 @@ func TestMigrationBackfillsTextPostings(t *testing.T) {
 		RecallFilter: memory.RecallFilter{NowMs: 3}, Text: "walrus", Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"short", "long"}, hitIDs(hits), "this scope's active entries, the short one first")
+
+	// Migration 00025 gives the postings their entry's creation time.
+	_, err = provider.UpTo(ctx, 25)
+	require.NoError(t, err)
+	var stale int
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT count(*) FROM entry_text_postings p JOIN context_entries e USING (tenant_id, project_id, entry_id)
+		WHERE p.created_at_ms IS DISTINCT FROM e.created_at_ms`).Scan(&stale))
+	require.Zero(t, stale, "every posting carries its entry's creation time")
 }

@@ -36,6 +36,7 @@ type recallFixture struct {
 	scope   runtime.Scope
 	table   string
 	queries []string
+	numbers []string // questions of the recall playground's shape
 	vectors map[string][]float32
 	embedNs float64
 }
@@ -71,6 +72,17 @@ func benchQueries(n int) []string {
 	return out
 }
 
+// numberQueries generates questions of the console recall playground's shape: a note's
+// number, which one entry holds, beside words every entry holds ("note", "service").
+func numberQueries(n int) []string {
+	r := rand.New(rand.NewPCG(13, 14))
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("note %d about the service", r.IntN(benchEntries))
+	}
+	return out
+}
+
 func loadRecallFixture(b *testing.B) *recallFixture {
 	b.Helper()
 	pool := pgtest.NewDB(b)
@@ -85,21 +97,26 @@ func loadRecallFixture(b *testing.B) *recallFixture {
 	})
 	seedProjection(b, pool, db, scope, hashModel, entries)
 	b.Logf("loaded %d entries with hash vectors and built the HNSW index in %s", benchEntries, time.Since(start).Round(time.Second))
-	queries := benchQueries(200)
+	queries, numbers := benchQueries(200), numberQueries(200)
 	t0 := time.Now()
 	vecs, err := hash.New().Embed(context.Background(), queries)
 	require.NoError(b, err)
 	embedNs := float64(time.Since(t0).Nanoseconds()) / float64(len(queries))
+	numberVecs, err := hash.New().Embed(context.Background(), numbers)
+	require.NoError(b, err)
 	vectors := map[string][]float32{}
 	for i, q := range queries {
 		vectors[q] = vecs[i]
+	}
+	for i, q := range numbers {
+		vectors[q] = numberVecs[i]
 	}
 	embedders := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: cachedEmbedder{vectors}})
 	projection := memory.NewProjection(memory.ProjectionConfig{DB: db.Memory(), Embedders: embedders})
 	var table string
 	require.NoError(b, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
 	return &recallFixture{pool: pool, db: db, recall: memory.NewRecall(db.Recall(), projection, embedders, nil), scope: scope,
-		table: table, queries: queries, vectors: vectors, embedNs: embedNs}
+		table: table, queries: queries, numbers: numbers, vectors: vectors, embedNs: embedNs}
 }
 
 // exactTop returns the IDs of the k nearest entries by an exact sequential scan of
@@ -158,19 +175,23 @@ func benchmarkRecallAccuracy(b *testing.B, f *recallFixture) {
 
 // benchmarkRecallLatency measures recall through the use case (both halves, fusion,
 // watermark; the query's vector precomputed) over the 100,000 entries, at 1 and 8
-// concurrent clients: p50 and p95 per request in ms. embed-ns is what embedding a
+// concurrent clients: p50 and p95 per request in ms. The number cases ask questions of
+// the console recall playground's shape (numberQueries). embed-ns is what embedding a
 // query with the hash embedder costs on top (the local one: docs/benchmarks.md).
 func benchmarkRecallLatency(b *testing.B, f *recallFixture) {
 	for _, c := range []struct {
-		name   string
-		mode   string
-		filter *contract.RecallFilter
+		name    string
+		mode    string
+		filter  *contract.RecallFilter
+		queries []string
 	}{
-		{"hybrid", contract.RecallHybrid, nil},
-		{"vector", contract.RecallVector, nil},
-		{"text", contract.RecallText, nil},
-		{"hybrid_filter_1pct", contract.RecallHybrid, &contract.RecallFilter{Tags: []string{"rare"}}},
-		{"vector_filter_1pct", contract.RecallVector, &contract.RecallFilter{Tags: []string{"rare"}}},
+		{"hybrid", contract.RecallHybrid, nil, f.queries},
+		{"vector", contract.RecallVector, nil, f.queries},
+		{"text", contract.RecallText, nil, f.queries},
+		{"hybrid_filter_1pct", contract.RecallHybrid, &contract.RecallFilter{Tags: []string{"rare"}}, f.queries},
+		{"vector_filter_1pct", contract.RecallVector, &contract.RecallFilter{Tags: []string{"rare"}}, f.queries},
+		{"text_number", contract.RecallText, nil, f.numbers},
+		{"hybrid_number", contract.RecallHybrid, nil, f.numbers},
 	} {
 		for _, clients := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/clients=%d", c.name, clients), func(b *testing.B) {
@@ -185,7 +206,7 @@ func benchmarkRecallLatency(b *testing.B, f *recallFixture) {
 					go func() {
 						defer wg.Done()
 						for i := range next {
-							q := f.queries[i%len(f.queries)]
+							q := c.queries[i%len(c.queries)]
 							t0 := time.Now()
 							_, err := f.recall.Recall(ctx, runtime.Principal{Scope: f.scope},
 								&contract.RecallRequest{Query: q, Mode: c.mode, Filter: c.filter})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/postgres"
@@ -17,13 +18,110 @@ import (
 	"github.com/agent-context/agent-context/runtime/memory"
 )
 
+// bm25Doc is an entry as the reference BM25 below sees it.
+type bm25Doc struct {
+	id      string
+	rare    bool
+	active  bool // counts in the scope's statistics
+	created int64
+	ended   int64 // 0: never
+	tf      map[string]int
+	length  float64
+}
+
+type bm25Hit struct {
+	id    string
+	score float64
+}
+
+// exactBM25 is Okapi BM25 computed here from the documents: the top k of the entries
+// that eligible admits, with N, df and avgdl taken from the active ones, ties by
+// newest, then ID.
+func exactBM25(docs []bm25Doc, text string, eligible func(bm25Doc) bool, k int) []bm25Hit {
+	terms := postgres.RecallTermLexemes(text)
+	n, total := 0.0, 0.0
+	df := map[string]float64{}
+	for _, d := range docs {
+		if !d.active {
+			continue
+		}
+		n++
+		total += d.length
+		for term := range d.tf {
+			df[term]++
+		}
+	}
+	avgdl := total / n
+	created := map[string]int64{}
+	var hits []bm25Hit
+	for _, d := range docs {
+		if !eligible(d) {
+			continue
+		}
+		score, matched := 0.0, false
+		for _, term := range terms {
+			tf := float64(d.tf[term])
+			if tf == 0 {
+				continue
+			}
+			idf := math.Log(1 + (n-df[term]+0.5)/(df[term]+0.5))
+			score += idf * tf * 2.2 / (tf + 1.2*(0.25+0.75*d.length/avgdl))
+			matched = true
+		}
+		if matched {
+			hits = append(hits, bm25Hit{d.id, score})
+			created[d.id] = d.created
+		}
+	}
+	slices.SortFunc(hits, func(a, b bm25Hit) int {
+		if math.Abs(a.score-b.score) > 1e-9*max(a.score, b.score) {
+			return cmp.Compare(b.score, a.score)
+		}
+		return cmp.Or(cmp.Compare(created[b.id], created[a.id]), cmp.Compare(a.id, b.id))
+	})
+	return hits[:min(k, len(hits))]
+}
+
+// bm25Documents reads the documents of entries as the reference sees them.
+func bm25Documents(scope runtime.Scope, id func(i int) string, texts []string) []bm25Doc {
+	docs := make([]bm25Doc, len(texts))
+	for i, text := range texts {
+		v, n := postgres.EntryDocument(scope, text)
+		d := bm25Doc{id: id(i), active: true, tf: map[string]int{}, length: float64(n)}
+		for _, l := range v.Lexemes {
+			d.tf[l.Word[13:]] = len(l.Positions)
+		}
+		docs[i] = d
+	}
+	return docs
+}
+
+// requireBM25 asks the text half and checks its answer against the reference, entry
+// by entry: the same entries in the same order with the same scores.
+func requireBM25(t *testing.T, db *postgres.DB, scope runtime.Scope, q memory.TextRecall, want []bm25Hit, name string) {
+	t.Helper()
+	hits, err := db.Recall().TextSearch(context.Background(), scope, q)
+	require.NoError(t, err, name)
+	got := make([]bm25Hit, len(hits))
+	for i, h := range hits {
+		got[i] = bm25Hit{h.Entry.ID, h.Score}
+	}
+	require.Len(t, got, len(want), name)
+	for i := range want {
+		require.Equal(t, want[i].id, got[i].id, "%s: rank %d", name, i+1)
+		require.InDelta(t, want[i].score, got[i].score, 1e-9, "%s: rank %d (%s)", name, i+1, got[i].id)
+	}
+}
+
 // TestTextSearchIsExactBM25: over 2,000 entries of the benchmark's corpus (every one
 // holding "note" and "service", the light terms the search looks up only for the
 // entries that can rank), the text half returns the top k of an Okapi BM25 computed
-// here from the documents: the same scores, in order, with and without a filter, for
-// questions with rare terms, a single term, and common terms only, and for a k larger
-// than the entries holding the essential terms (the search again with every term
-// essential).
+// here from the documents: the same entries with the same scores, in order (ties by
+// newest, then ID), with and without a filter, for questions with rare terms, a single
+// term, and common terms only, and for a k larger than the entries holding the
+// essential terms (the search again with every term essential). The adversarial
+// shapes of the impact reads: a term fewer than k entries hold beside words every
+// entry holds, under no filter, a selective filter and asOfMs.
 func TestTextSearchIsExactBM25(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
@@ -40,53 +138,9 @@ func TestTextSearchIsExactBM25(t *testing.T) {
 	// Another scope's entries hold the same words and never count.
 	seedProjection(t, pool, db, runtime.Scope{TenantID: "u", ProjectID: "p"}, hashModel, hashSeed(t, "u", corpus(300, 6), func(int) []string { return []string{} }))
 
-	type doc struct {
-		id     string
-		rare   bool
-		tf     map[string]int
-		length float64
-	}
-	docs := make([]doc, len(entries))
-	total := 0.0
-	for i, e := range entries {
-		v, n := postgres.EntryDocument(scope, e.Content)
-		d := doc{id: e.ID, rare: len(e.Tags) > 0, tf: map[string]int{}, length: float64(n)}
-		for _, l := range v.Lexemes {
-			d.tf[l.Word[13:]] = len(l.Positions)
-		}
-		docs[i] = d
-		total += float64(n)
-	}
-	avgdl := total / float64(len(docs))
-	exact := func(text string, rare bool, k int) []float64 {
-		terms := postgres.RecallTermLexemes(text)
-		var scores []float64
-		for _, d := range docs {
-			if rare && !d.rare {
-				continue
-			}
-			score, matched := 0.0, false
-			for _, term := range terms {
-				tf := float64(d.tf[term])
-				if tf == 0 {
-					continue
-				}
-				df := 0.0
-				for _, o := range docs {
-					if o.tf[term] > 0 {
-						df++
-					}
-				}
-				idf := math.Log(1 + (float64(len(docs))-df+0.5)/(df+0.5))
-				score += idf * tf * 2.2 / (tf + 1.2*(0.25+0.75*d.length/avgdl))
-				matched = true
-			}
-			if matched {
-				scores = append(scores, score)
-			}
-		}
-		slices.SortFunc(scores, func(a, b float64) int { return cmp.Compare(b, a) })
-		return scores[:min(k, len(scores))]
+	docs := bm25Documents(scope, func(i int) string { return entries[i].ID }, texts)
+	for i := range docs {
+		docs[i].rare = len(entries[i].Tags) > 0
 	}
 	for _, c := range []struct {
 		text string
@@ -102,21 +156,105 @@ func TestTextSearchIsExactBM25(t *testing.T) {
 		{"note service", true, 10},
 		{"crawler leaks remotely in Lima", false, 200},
 		{"scheduler note", false, 200}, // fewer than k hold the essential term: every posting
+		// A term one entry holds beside words every entry holds: read by impact.
+		{"note 17 service", false, 10},
+		{"note 17 service", false, 40},
+		{"note 13 service", true, 10},
+		{"service note 1234 Lima", false, 20},
 	} {
 		name := fmt.Sprintf("%q rare=%v k=%d", c.text, c.rare, c.k)
 		filter := memory.RecallFilter{NowMs: time.Now().UnixMilli()}
 		if c.rare {
 			filter.Tags = []string{"rare"}
 		}
-		hits, err := db.Recall().TextSearch(context.Background(), scope, memory.TextRecall{RecallFilter: filter, Text: c.text, Limit: c.k})
-		require.NoError(t, err, name)
-		want := exact(c.text, c.rare, c.k)
-		require.Len(t, hits, len(want), name)
-		for i, h := range hits {
-			require.InDelta(t, want[i], h.Score, 1e-9, "%s: rank %d (%s)", name, i+1, h.Entry.ID)
-			if c.rare {
-				require.Equal(t, []string{"rare"}, h.Entry.Tags, name)
-			}
+		want := exactBM25(docs, c.text, func(d bm25Doc) bool { return !c.rare || d.rare }, c.k)
+		requireBM25(t, db, scope, memory.TextRecall{RecallFilter: filter, Text: c.text, Limit: c.k}, want, name)
+	}
+}
+
+// TestTextSearchImpactTies: the shape of the console's recall playground, where every
+// entry holds the question's common words once in a document of the same length, so
+// all but the one holding the rare term tie and rank newest first (then by ID): the
+// text half answers exactly that, unfiltered, under a selective filter, and as of
+// instants before which some entries did not exist and after which some were
+// superseded.
+func TestTextSearchImpactTies(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	scope := runtime.Scope{TenantID: "t", ProjectID: "ties"}
+	const n = 600
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("note %d about the billing service", i)
+		if i%7 == 0 {
+			texts[i] = fmt.Sprintf("note %d about the billing service and the billing note", i)
 		}
+	}
+	docs := bm25Documents(scope, func(i int) string { return fmt.Sprintf("be-%03d", i) }, texts)
+	for i := range docs {
+		docs[i].created = 1000 + int64(i/3) // three entries at each instant: ties by ID
+		docs[i].rare = i%25 == 3
+		if i%11 == 5 {
+			docs[i].active, docs[i].ended = false, 1150
+		}
+	}
+	ctx := context.Background()
+	_, err := pool.CopyFrom(ctx, pgx.Identifier{"context_entries"}, []string{"tenant_id", "project_id", "entry_id", "kind",
+		"content", "source_record_ids", "tags", "importance", "status", "version", "request_sha256", "created_at_ms",
+		"updated_at_ms", "ended_at_ms", "superseded_by", "search", "search_length"},
+		pgx.CopyFromSlice(n, func(i int) ([]any, error) {
+			d := docs[i]
+			doc, length := postgres.EntryDocument(scope, texts[i])
+			tags, status, ended, by := []string{}, "active", (*int64)(nil), (*string)(nil)
+			if d.rare {
+				tags = []string{"rare"}
+			}
+			if !d.active {
+				next := d.id + "-v2"
+				status, ended, by = "superseded", &d.ended, &next
+			}
+			return []any{scope.TenantID, scope.ProjectID, d.id, "fact", texts[i], []string{}, tags, 0.5, status, int64(1),
+				"seeded", d.created, d.created, ended, by, doc, int32(length)}, nil
+		}))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `VACUUM ANALYZE entry_text_postings`)
+	require.NoError(t, err)
+
+	now := time.Now().UnixMilli()
+	for _, c := range []struct {
+		text string
+		rare bool
+		asOf int64 // 0: now
+		k    int
+	}{
+		{"billing note 77", false, 0, 10},
+		{"billing note 77", false, 0, 20},
+		{"billing note 77", false, 0, 300},
+		{"billing note 77 455", false, 0, 10},
+		{"billing note", false, 0, 10},
+		{"billing note 78", true, 0, 10},
+		{"billing note 77", false, 1100, 10}, // entries 301 on did not exist yet, the superseded were active
+		{"billing note 77", false, 1020, 10}, // before entry 77 was created
+		{"billing note 77", false, 1200, 20}, // after the superseded ended
+	} {
+		name := fmt.Sprintf("%q rare=%v asOf=%d k=%d", c.text, c.rare, c.asOf, c.k)
+		filter := memory.RecallFilter{NowMs: now}
+		if c.asOf > 0 {
+			filter.AsOfMs = &c.asOf
+		}
+		if c.rare {
+			filter.Tags = []string{"rare"}
+		}
+		want := exactBM25(docs, c.text, func(d bm25Doc) bool {
+			if c.rare && !d.rare {
+				return false
+			}
+			if c.asOf == 0 {
+				return d.active
+			}
+			return d.created <= c.asOf && (d.ended == 0 || d.ended > c.asOf)
+		}, c.k)
+		requireBM25(t, db, scope, memory.TextRecall{RecallFilter: filter, Text: c.text, Limit: c.k}, want, name)
 	}
 }

@@ -14,16 +14,17 @@ import (
 
 // requireTextIndex asserts that what the text half of recall reads is exactly what the
 // entries' documents hold: a posting per term of every entry's document (whatever its
-// status) with the term's positions counted and the document's length, and the
-// statistics of the active entries' documents (their number, total length and the
-// entries holding each term, the shards added up).
+// status) with the term's positions counted, the document's length and the entry's
+// creation time, and the statistics of the active entries' documents (their number,
+// total length and the entries holding each term, the shards added up).
 func requireTextIndex(t *testing.T, pool *pgxpool.Pool, step string) {
 	t.Helper()
 	ctx := context.Background()
 	for name, pair := range map[string][2]string{
 		"postings": {`
-			SELECT tenant_id, project_id, term, entry_id, tf, length FROM entry_text_postings`, `
-			SELECT e.tenant_id, e.project_id, substr(l.lexeme, 14) COLLATE "C", e.entry_id, cardinality(l.positions), e.search_length
+			SELECT tenant_id, project_id, term, entry_id, tf, length, created_at_ms FROM entry_text_postings`, `
+			SELECT e.tenant_id, e.project_id, substr(l.lexeme, 14) COLLATE "C", e.entry_id, cardinality(l.positions), e.search_length,
+			       e.created_at_ms
 			FROM context_entries e CROSS JOIN LATERAL unnest(e.search) AS l(lexeme, positions, weights)`},
 		"scope statistics": {`
 			SELECT tenant_id, project_id, sum(docs), sum(length) FROM entry_text_stats
