@@ -500,13 +500,7 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		lexemes[i], prefixes[i], queries[i] = t.lexeme, t.prefix, t.query(tag)
 	}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		// The impact statement's estimated cost is high enough for Postgres to compile
-		// it (jit): 340 ms of compiling for a statement that runs in 4 ms.
-		settings := []costSetting{{"jit", "off"}}
-		if s.searchTimeout > 0 {
-			settings = append(settings, costSetting{"statement_timeout", strconv.FormatInt(s.searchTimeout.Milliseconds(), 10)})
-		}
-		if err := setLocal(ctx, tx, settings); err != nil {
+		if err := setLocalTimeout(ctx, tx, s.searchTimeout); err != nil {
 			return err
 		}
 		var docs, length float64
