@@ -116,11 +116,56 @@ func (f *recallFixture) exactTop(b *testing.B, q []float32, k int, tags []string
 }
 
 // BenchmarkRecall runs the recall benchmarks over one fixture of 100,000 entries
-// (loaded once: the HNSW index build takes a minute or more).
+// (loaded once: the HNSW index build takes a minute or more). Last, 10,000 more
+// entries are stored outside the HNSW graph, as a burst leaves them before the fold,
+// and the vector half is measured again beside them (latency_unindexed).
 func BenchmarkRecall(b *testing.B) {
 	f := loadRecallFixture(b)
 	b.Run("accuracy", func(b *testing.B) { benchmarkRecallAccuracy(b, f) })
-	b.Run("latency", func(b *testing.B) { benchmarkRecallLatency(b, f) })
+	b.Run("latency", func(b *testing.B) { benchmarkRecallLatency(b, f, latencyCases) })
+	f.addUnindexed(b, unindexedEntries)
+	b.Run("latency_unindexed", func(b *testing.B) { benchmarkRecallLatency(b, f, latencyCases[1:2]) })
+	b.Run("latency_unindexed_filter", func(b *testing.B) { benchmarkRecallLatency(b, f, latencyCases[4:5]) })
+}
+
+// unindexedEntries is how many entries the fixture gains outside the graph.
+const unindexedEntries = 10_000
+
+// addUnindexed stores n more entries of the scope with their vectors outside the
+// HNSW graph (1% tagged "rare", as the others).
+func (f *recallFixture) addUnindexed(b *testing.B, n int) {
+	b.Helper()
+	ctx := context.Background()
+	entries := hashSeed(b, "u", corpus(n, 43), func(i int) []string {
+		if i%100 == 3 {
+			return []string{"rare"}
+		}
+		return []string{}
+	})
+	conn, err := f.pool.Acquire(ctx)
+	require.NoError(b, err)
+	defer conn.Release()
+	copyEntries(b, conn, f.scope, hashModel, f.table, 1, entries, false)
+	_, err = conn.Exec(ctx, `ANALYZE `+f.table)
+	require.NoError(b, err)
+	var outside int
+	require.NoError(b, conn.QueryRow(ctx, `SELECT count(*) FROM `+f.table+` WHERE NOT indexed`).Scan(&outside))
+	require.Equal(b, n, outside)
+}
+
+// latencyCase is a recall request the latency benchmark repeats over its queries.
+type latencyCase struct {
+	name   string
+	mode   string
+	filter *contract.RecallFilter
+}
+
+var latencyCases = []latencyCase{
+	{"hybrid", contract.RecallHybrid, nil},
+	{"vector", contract.RecallVector, nil},
+	{"text", contract.RecallText, nil},
+	{"hybrid_filter_1pct", contract.RecallHybrid, &contract.RecallFilter{Tags: []string{"rare"}}},
+	{"vector_filter_1pct", contract.RecallVector, &contract.RecallFilter{Tags: []string{"rare"}}},
 }
 
 // benchmarkRecallAccuracy measures recall@10 of vector-mode recall (the HNSW index
@@ -160,18 +205,8 @@ func benchmarkRecallAccuracy(b *testing.B, f *recallFixture) {
 // watermark; the query's vector precomputed) over the 100,000 entries, at 1 and 8
 // concurrent clients: p50 and p95 per request in ms. embed-ns is what embedding a
 // query with the hash embedder costs on top (the local one: docs/benchmarks.md).
-func benchmarkRecallLatency(b *testing.B, f *recallFixture) {
-	for _, c := range []struct {
-		name   string
-		mode   string
-		filter *contract.RecallFilter
-	}{
-		{"hybrid", contract.RecallHybrid, nil},
-		{"vector", contract.RecallVector, nil},
-		{"text", contract.RecallText, nil},
-		{"hybrid_filter_1pct", contract.RecallHybrid, &contract.RecallFilter{Tags: []string{"rare"}}},
-		{"vector_filter_1pct", contract.RecallVector, &contract.RecallFilter{Tags: []string{"rare"}}},
-	} {
+func benchmarkRecallLatency(b *testing.B, f *recallFixture, cases []latencyCase) {
+	for _, c := range cases {
 		for _, clients := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/clients=%d", c.name, clients), func(b *testing.B) {
 				ctx := context.Background()
