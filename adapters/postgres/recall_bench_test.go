@@ -116,27 +116,30 @@ func (f *recallFixture) exactTop(b *testing.B, q []float32, k int, tags []string
 }
 
 // BenchmarkRecall runs the recall benchmarks over one fixture of 100,000 entries
-// (loaded once: the HNSW index build takes a minute or more). Last, 10,000 more
-// entries are stored outside the HNSW graph, as a burst leaves them before the fold,
-// and the vector half is measured again beside them (latency_unindexed).
+// (loaded once: the HNSW index build takes a minute or more). Last, entries are
+// stored outside the HNSW graph, as a burst leaves them before the fold (10,000, then
+// 20,000: the fold's bound during a backlog), and the vector half is measured again
+// beside them (latency_unindexed_<n>k).
 func BenchmarkRecall(b *testing.B) {
 	f := loadRecallFixture(b)
 	b.Run("accuracy", func(b *testing.B) { benchmarkRecallAccuracy(b, f) })
 	b.Run("latency", func(b *testing.B) { benchmarkRecallLatency(b, f, latencyCases) })
-	f.addUnindexed(b, unindexedEntries)
-	b.Run("latency_unindexed", func(b *testing.B) { benchmarkRecallLatency(b, f, latencyCases[1:2]) })
-	b.Run("latency_unindexed_filter", func(b *testing.B) { benchmarkRecallLatency(b, f, latencyCases[4:5]) })
+	outside := 0
+	for _, n := range []int{10_000, memory.DefaultUnindexed} {
+		f.addUnindexed(b, n-outside, n)
+		outside = n
+		b.Run(fmt.Sprintf("latency_unindexed_%dk", n/1000), func(b *testing.B) {
+			benchmarkRecallLatency(b, f, []latencyCase{latencyCases[1], latencyCases[4]})
+		})
+	}
 }
 
-// unindexedEntries is how many entries the fixture gains outside the graph.
-const unindexedEntries = 10_000
-
 // addUnindexed stores n more entries of the scope with their vectors outside the
-// HNSW graph (1% tagged "rare", as the others).
-func (f *recallFixture) addUnindexed(b *testing.B, n int) {
+// HNSW graph (1% tagged "rare", as the others), which then holds total outside it.
+func (f *recallFixture) addUnindexed(b *testing.B, n, total int) {
 	b.Helper()
 	ctx := context.Background()
-	entries := hashSeed(b, "u", corpus(n, 43), func(i int) []string {
+	entries := hashSeed(b, fmt.Sprintf("u%d-", total), corpus(n, uint64(total)), func(i int) []string {
 		if i%100 == 3 {
 			return []string{"rare"}
 		}
@@ -150,7 +153,7 @@ func (f *recallFixture) addUnindexed(b *testing.B, n int) {
 	require.NoError(b, err)
 	var outside int
 	require.NoError(b, conn.QueryRow(ctx, `SELECT count(*) FROM `+f.table+` WHERE NOT indexed`).Scan(&outside))
-	require.Equal(b, n, outside)
+	require.Equal(b, total, outside)
 }
 
 // latencyCase is a recall request the latency benchmark repeats over its queries.
