@@ -194,7 +194,7 @@ type ProjectionConfig struct {
 	// FoldBatch is how many vectors one fold into the graph takes (default 256).
 	FoldBatch int
 	// Unindexed is how many of a scope's vectors may wait outside the graph while its
-	// backlog is being embedded (default 20,000): beyond it, the lanes fold as they
+	// backlog is being embedded (default 10,000): beyond it, the lanes fold as they
 	// embed, so that recall's exact search of those vectors stays cheap.
 	Unindexed int
 }
@@ -222,7 +222,7 @@ const (
 	DefaultProjectionBatch = 64
 	DefaultProjectionLease = 2 * time.Minute
 	DefaultFoldBatch       = 256
-	DefaultUnindexed       = 20_000
+	DefaultUnindexed       = 10_000
 )
 
 // NewProjection returns the projection use cases.
