@@ -3,13 +3,19 @@ package postgres_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/pgvector/pgvector-go"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/embedding/hash"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
+	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/migrations"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/memory"
@@ -116,4 +122,106 @@ func TestMigrationBackfillsTextPostings(t *testing.T) {
 		SELECT count(*) FROM entry_text_postings p JOIN context_entries e USING (tenant_id, project_id, entry_id)
 		WHERE p.created_at_ms IS DISTINCT FROM e.created_at_ms`).Scan(&stale))
 	require.Zero(t, stale, "every posting carries its entry's creation time")
+}
+
+// Migration 00026 converts a vector table created before it: its rows stay in the
+// graph, whose index becomes partial, and the rows stored after it land outside the
+// graph, where recall finds them until a fold moves them in.
+func TestMigrationConvertsVectorTables(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, provider := migratedDownTo(t, 25)
+	pool, err := postgres.NewPool(ctx, dsn, postgres.PoolOptions{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
+	model := hash.New().Model()
+	texts := []string{"the billing service retries nightly", "search caches warm up before releases", "the archive job compresses logs"}
+	vectors, err := hash.New().Embed(ctx, texts)
+	require.NoError(t, err)
+	for _, stmt := range []string{
+		`INSERT INTO vector_models (model_id, dimensions, table_name, created_at_ms) VALUES ($1, $2, 'entry_vectors_7', 0)`,
+		`CREATE TABLE entry_vectors_7 (
+			tenant_id text NOT NULL, project_id text NOT NULL, generation bigint NOT NULL, entry_id text NOT NULL,
+			conversation_id text, kind text NOT NULL, tags text[] NOT NULL, expires_at_ms bigint,
+			embedding vector(384) NOT NULL, PRIMARY KEY (tenant_id, project_id, generation, entry_id))`,
+		`CREATE INDEX entry_vectors_7_hnsw ON entry_vectors_7 USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 200)`,
+		`INSERT INTO entry_projections (tenant_id, project_id, next_generation) VALUES ('t', 'p', 2)`,
+		`INSERT INTO entry_generations (tenant_id, project_id, generation, model_id, state, created_at_ms) VALUES ('t', 'p', 1, $1, 'active', 0)`,
+	} {
+		var args []any
+		switch strings.Count(stmt, "$") {
+		case 1:
+			args = []any{model.ID}
+		case 2:
+			args = []any{model.ID, model.Dimensions}
+		}
+		_, err := pool.Exec(ctx, stmt, args...)
+		require.NoError(t, err, stmt)
+	}
+	for i, text := range texts {
+		id := fmt.Sprintf("e%d", i)
+		doc, length := postgres.EntryDocument(scope, text)
+		_, err := pool.Exec(ctx, `
+			INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, source_record_ids, tags, importance, status, version, request_sha256,
+				created_at_ms, updated_at_ms, search, search_length)
+			VALUES ($1, $2, $3, 'fact', $4, '{}', '{}', 0.5, 'active', 1, 'x', 1, 1, $5, $6)`,
+			scope.TenantID, scope.ProjectID, id, text, doc, length)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `INSERT INTO entry_vectors_7 (tenant_id, project_id, generation, entry_id, kind, tags, embedding)
+			VALUES ($1, $2, 1, $3, 'fact', '{}', $4)`, scope.TenantID, scope.ProjectID, id, pgvector.NewVector(vectors[i]))
+		require.NoError(t, err)
+	}
+
+	_, err = provider.UpTo(ctx, 26)
+	require.NoError(t, err)
+	var inGraph, outside int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE indexed), count(*) FILTER (WHERE NOT indexed) FROM entry_vectors_7`).
+		Scan(&inGraph, &outside))
+	require.Equal(t, 3, inGraph, "the rows stored before stay in the graph")
+	require.Zero(t, outside)
+	indexes := map[string]string{}
+	rows, err := pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'entry_vectors_7'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name, def string
+		require.NoError(t, rows.Scan(&name, &def))
+		indexes[name] = def
+	}
+	require.NoError(t, rows.Err())
+	require.Contains(t, indexes["entry_vectors_7_hnsw"], "USING hnsw (embedding vector_cosine_ops) WITH (m='16', ef_construction='200') WHERE indexed")
+	require.Contains(t, indexes["entry_vectors_7_unindexed"], "(tenant_id, project_id, generation, entry_id) WHERE (NOT indexed)")
+
+	db := newDB(t, pool)
+	recall := func(text string, limit int) []string {
+		t.Helper()
+		q, err := hash.New().Embed(ctx, []string{text})
+		require.NoError(t, err)
+		hits, err := db.Recall().VectorSearch(ctx, scope, memory.VectorRecall{RecallFilter: memory.RecallFilter{NowMs: 2},
+			Generation: memory.Generation{Number: 1, Model: model}, Vector: q[0], Limit: limit})
+		require.NoError(t, err)
+		return hitIDs(hits)
+	}
+	require.Equal(t, []string{"e1"}, recall(texts[1], 1), "the converted rows answer from the graph")
+
+	st := db.Memory().Stores().Projection
+	e := contract.ContextEntry{ID: "new", CreatedAtMs: 1}
+	_, err = pool.Exec(ctx, `
+		INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, source_record_ids, tags, importance, status, version, request_sha256,
+			created_at_ms, updated_at_ms, search, search_length)
+		VALUES ('t', 'p', 'new', 'fact', 'payments fail on mondays', '{}', '{}', 0.5, 'active', 1, 'x', 1, 1, ''::tsvector, 0)`)
+	require.NoError(t, err)
+	require.NoError(t, st.Enqueue(ctx, scope, []contract.ContextEntry{e}, model))
+	backlog, err := st.ClaimBacklog(ctx, scope, 10, 2, time.Minute)
+	require.NoError(t, err)
+	v, err := hash.New().Embed(ctx, []string{"payments fail on mondays"})
+	require.NoError(t, err)
+	require.NoError(t, st.StoreBacklog(ctx, scope, backlog.Claim, []string{"new"}, map[string][][]float32{model.ID: v}))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM entry_vectors_7 WHERE NOT indexed`).Scan(&outside))
+	require.Equal(t, 1, outside, "a vector stored now lands outside the graph")
+	require.Equal(t, []string{"new"}, recall("payments fail on mondays", 1))
+	folded, err := st.FoldVectors(ctx, scope, 10, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, folded)
+	require.Equal(t, []string{"new"}, recall("payments fail on mondays", 1))
 }

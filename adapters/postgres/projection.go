@@ -28,6 +28,18 @@ import (
 // tags, conversation_id, expires_at_ms) are copied from the entry, since they never
 // change while an entry is active (and an entry that stops being active loses its
 // vectors in the same transaction), so the filter is applied inside the index scan.
+//
+// A vector lands outside the HNSW graph (indexed = false; the HNSW index is partial,
+// WHERE indexed), so storing it costs a heap row and two btree entries, not a graph
+// insert; recall searches those rows exactly beside the graph (vectorSQL), found by
+// the partial index <table>_unindexed, and the projection job folds them into the
+// graph in batches (FoldVectors) once the scope's backlog is empty, or during a
+// backlog once a scope holds more than a bound of them. A flag rather than a twin
+// table: every path that deletes or rewrites a scope's vectors (retirement,
+// conversation deletion, the drop of a retired generation) stays one statement on
+// one table, and the fold is an UPDATE that either commits or leaves its rows as they
+// were. Tables without a graph (above 4,000 dimensions) store their rows as indexed:
+// there is nothing to fold them into.
 
 // Vector column types by dimensions: pgvector's HNSW index takes vector up to 2,000
 // dimensions and halfvec up to 4,000; above that a table has no HNSW index and recall
@@ -186,15 +198,18 @@ func (s *ProjectionStore) ensureModelLocked(ctx context.Context, tx DBTX, model 
 			tags             text[] NOT NULL,
 			expires_at_ms    bigint,
 			embedding        %s NOT NULL,
+			indexed          boolean NOT NULL DEFAULT false,
 			PRIMARY KEY (tenant_id, project_id, generation, entry_id))`, t.ident(), t.column()),
 		fmt.Sprintf(`CREATE INDEX %s ON %s (tenant_id, project_id, conversation_id)`,
 			pgx.Identifier{t.Name + "_by_conversation"}.Sanitize(), t.ident()),
 		fmt.Sprintf(`CREATE INDEX %s ON %s USING gin (tenant_id, project_id, generation, tags)`,
 			pgx.Identifier{t.Name + "_by_tags"}.Sanitize(), t.ident()),
+		fmt.Sprintf(`CREATE INDEX %s ON %s (tenant_id, project_id, generation, entry_id) WHERE NOT indexed`,
+			pgx.Identifier{t.Name + "_unindexed"}.Sanitize(), t.ident()),
 		fmt.Sprintf(`COMMENT ON TABLE %s IS %s`, t.ident(), quoteLiteral("vectors of model "+model.ID)),
 	}
 	if ops := t.cosineOps(); ops != "" {
-		ddl = append(ddl, fmt.Sprintf(`CREATE INDEX %s ON %s USING hnsw (embedding %s) WITH (m = %d, ef_construction = %d)`,
+		ddl = append(ddl, fmt.Sprintf(`CREATE INDEX %s ON %s USING hnsw (embedding %s) WITH (m = %d, ef_construction = %d) WHERE indexed`,
 			pgx.Identifier{t.Name + "_hnsw"}.Sanitize(), t.ident(), ops, hnswM, hnswEfConstruction))
 	}
 	for _, stmt := range ddl {
@@ -539,17 +554,92 @@ func (s *ProjectionStore) storeVectors(ctx context.Context, db DBTX, scope runti
 		vecs[i] = pgvector.NewVector(v)
 	}
 	_, err = db.Exec(ctx, fmt.Sprintf(`
-		INSERT INTO %s (tenant_id, project_id, generation, entry_id, conversation_id, kind, tags, expires_at_ms, embedding)
+		INSERT INTO %s (tenant_id, project_id, generation, entry_id, conversation_id, kind, tags, expires_at_ms, embedding, indexed)
 		SELECT e.tenant_id, e.project_id, $3, e.entry_id, e.conversation_id, e.kind, e.tags, e.expires_at_ms,
-		       u.embedding::%s
+		       u.embedding::%s, $6
 		FROM context_entries e
 		JOIN unnest($4::text[], $5::vector[]) AS u(entry_id, embedding) ON u.entry_id = e.entry_id
 		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ANY($4)
 		  AND e.status = 'active' AND `+liveConversation("e")+`
 		FOR SHARE OF e
 		ON CONFLICT DO NOTHING`, t.ident(), t.column()),
-		scope.TenantID, scope.ProjectID, g.Number, ids, vecs)
+		scope.TenantID, scope.ProjectID, g.Number, ids, vecs, t.cosineOps() == "")
 	return s.catalog.translate(t, err)
+}
+
+// FoldVectors implements memory.ProjectionStore: per vector table of the scope's live
+// generations (a retired one's rows are about to be dropped), one statement counts
+// the scope's rows outside the graph up to over+1 (a bounded range of the partial
+// index) and, when there are more than over, sets indexed on up to limit of those of
+// the live generations, skipping rows another fold holds. The UPDATE inserts each
+// row into the HNSW graph; until it commits the rows stay outside and recall finds
+// them there.
+func (s *ProjectionStore) FoldVectors(ctx context.Context, scope runtime.Scope, limit, over int) (int, error) {
+	tables, err := s.scopeTables(ctx, s.db, scope, "building", "active")
+	if err != nil {
+		return 0, err
+	}
+	folded := 0
+	for t, gens := range tables {
+		if t.cosineOps() == "" {
+			continue
+		}
+		tag, err := s.db.Exec(ctx, fmt.Sprintf(`
+			WITH outside AS (
+				SELECT count(*) AS n FROM (
+					SELECT 1 FROM %[1]s
+					WHERE tenant_id = $1 AND project_id = $2 AND NOT indexed
+					LIMIT $4::bigint + 1) o
+			), batch AS (
+				SELECT generation, entry_id FROM %[1]s
+				WHERE tenant_id = $1 AND project_id = $2 AND generation = ANY($5) AND NOT indexed
+				  AND (SELECT n FROM outside) > $4
+				LIMIT $3
+				FOR UPDATE SKIP LOCKED
+			)
+			UPDATE %[1]s v SET indexed = true
+			FROM batch
+			WHERE v.tenant_id = $1 AND v.project_id = $2
+			  AND v.generation = batch.generation AND v.entry_id = batch.entry_id`, t.ident()),
+			scope.TenantID, scope.ProjectID, limit, over, gens)
+		if err != nil {
+			return folded, s.catalog.translate(t, err)
+		}
+		folded += int(tag.RowsAffected())
+	}
+	return folded, nil
+}
+
+// UnindexedScopes implements memory.ProjectionStore: per vector table, a loose index
+// scan of its partial index of the rows outside the graph, at most limit scopes each.
+func (s *ProjectionStore) UnindexedScopes(ctx context.Context, after *runtime.Scope, limit int) ([]runtime.Scope, *runtime.Scope, error) {
+	rows, err := s.db.Query(ctx, `SELECT table_name FROM vector_models ORDER BY table_name`)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(names) == 0 {
+		return nil, nil, translate(err)
+	}
+	walks := make([]string, len(names))
+	for i, n := range names {
+		walks[i] = fmt.Sprintf(`(WITH RECURSIVE scopes AS (
+			    (SELECT tenant_id, project_id, 1 AS depth FROM %[1]s
+			     WHERE NOT indexed AND (tenant_id, project_id) > ($1::text, $2::text)
+			     ORDER BY tenant_id, project_id LIMIT 1)
+			    UNION ALL
+			    SELECT n.tenant_id, n.project_id, p.depth + 1 FROM scopes p
+			    CROSS JOIN LATERAL (
+			        SELECT tenant_id, project_id FROM %[1]s
+			        WHERE NOT indexed AND (tenant_id, project_id) > (p.tenant_id, p.project_id)
+			        ORDER BY tenant_id, project_id LIMIT 1) n
+			    WHERE p.depth < $3
+			) SELECT tenant_id, project_id FROM scopes)`, pgx.Identifier{n}.Sanitize())
+	}
+	return scopeWalk(ctx, s.db, after, `
+		SELECT DISTINCT tenant_id, project_id, true FROM (`+strings.Join(walks, " UNION ALL ")+`) w
+		ORDER BY tenant_id, project_id
+		LIMIT $3`, limit)
 }
 
 // InFlightRebuild implements memory.ProjectionStore.

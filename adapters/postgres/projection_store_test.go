@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -323,9 +324,13 @@ agent_context_vector_projection_backlog 0
 	b.create(t, "b", "two")
 	require.Equal(t, 2.0, gaugeValue(t, reg, "agent_context_vector_projection_backlog"))
 	require.Positive(t, gaugeValue(t, reg, "agent_context_vector_projection_oldest_pending_age_seconds")+1)
-	b.drain(t)
+	require.Equal(t, 0.0, gaugeValue(t, reg, "agent_context_vector_projection_unindexed"))
+	b.storeUnfolded(t, b.scope)
 	require.Equal(t, 0.0, gaugeValue(t, reg, "agent_context_vector_projection_backlog"))
 	require.Equal(t, 0.0, gaugeValue(t, reg, "agent_context_vector_projection_oldest_pending_age_seconds"))
+	require.Equal(t, 2.0, gaugeValue(t, reg, "agent_context_vector_projection_unindexed"), "stored, not yet folded")
+	b.drain(t)
+	require.Equal(t, 0.0, gaugeValue(t, reg, "agent_context_vector_projection_unindexed"))
 }
 
 // gaugeValue gathers reg and returns the value of the gauge called name.
@@ -500,4 +505,166 @@ func TestReplicasRebuildAlternately(t *testing.T) {
 	for _, got := range ids {
 		require.Equal(t, []string{"e0", "e1", "e2", "e3", "e4", "e5", "late"}, got)
 	}
+}
+
+// storeUnfolded embeds the scope's backlog and stores the vectors without folding
+// them into the graph: what a burst leaves behind while its lanes embed.
+func (b *projectionBundle) storeUnfolded(t *testing.T, scope runtime.Scope) {
+	t.Helper()
+	ctx := context.Background()
+	st := b.db.Memory().Stores().Projection
+	backlog, err := st.ClaimBacklog(ctx, scope, 1000, time.Now().UnixMilli(), time.Minute)
+	require.NoError(t, err)
+	texts := make([]string, len(backlog.Entries))
+	ids := make([]string, len(backlog.Entries))
+	for i, e := range backlog.Entries {
+		texts[i], ids[i] = e.Content, e.ID
+	}
+	vectors, err := hash.New().Embed(ctx, texts)
+	require.NoError(t, err)
+	require.NoError(t, st.StoreBacklog(ctx, scope, backlog.Claim, ids, map[string][][]float32{hash.ModelID: vectors}))
+}
+
+// outside counts the vectors of every scope outside the graph.
+func (b *projectionBundle) outside(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	var table string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT table_name FROM vector_models WHERE model_id = $1`, hash.ModelID).Scan(&table))
+	var n int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE NOT indexed`).Scan(&n))
+	return n
+}
+
+// vectorSearch is the vector half of a recall of text in scope, for limit entries.
+func (b *projectionBundle) vectorSearch(t *testing.T, scope runtime.Scope, text string, limit int, f memory.RecallFilter) []string {
+	t.Helper()
+	vectors, err := hash.New().Embed(context.Background(), []string{text})
+	require.NoError(t, err)
+	hits, err := b.db.Recall().VectorSearch(context.Background(), scope, memory.VectorRecall{
+		RecallFilter: f, Generation: memory.Generation{Number: 1, Model: hash.New().Model()}, Vector: vectors[0], Limit: limit})
+	require.NoError(t, err)
+	return hitIDs(hits)
+}
+
+// TestUnfoldedVectorsAreRecalled: a vector stored and not yet folded into the graph
+// is found by the vector half beside the graph's (with a filter, as of an instant,
+// never from another scope); after the fold the answers are the same; an entry that
+// stops being active leaves the projection whether its vector was folded or not.
+func TestUnfoldedVectorsAreRecalled(t *testing.T) {
+	t.Parallel()
+	b := setupProjection(t, nil)
+	ctx := context.Background()
+	st := b.db.Memory().Stores().Projection
+	for i := range 4 {
+		b.create(t, fmt.Sprintf("old-%d", i), fmt.Sprintf("the archive job %d compresses the logs", i))
+	}
+	b.drain(t)
+	require.Zero(t, b.outside(t), "the drained backlog is folded")
+
+	const query = "billing retries nightly after the invoice run"
+	other := runtime.Scope{TenantID: "u", ProjectID: "p"}
+	create := func(p runtime.Principal, id, content string, tags ...string) contract.ContextEntry {
+		e, _, err := b.entries.Create(ctx, p, &contract.CreateEntryRequest{ID: &id, Kind: "fact", Content: content, Tags: tags})
+		require.NoError(t, err)
+		return e
+	}
+	billing := create(b.p, "billing", query, "ops")
+	create(b.p, "search", "search caches warm up before releases")
+	create(runtime.Principal{Scope: other}, "theirs", query, "ops")
+	b.storeUnfolded(t, b.scope)
+	b.storeUnfolded(t, other)
+	require.Equal(t, 3, b.outside(t))
+	due, _, err := st.UnindexedScopes(ctx, nil, 10)
+	require.NoError(t, err)
+	require.Equal(t, []runtime.Scope{b.scope, other}, due, "the sweep finds both scopes to fold")
+
+	now := time.Now().UnixMilli()
+	before := billing.CreatedAtMs - 1
+	answers := func() {
+		t.Helper()
+		// Limit 2: the graph's old entries alone fill it, so only the merge brings
+		// the nearer unfolded ones.
+		ids := b.vectorSearch(t, b.scope, query, 2, memory.RecallFilter{NowMs: now})
+		require.Len(t, ids, 2)
+		require.Equal(t, "billing", ids[0])
+		require.Equal(t, []string{"billing"}, b.vectorSearch(t, b.scope, query, 1, memory.RecallFilter{NowMs: now, Tags: []string{"ops"}}))
+		require.Equal(t, []string{"theirs"}, b.vectorSearch(t, other, query, 1, memory.RecallFilter{NowMs: now, Tags: []string{"ops"}}))
+		require.ElementsMatch(t, []string{"old-0", "old-1", "old-2", "old-3"},
+			b.vectorSearch(t, b.scope, query, 10, memory.RecallFilter{NowMs: now, AsOfMs: &before}),
+			"billing and search were not created yet at that instant")
+		require.Equal(t, "billing", b.vectorSearch(t, b.scope, query, 2, memory.RecallFilter{NowMs: now, AsOfMs: &now})[0])
+	}
+	answers()
+
+	folded, err := st.FoldVectors(ctx, b.scope, 100, 5)
+	require.NoError(t, err)
+	require.Zero(t, folded, "within the bound nothing folds")
+	folded, err = st.FoldVectors(ctx, b.scope, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, folded, "a batch at most")
+	folded, err = st.FoldVectors(ctx, b.scope, 100, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, folded)
+	require.Equal(t, 1, b.outside(t), "the other scope's vector waits for its own fold")
+	answers()
+	folded, err = st.FoldVectors(ctx, other, 100, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, folded)
+	require.Zero(t, b.outside(t))
+	answers()
+	due, _, err = st.UnindexedScopes(ctx, nil, 10)
+	require.NoError(t, err)
+	require.Empty(t, due)
+
+	create(b.p, "unfolded", query+" again")
+	b.storeUnfolded(t, b.scope)
+	require.Equal(t, 1, b.outside(t))
+	require.Contains(t, b.vectorSearch(t, b.scope, query, 2, memory.RecallFilter{NowMs: now}), "unfolded")
+	for _, id := range []string{"unfolded", "billing"} {
+		_, err := b.entries.Expire(ctx, b.p, &contract.ExpireEntryRequest{EntryID: id})
+		require.NoError(t, err)
+	}
+	ids := b.vectorSearch(t, b.scope, query, 10, memory.RecallFilter{NowMs: time.Now().UnixMilli()})
+	require.NotContains(t, ids, "unfolded")
+	require.NotContains(t, ids, "billing")
+	require.Zero(t, b.outside(t), "the unfolded vector is gone")
+	require.Equal(t, map[int64][]string{1: {"old-0", "old-1", "old-2", "old-3", "search"}}, b.vectorIDs(t))
+}
+
+// probeEmbedder runs probe before each Embed of the embedder it wraps.
+type probeEmbedder struct {
+	memory.Embedder
+	probe func()
+}
+
+func (e probeEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	e.probe()
+	return e.Embedder.Embed(ctx, texts)
+}
+
+// TestFoldBoundDuringBacklog: while a backlog is embedded, the scope never holds more
+// than the bound outside the graph when a batch starts (the lanes fold as they go);
+// once the backlog is empty, the job folds the rest.
+func TestFoldBoundDuringBacklog(t *testing.T) {
+	t.Parallel()
+	b := setupProjection(t, nil)
+	for i := range 30 {
+		b.create(t, fmt.Sprintf("burst-%02d", i), fmt.Sprintf("memory %d of a burst", i))
+	}
+	var seen []int
+	probe := probeEmbedder{Embedder: hash.New(), probe: func() { seen = append(seen, b.outside(t)) }}
+	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: probe})
+	const bound = 6
+	p := memory.NewProjection(memory.ProjectionConfig{DB: b.db.Memory(), Embedders: set, Batch: 4, Parallel: 1,
+		FoldBatch: 8, Unindexed: bound})
+	done, err := p.EmbedBacklog(context.Background(), b.scope, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Len(t, seen, 8, "30 entries in batches of 4")
+	require.LessOrEqual(t, slices.Max(seen), bound, "outside the graph by batch: %v", seen)
+	require.Positive(t, slices.Max(seen), "the backlog stores before it folds: %v", seen)
+	require.Zero(t, b.outside(t), "the rest is folded once the backlog is empty")
+	ids := b.vectorIDs(t)[1]
+	require.Len(t, ids, 30)
 }

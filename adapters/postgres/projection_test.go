@@ -60,25 +60,7 @@ func seedProjection(tb testing.TB, pool *pgxpool.Pool, db *postgres.DB, scope ru
 		_, err = conn.Exec(ctx, `DROP INDEX `+pgx.Identifier{table + "_hnsw"}.Sanitize())
 		require.NoError(tb, err)
 	}
-	now := time.Now().UnixMilli()
-	_, err = conn.CopyFrom(ctx, pgx.Identifier{"context_entries"}, entrySeedColumns, pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {
-		e := entries[i]
-		doc, length := postgres.EntryDocument(scope, e.Content)
-		return []any{scope.TenantID, scope.ProjectID, e.ID, e.Kind, e.Content, []string{}, e.Tags, 0.5,
-			"active", int64(1), "seeded", now, now, doc, int32(length)}, nil
-	}))
-	require.NoError(tb, err)
-	half := model.Dimensions > 2000 && model.Dimensions <= 4000
-	_, err = conn.CopyFrom(ctx, pgx.Identifier{table}, []string{"tenant_id", "project_id", "generation", "entry_id", "kind", "tags", "embedding"},
-		pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {
-			e := entries[i]
-			var v any = pgvector.NewVector(e.Vector)
-			if half {
-				v = pgvector.NewHalfVector(e.Vector)
-			}
-			return []any{scope.TenantID, scope.ProjectID, generation, e.ID, e.Kind, e.Tags, v}, nil
-		}))
-	require.NoError(tb, err)
+	copyEntries(tb, conn, scope, model, table, generation, entries, true)
 	if indexDef != nil {
 		_, err = conn.Exec(ctx, `SET maintenance_work_mem = '512MB'`)
 		require.NoError(tb, err)
@@ -94,6 +76,32 @@ func seedProjection(tb testing.TB, pool *pgxpool.Pool, db *postgres.DB, scope ru
 		_, err = conn.Exec(ctx, stmt)
 		require.NoError(tb, err)
 	}
+}
+
+// copyEntries loads active entries of scope and their vectors of model into table's
+// generation with COPY, in the HNSW graph or outside it (indexed).
+func copyEntries(tb testing.TB, conn *pgxpool.Conn, scope runtime.Scope, model memory.EmbeddingModel, table string, generation int64, entries []seedEntry, indexed bool) {
+	tb.Helper()
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	_, err := conn.CopyFrom(ctx, pgx.Identifier{"context_entries"}, entrySeedColumns, pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {
+		e := entries[i]
+		doc, length := postgres.EntryDocument(scope, e.Content)
+		return []any{scope.TenantID, scope.ProjectID, e.ID, e.Kind, e.Content, []string{}, e.Tags, 0.5,
+			"active", int64(1), "seeded", now, now, doc, int32(length)}, nil
+	}))
+	require.NoError(tb, err)
+	half := model.Dimensions > 2000 && model.Dimensions <= 4000
+	_, err = conn.CopyFrom(ctx, pgx.Identifier{table}, []string{"tenant_id", "project_id", "generation", "entry_id", "kind", "tags", "embedding", "indexed"},
+		pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {
+			e := entries[i]
+			var v any = pgvector.NewVector(e.Vector)
+			if half {
+				v = pgvector.NewHalfVector(e.Vector)
+			}
+			return []any{scope.TenantID, scope.ProjectID, generation, e.ID, e.Kind, e.Tags, v, indexed}, nil
+		}))
+	require.NoError(tb, err)
 }
 
 // corpus generates n entry texts from a vocabulary, deterministically: a subject, a

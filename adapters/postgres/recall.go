@@ -83,17 +83,25 @@ func (s *RecallStore) recallSettings(ctx context.Context, tx DBTX, limit int) er
 }
 
 // vectorSQL is the vector half over table t: the nearest entries of the generation
-// that pass the filter, found by the HNSW index with the filter applied inside the
-// scan, or, exact, by computing the distance of every row that passes the filter (the
-// materialized CTE keeps the index out of the ordering).
+// that pass the filter. Not exact, they are the merge of two searches: the HNSW
+// index's nearest among the rows in its graph, with the filter applied inside the
+// scan, and the nearest among the rows not yet folded into it, by the distance of
+// each (found by the partial index of those rows, a bounded number per scope). Exact,
+// the distance of every row that passes the filter, wherever it is (the materialized
+// CTE keeps the index out of the ordering).
 func vectorSQL(t vectorTable, exact, asOf bool) string {
 	distance := fmt.Sprintf("v.embedding <=> $3::vector::%s", t.column())
 	where := `v.tenant_id = $1 AND v.project_id = $2 AND v.generation = $4 AND ` + recallFilter("v", 5)
 	nearest := fmt.Sprintf(`nn AS (
-		SELECT v.entry_id, %[1]s AS distance FROM %[2]s v
-		WHERE %[3]s
-		ORDER BY %[1]s
-		LIMIT $9)`, distance, t.ident(), where)
+		(SELECT v.entry_id, %[1]s AS distance FROM %[2]s v
+		 WHERE v.indexed AND %[3]s
+		 ORDER BY %[1]s
+		 LIMIT $9)
+		UNION ALL
+		(SELECT v.entry_id, %[1]s AS distance FROM %[2]s v
+		 WHERE NOT v.indexed AND %[3]s
+		 ORDER BY %[1]s
+		 LIMIT $9))`, distance, t.ident(), where)
 	if exact {
 		nearest = fmt.Sprintf(`scanned AS MATERIALIZED (
 			SELECT v.entry_id, %[1]s AS distance FROM %[2]s v WHERE %[3]s
@@ -104,7 +112,8 @@ func vectorSQL(t vectorTable, exact, asOf bool) string {
 		SELECT ` + entryColumns + `, nn.distance FROM nn
 		JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = nn.entry_id
 		WHERE e.status = 'active' AND ` + recallable(asOf, 8) + `
-		ORDER BY nn.distance, e.entry_id`
+		ORDER BY nn.distance, e.entry_id
+		LIMIT $9`
 }
 
 // VectorSearch implements memory.RecallStore. When the index comes up short (a

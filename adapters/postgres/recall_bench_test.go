@@ -133,11 +133,63 @@ func (f *recallFixture) exactTop(b *testing.B, q []float32, k int, tags []string
 }
 
 // BenchmarkRecall runs the recall benchmarks over one fixture of 100,000 entries
-// (loaded once: the HNSW index build takes a minute or more).
+// (loaded once: the HNSW index build takes a minute or more). Last, entries are
+// stored outside the HNSW graph, as a burst leaves them before the fold (10,000, the
+// fold's bound during a backlog, then 20,000), and the vector half is measured again
+// beside them (latency_unindexed_<n>k).
 func BenchmarkRecall(b *testing.B) {
 	f := loadRecallFixture(b)
 	b.Run("accuracy", func(b *testing.B) { benchmarkRecallAccuracy(b, f) })
-	b.Run("latency", func(b *testing.B) { benchmarkRecallLatency(b, f) })
+	b.Run("latency", func(b *testing.B) { benchmarkRecallLatency(b, f, latencyCases) })
+	outside := 0
+	for _, n := range []int{10_000, 20_000} {
+		f.addUnindexed(b, n-outside, n)
+		outside = n
+		b.Run(fmt.Sprintf("latency_unindexed_%dk", n/1000), func(b *testing.B) {
+			benchmarkRecallLatency(b, f, []latencyCase{latencyCases[1], latencyCases[4]})
+		})
+	}
+}
+
+// addUnindexed stores n more entries of the scope with their vectors outside the
+// HNSW graph (1% tagged "rare", as the others), which then holds total outside it.
+func (f *recallFixture) addUnindexed(b *testing.B, n, total int) {
+	b.Helper()
+	ctx := context.Background()
+	entries := hashSeed(b, fmt.Sprintf("u%d-", total), corpus(n, uint64(total)), func(i int) []string {
+		if i%100 == 3 {
+			return []string{"rare"}
+		}
+		return []string{}
+	})
+	conn, err := f.pool.Acquire(ctx)
+	require.NoError(b, err)
+	defer conn.Release()
+	copyEntries(b, conn, f.scope, hashModel, f.table, 1, entries, false)
+	_, err = conn.Exec(ctx, `ANALYZE `+f.table)
+	require.NoError(b, err)
+	var outside int
+	require.NoError(b, conn.QueryRow(ctx, `SELECT count(*) FROM `+f.table+` WHERE NOT indexed`).Scan(&outside))
+	require.Equal(b, total, outside)
+}
+
+// latencyCase is a recall request the latency benchmark repeats over its queries (the
+// fixture's numberQueries when numbers is set).
+type latencyCase struct {
+	name    string
+	mode    string
+	filter  *contract.RecallFilter
+	numbers bool
+}
+
+var latencyCases = []latencyCase{
+	{"hybrid", contract.RecallHybrid, nil, false},
+	{"vector", contract.RecallVector, nil, false},
+	{"text", contract.RecallText, nil, false},
+	{"hybrid_filter_1pct", contract.RecallHybrid, &contract.RecallFilter{Tags: []string{"rare"}}, false},
+	{"vector_filter_1pct", contract.RecallVector, &contract.RecallFilter{Tags: []string{"rare"}}, false},
+	{"text_number", contract.RecallText, nil, true},
+	{"hybrid_number", contract.RecallHybrid, nil, true},
 }
 
 // benchmarkRecallAccuracy measures recall@10 of vector-mode recall (the HNSW index
@@ -178,21 +230,12 @@ func benchmarkRecallAccuracy(b *testing.B, f *recallFixture) {
 // concurrent clients: p50 and p95 per request in ms. The number cases ask questions of
 // the console recall playground's shape (numberQueries). embed-ns is what embedding a
 // query with the hash embedder costs on top (the local one: docs/benchmarks.md).
-func benchmarkRecallLatency(b *testing.B, f *recallFixture) {
-	for _, c := range []struct {
-		name    string
-		mode    string
-		filter  *contract.RecallFilter
-		queries []string
-	}{
-		{"hybrid", contract.RecallHybrid, nil, f.queries},
-		{"vector", contract.RecallVector, nil, f.queries},
-		{"text", contract.RecallText, nil, f.queries},
-		{"hybrid_filter_1pct", contract.RecallHybrid, &contract.RecallFilter{Tags: []string{"rare"}}, f.queries},
-		{"vector_filter_1pct", contract.RecallVector, &contract.RecallFilter{Tags: []string{"rare"}}, f.queries},
-		{"text_number", contract.RecallText, nil, f.numbers},
-		{"hybrid_number", contract.RecallHybrid, nil, f.numbers},
-	} {
+func benchmarkRecallLatency(b *testing.B, f *recallFixture, cases []latencyCase) {
+	for _, c := range cases {
+		queries := f.queries
+		if c.numbers {
+			queries = f.numbers
+		}
 		for _, clients := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/clients=%d", c.name, clients), func(b *testing.B) {
 				ctx := context.Background()
@@ -206,7 +249,7 @@ func benchmarkRecallLatency(b *testing.B, f *recallFixture) {
 					go func() {
 						defer wg.Done()
 						for i := range next {
-							q := c.queries[i%len(c.queries)]
+							q := queries[i%len(queries)]
 							t0 := time.Now()
 							_, err := f.recall.Recall(ctx, runtime.Principal{Scope: f.scope},
 								&contract.RecallRequest{Query: q, Mode: c.mode, Filter: c.filter})

@@ -21,7 +21,9 @@ import (
 // of (entry, vector) rows, each embedded with one model. The active generation serves
 // recall; a rebuild fills a new one while the active one keeps serving, switches, and
 // drops the old one. Entries reach the projection through a queue written in the
-// entry's own transaction and drained by background jobs, in batches.
+// entry's own transaction and drained by background jobs, in batches. A stored vector
+// is recallable at once: it lands outside the store's nearest-neighbour graph, where
+// recall searches it exactly, and the same jobs fold it into the graph later.
 
 // Embedders are the embedders this process can run.
 type Embedders interface {
@@ -141,6 +143,17 @@ type ProjectionStore interface {
 	// any more (except keep's) and marks the operation succeeded with result.
 	DropRetiredStep(ctx context.Context, scope runtime.Scope, operationID string, bounds operation.StepBounds, keep string, result contract.RebuildProjectionResult, nowMs int64) (done bool, err error)
 
+	// FoldVectors moves up to limit of the scope's stored vectors that are outside the
+	// nearest-neighbour graph into it, when the scope holds more than over of them
+	// (0: any), and returns how many it moved. An interrupted fold leaves its vectors
+	// outside, where recall still finds them; a repeated one moves only what is left.
+	// Errors: SERVICE_UNAVAILABLE.
+	FoldVectors(ctx context.Context, scope runtime.Scope, limit, over int) (int, error)
+	// UnindexedScopes examines up to limit scopes holding vectors outside the graph,
+	// in order after after, and returns them and the last one examined (nil when none
+	// was left).
+	UnindexedScopes(ctx context.Context, after *runtime.Scope, limit int) (due []runtime.Scope, last *runtime.Scope, err error)
+
 	// BacklogScopes examines up to limit scopes holding queued entries no live lease
 	// holds, in order after after (nil: from the first), and returns them and the
 	// last one examined (nil when none was left).
@@ -178,6 +191,12 @@ type ProjectionConfig struct {
 	Lease time.Duration
 	// Bounds bound a step that drops a retired generation.
 	Bounds operation.StepBounds
+	// FoldBatch is how many vectors one fold into the graph takes (default 256).
+	FoldBatch int
+	// Unindexed is how many of a scope's vectors may wait outside the graph while its
+	// backlog is being embedded (default 10,000): beyond it, the lanes fold as they
+	// embed, so that recall's exact search of those vectors stays cheap.
+	Unindexed int
 }
 
 // Projection holds the use cases of the vector projection: its background work (the
@@ -192,6 +211,8 @@ type Projection struct {
 	batch     int
 	lease     time.Duration
 	bounds    operation.StepBounds
+	foldBatch int
+	unindexed int
 	// slots holds a token per batch in flight in this process (Parallel of them).
 	slots chan struct{}
 }
@@ -200,12 +221,15 @@ type Projection struct {
 const (
 	DefaultProjectionBatch = 64
 	DefaultProjectionLease = 2 * time.Minute
+	DefaultFoldBatch       = 256
+	DefaultUnindexed       = 10_000
 )
 
 // NewProjection returns the projection use cases.
 func NewProjection(cfg ProjectionConfig) *Projection {
 	p := &Projection{db: cfg.DB, store: cfg.DB.Stores().Projection, entries: cfg.DB.Stores().Entries,
-		embedders: cfg.Embedders, clock: cfg.Clock, log: cfg.Logger, batch: cfg.Batch, lease: cfg.Lease, bounds: cfg.Bounds}
+		embedders: cfg.Embedders, clock: cfg.Clock, log: cfg.Logger, batch: cfg.Batch, lease: cfg.Lease, bounds: cfg.Bounds,
+		foldBatch: cfg.FoldBatch, unindexed: cfg.Unindexed}
 	if p.clock == nil {
 		p.clock = runtime.SystemClock{}
 	}
@@ -217,6 +241,12 @@ func NewProjection(cfg ProjectionConfig) *Projection {
 	}
 	if p.lease <= 0 {
 		p.lease = DefaultProjectionLease
+	}
+	if p.foldBatch <= 0 {
+		p.foldBatch = DefaultFoldBatch
+	}
+	if p.unindexed <= 0 {
+		p.unindexed = DefaultUnindexed
 	}
 	parallel := cfg.Parallel
 	if parallel <= 0 {
@@ -257,14 +287,17 @@ func (p *Projection) status(ctx context.Context, scope runtime.Scope) (Projectio
 	return st, nil
 }
 
-// EmbedBacklog embeds the scope's queued entries, batch by batch, until none is left
-// to claim or deadline has passed, and reports whether it finished. It runs as many
+// EmbedBacklog embeds the scope's queued entries, batch by batch, and then folds the
+// scope's stored vectors into the graph, until none is left of either or deadline has
+// passed, and reports whether it finished. It runs as many
 // lanes as the process has slots, each claiming, embedding and storing a batch of its
 // own, so a burst keeps every core busy; the slots are shared with the other scopes'
 // jobs of this process, so several jobs at once never run more batches than that.
 // Entries whose generation's model this process cannot run stay queued (the rebuild
 // that the model change starts embeds them); an error (the provider is down) is
-// transient.
+// transient. The fold waits for the backlog, since a vector is recallable before it
+// is in the graph and the graph's insert costs about what embedding the text did;
+// only a scope holding more than the bound outside the graph folds while it embeds.
 func (p *Projection) EmbedBacklog(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
 	lanes := cap(p.slots)
 	finished := make([]bool, lanes)
@@ -281,8 +314,9 @@ func (p *Projection) EmbedBacklog(ctx context.Context, scope runtime.Scope, dead
 }
 
 // embedLane is one lane of EmbedBacklog: it claims, embeds and stores one batch at a
-// time, each in a slot of the process, until none is left to claim (finished) or
-// deadline has passed.
+// time, each in a slot of the process, folding a batch into the graph after it when
+// the scope holds more than the bound outside the graph, until none is left to claim;
+// then it folds until nothing is left outside (finished), or deadline has passed.
 func (p *Projection) embedLane(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
 	for {
 		select {
@@ -291,12 +325,38 @@ func (p *Projection) embedLane(ctx context.Context, scope runtime.Scope, deadlin
 			return false, ctx.Err()
 		}
 		more, err := p.embedBatch(ctx, scope)
+		if err == nil && more {
+			_, err = p.store.FoldVectors(ctx, scope, p.foldBatch, p.unindexed)
+		}
 		<-p.slots
-		if err != nil || !more {
-			return err == nil, err
+		if err != nil {
+			return false, err
+		}
+		if !more {
+			return p.foldLane(ctx, scope, deadline)
 		}
 		if !p.clock.Now().Before(deadline) {
 			return false, nil
+		}
+	}
+}
+
+// foldLane folds the scope's vectors into the graph, a batch at a time in a slot of
+// the process, until none is left outside (finished) or deadline has passed.
+func (p *Projection) foldLane(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
+	for {
+		if !p.clock.Now().Before(deadline) {
+			return false, nil
+		}
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		n, err := p.store.FoldVectors(ctx, scope, p.foldBatch, 0)
+		<-p.slots
+		if err != nil || n == 0 {
+			return err == nil, err
 		}
 	}
 }
@@ -396,11 +456,12 @@ const sweepBatch = 500
 
 // Sweep is the projection's periodic safety net, until deadline (it reports whether
 // it finished): it enqueues a job for every scope whose queue holds entries no job is
-// working on (a job that ran out of attempts, entries that waited for a rebuild), and
+// working on (a job that ran out of attempts, entries that waited for a rebuild) or
+// that holds vectors outside the graph (a fold interrupted by a crash), and
 // starts a rebuild in every scope that follows the configuration but whose active
 // generation has another model (the configured embedder changed).
 func (p *Projection) Sweep(ctx context.Context, deadline time.Time) (bool, error) {
-	for _, walk := range []sweepWalk{p.backlogJobs, p.staleRebuilds} {
+	for _, walk := range []sweepWalk{p.backlogJobs, p.foldJobs, p.staleRebuilds} {
 		var after *runtime.Scope
 		for {
 			var last *runtime.Scope
@@ -434,6 +495,16 @@ type sweepWalk func(ctx context.Context, tx Stores, after *runtime.Scope) (*runt
 // backlogJobs is a projection job for every scope whose queue holds unclaimed entries.
 func (p *Projection) backlogJobs(ctx context.Context, tx Stores, after *runtime.Scope) (*runtime.Scope, []runtime.Job, error) {
 	due, last, err := tx.Projection.BacklogScopes(ctx, after, sweepBatch, p.clock.Now().UnixMilli())
+	jobs := make([]runtime.Job, len(due))
+	for i, sc := range due {
+		jobs[i] = ProjectionJob{TenantID: sc.TenantID, ProjectID: sc.ProjectID}
+	}
+	return last, jobs, err
+}
+
+// foldJobs is a projection job for every scope holding vectors outside the graph.
+func (p *Projection) foldJobs(ctx context.Context, tx Stores, after *runtime.Scope) (*runtime.Scope, []runtime.Job, error) {
+	due, last, err := tx.Projection.UnindexedScopes(ctx, after, sweepBatch)
 	jobs := make([]runtime.Job, len(due))
 	for i, sc := range due {
 		jobs[i] = ProjectionJob{TenantID: sc.TenantID, ProjectID: sc.ProjectID}
