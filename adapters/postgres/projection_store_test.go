@@ -593,6 +593,8 @@ func TestUnfoldedVectorsAreRecalled(t *testing.T) {
 		require.ElementsMatch(t, []string{"old-0", "old-1", "old-2", "old-3"},
 			b.vectorSearch(t, b.scope, query, 10, memory.RecallFilter{NowMs: now, AsOfMs: &before}),
 			"billing and search were not created yet at that instant")
+		require.Len(t, b.vectorSearch(t, b.scope, query, 2, memory.RecallFilter{NowMs: now, AsOfMs: &before}), 2,
+			"entries created since, nearer to the query, do not take the places of the limit")
 		require.Equal(t, "billing", b.vectorSearch(t, b.scope, query, 2, memory.RecallFilter{NowMs: now, AsOfMs: &now})[0])
 	}
 	answers()

@@ -92,6 +92,14 @@ func (s *RecallStore) recallSettings(ctx context.Context, tx DBTX, limit int) er
 func vectorSQL(t vectorTable, exact, asOf bool) string {
 	distance := fmt.Sprintf("v.embedding <=> $3::vector::%s", t.column())
 	where := `v.tenant_id = $1 AND v.project_id = $2 AND v.generation = $4 AND ` + recallFilter("v", 5)
+	if asOf {
+		// The vector rows do not carry their entry's times: as of an instant, the entry
+		// is probed inside the search, so entries created since cannot take the places
+		// of the limit and leave it short.
+		where += ` AND EXISTS (SELECT FROM context_entries e
+			WHERE e.tenant_id = v.tenant_id AND e.project_id = v.project_id AND e.entry_id = v.entry_id
+			  AND ` + recallable(true, 8) + `)`
+	}
 	nearest := fmt.Sprintf(`nn AS (
 		(SELECT v.entry_id, %[1]s AS distance FROM %[2]s v
 		 WHERE v.indexed AND %[3]s
