@@ -5,7 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -88,50 +92,135 @@ func liveConversation(alias string) string {
 	  AND c.conversation_id = ` + alias + `.conversation_id AND c.deleted_at_ms IS NOT NULL)`
 }
 
-// CreateEntry implements memory.EntryStore: the conversation claim and the insert in
-// one savepoint, rolled back when the ID is taken, so that a retry writes nothing.
-func (s *EntryStore) CreateEntry(ctx context.Context, scope runtime.Scope, e *contract.ContextEntry, digest string) (contract.ContextEntry, string, bool, error) {
-	var stored contract.ContextEntry
-	var storedDigest string
+// entryInsertColumns are the columns an entry's create writes, in the order of
+// entryInsertArgs, and the created row's ended_at_ms after them.
+const entryInsertColumns = `tenant_id, project_id, entry_id, kind, content, conversation_id, source_record_ids,
+	tags, importance, expires_at_ms, metadata, status, version, supersedes, superseded_by, merged_into,
+	request_sha256, created_at_ms, updated_at_ms, search, search_length, ended_at_ms`
+
+// entryInsertArgs are the parameters of one entry's row after the scope's two.
+const entryInsertArgs = 19
+
+// CreateEntries implements memory.EntryStore: the conversations' claims (in the order
+// of their IDs) and one insert of every entry, in one savepoint that is rolled back
+// when no entry was created, so that a retry writes nothing. One statement for the
+// batch means the triggers of context_entries (the BM25 statistics and postings) run
+// once for it: a statement per entry would update the scope's statistics rows once per
+// entry, and in one transaction each update walks past every earlier version of them.
+func (s *EntryStore) CreateEntries(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, digests []string) ([]memory.EntryWrite, error) {
+	out := make([]memory.EntryWrite, len(entries))
+	if len(entries) == 0 {
+		return out, nil
+	}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		if e.ConversationID != nil {
-			if err := claimConversation(ctx, tx, scope, *e.ConversationID, e.CreatedAtMs); err != nil {
-				return err
-			}
+		if err := claimEntryConversations(ctx, tx, scope, entries); err != nil {
+			return err
 		}
-		doc, length := entryDocument(scope, e.Content)
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, conversation_id,
-				source_record_ids, tags, importance, expires_at_ms, metadata, status, version, supersedes,
-				superseded_by, merged_into, request_sha256, created_at_ms, updated_at_ms, search, search_length, ended_at_ms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-				CASE WHEN $12 <> 'active' THEN $19::bigint END)
-			ON CONFLICT DO NOTHING`,
-			scope.TenantID, scope.ProjectID, e.ID, e.Kind, e.Content, e.ConversationID, e.SourceRecordIDs, e.Tags,
-			e.Importance, e.ExpiresAtMs, jsonParam(e.Metadata), e.Status, e.Version, e.Supersedes, e.SupersededBy,
-			e.MergedInto, digest, e.CreatedAtMs, e.UpdatedAtMs, doc, length)
+		var values strings.Builder
+		args := make([]any, 2, 2+entryInsertArgs*len(entries))
+		args[0], args[1] = scope.TenantID, scope.ProjectID
+		for i := range entries {
+			e := &entries[i]
+			doc, length := entryDocument(scope, e.Content)
+			n := len(args)
+			if i > 0 {
+				values.WriteString(", ")
+			}
+			values.WriteString("($1, $2")
+			for k := 1; k <= entryInsertArgs; k++ {
+				values.WriteString(", $" + strconv.Itoa(n+k))
+			}
+			// ended_at_ms: an entry created in another status than active (an import)
+			// ended when it was last updated.
+			fmt.Fprintf(&values, ", CASE WHEN $%d <> 'active' THEN $%d::bigint END)", n+10, n+17)
+			args = append(args, e.ID, e.Kind, e.Content, e.ConversationID, e.SourceRecordIDs, e.Tags,
+				e.Importance, e.ExpiresAtMs, jsonParam(e.Metadata), e.Status, e.Version, e.Supersedes, e.SupersededBy,
+				e.MergedInto, digests[i], e.CreatedAtMs, e.UpdatedAtMs, doc, length)
+		}
+		rows, err := tx.Query(ctx, `INSERT INTO context_entries (`+entryInsertColumns+`)
+			VALUES `+values.String()+` ON CONFLICT DO NOTHING RETURNING entry_id`, args...)
 		if err != nil {
 			return translate(err)
 		}
-		if tag.RowsAffected() == 1 {
-			return nil
-		}
-		var r entryRow
-		if err := tx.QueryRow(ctx, `SELECT `+entryColumns+`, e.request_sha256 FROM context_entries e
-			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = $3`,
-			scope.TenantID, scope.ProjectID, e.ID).Scan(r.dest(&storedDigest)...); err != nil {
+		inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
 			return translate(err)
 		}
-		stored = r.entry()
-		return errRecordExists
+		// An ID the batch holds twice was inserted for its first occurrence; the later
+		// ones find it stored, as they would one create after another.
+		fresh := make(map[string]bool, len(inserted))
+		for _, id := range inserted {
+			fresh[id] = true
+		}
+		var taken []string
+		for i := range entries {
+			if fresh[entries[i].ID] {
+				out[i].Created, fresh[entries[i].ID] = true, false
+			} else {
+				taken = append(taken, entries[i].ID)
+			}
+		}
+		if len(taken) > 0 {
+			if err := s.storedEntries(ctx, tx, scope, taken, entries, out); err != nil {
+				return err
+			}
+		}
+		if len(inserted) == 0 {
+			return errRecordExists
+		}
+		return nil
 	})
-	if errors.Is(err, errRecordExists) {
-		return stored, storedDigest, false, nil
+	if err != nil && !errors.Is(err, errRecordExists) {
+		return nil, err
 	}
+	return out, nil
+}
+
+// storedEntries fills in out the stored entry and digest of every entry whose ID is
+// among taken and that was not created.
+func (s *EntryStore) storedEntries(ctx context.Context, tx pgx.Tx, scope runtime.Scope, taken []string, entries []contract.ContextEntry, out []memory.EntryWrite) error {
+	rows, err := tx.Query(ctx, `SELECT `+entryColumns+`, e.request_sha256 FROM context_entries e
+		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ANY($3)`,
+		scope.TenantID, scope.ProjectID, taken)
 	if err != nil {
-		return contract.ContextEntry{}, "", false, err
+		return translate(err)
 	}
-	return *e, digest, true, nil
+	stored := make(map[string]memory.EntryWrite, len(taken))
+	var r entryRow
+	var digest string
+	if _, err := pgx.ForEachRow(rows, r.dest(&digest), func() error {
+		e := r.entry()
+		stored[e.ID] = memory.EntryWrite{Stored: e, StoredDigest: digest}
+		return nil
+	}); err != nil {
+		return translate(err)
+	}
+	for i := range entries {
+		if !out[i].Created {
+			out[i] = stored[entries[i].ID]
+		}
+	}
+	return nil
+}
+
+// claimEntryConversations claims the conversations the entries name, each once, in
+// the order of their IDs; a conversation created here takes the creation time of the
+// first entry naming it.
+func claimEntryConversations(ctx context.Context, tx pgx.Tx, scope runtime.Scope, entries []contract.ContextEntry) error {
+	first := map[string]int64{}
+	for i := range entries {
+		if id := entries[i].ConversationID; id != nil {
+			if _, ok := first[*id]; !ok {
+				first[*id] = entries[i].CreatedAtMs
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(first)) {
+		if err := claimConversation(ctx, tx, scope, id, first[id]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GetEntry implements memory.EntryStore.

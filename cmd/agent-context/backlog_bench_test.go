@@ -21,11 +21,13 @@ import (
 	"github.com/agent-context/agent-context/runtime/memory"
 )
 
-// backlogBurst is the size of the burst BenchmarkEmbeddingBacklog writes, and
-// backlogPatience how long it waits for it to drain: a backlog that has not drained by
-// then is reported at the pace it had (entries embedded over the time waited).
+// backlogBurst is the size of the burst BenchmarkEmbeddingBacklog writes, in creates
+// of burstBatch entries (as an import makes them), and backlogPatience how long it
+// waits for it to drain: a backlog that has not drained by then is reported at the
+// pace it had (entries embedded over the time waited).
 const (
 	backlogBurst    = 10_000
+	burstBatch      = 500
 	backlogPatience = 15 * time.Minute
 )
 
@@ -140,19 +142,22 @@ func writeBurst(b *testing.B, db *postgres.DB, scope rt.Scope, texts []string, m
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
 	err := db.Memory().WithinTx(ctx, func(ctx context.Context, tx memory.Stores) error {
-		written := make([]contract.ContextEntry, len(texts))
+		written, digests := make([]contract.ContextEntry, len(texts)), make([]string, len(texts))
 		for i, text := range texts {
-			e := contract.ContextEntry{ID: fmt.Sprintf("%s%05d", prefix, i), Kind: "fact", Content: text,
+			written[i] = contract.ContextEntry{ID: fmt.Sprintf("%s%05d", prefix, i), Kind: "fact", Content: text,
 				SourceRecordIDs: []string{}, Tags: []string{}, Importance: contract.DefaultEntryImportance,
 				Status: contract.EntryActive, Version: 1, CreatedAtMs: now, UpdatedAtMs: now}
-			digest, err := memory.EntryDigest(&e)
+			digest, err := memory.EntryDigest(&written[i])
 			if err != nil {
 				return err
 			}
-			if _, _, _, err := tx.Entries.CreateEntry(ctx, scope, &e, digest); err != nil {
+			digests[i] = digest
+		}
+		for from := 0; from < len(written); from += burstBatch {
+			to := min(from+burstBatch, len(written))
+			if _, err := tx.Entries.CreateEntries(ctx, scope, written[from:to], digests[from:to]); err != nil {
 				return err
 			}
-			written[i] = e
 		}
 		if err := tx.Projection.Enqueue(ctx, scope, written, model); err != nil {
 			return err

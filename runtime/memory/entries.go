@@ -27,12 +27,13 @@ type Stores struct {
 // EntryStore is the storage of context entries. Every method is confined to scope and
 // treats an entry of a deleted conversation as one that does not exist.
 type EntryStore interface {
-	// CreateEntry stores e, whose request digest is digest, creating e's conversation
-	// when it does not exist yet, unless an entry with e.ID exists in scope: then it
-	// writes nothing at all and returns the stored entry and its digest. Errors:
-	// CONFLICT (a deleted conversation, reason conversation_deleted),
-	// SERVICE_UNAVAILABLE.
-	CreateEntry(ctx context.Context, scope runtime.Scope, e *contract.ContextEntry, digest string) (stored contract.ContextEntry, storedDigest string, created bool, err error)
+	// CreateEntries stores entries, whose request digests are digests, creating the
+	// conversations they name when those do not exist yet, except the entries whose
+	// ID exists in scope (or comes earlier in entries): for each of those it returns
+	// the stored entry and its digest, and when no entry is created it writes nothing
+	// at all. The answer is in the order of entries. Errors: CONFLICT (a deleted
+	// conversation, reason conversation_deleted), SERVICE_UNAVAILABLE.
+	CreateEntries(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, digests []string) ([]EntryWrite, error)
 	// GetEntry returns an entry as stored. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
 	GetEntry(ctx context.Context, scope runtime.Scope, id string) (contract.ContextEntry, error)
 	// LockEntries returns the stored entries among ids, locked against any other
@@ -497,6 +498,14 @@ func notActive(verb string, entries []contract.ContextEntry) error {
 		With("reason", "entry_not_active").With("status", first.Status).With("ids", ids)
 }
 
+// EntryWrite is what CreateEntries did with one entry: created it, or found Stored,
+// whose request digest is StoredDigest, under its ID.
+type EntryWrite struct {
+	Created      bool
+	Stored       contract.ContextEntry
+	StoredDigest string
+}
+
 // createEntry stores an entry the use case built, with the digest of its client
 // fields. An entry that exists with the same ID and content is returned with created
 // false; with other content it is IDEMPOTENCY_CONFLICT.
@@ -505,16 +514,16 @@ func createEntry(ctx context.Context, tx Stores, scope runtime.Scope, e *contrac
 	if err != nil {
 		return contract.ContextEntry{}, false, err
 	}
-	stored, storedDigest, created, err := tx.Entries.CreateEntry(ctx, scope, e, digest)
+	w, err := tx.Entries.CreateEntries(ctx, scope, []contract.ContextEntry{*e}, []string{digest})
 	switch {
 	case err != nil:
 		return contract.ContextEntry{}, false, err
-	case created:
+	case w[0].Created:
 		return *e, true, nil
-	case storedDigest != digest:
+	case w[0].StoredDigest != digest:
 		return contract.ContextEntry{}, false, runtime.IdempotencyConflict(e.ID)
 	}
-	return stored, false, nil
+	return w[0].Stored, false, nil
 }
 
 // mergedInto reports whether every source was merged into id.

@@ -19,6 +19,8 @@ const (
 	importBatchBytes = 8 << 20
 	// importQueueBatch is how many imported entries are queued for embedding at once.
 	importQueueBatch = 500
+	// importEntryBatch is how many entries one statement of an import creates.
+	importEntryBatch = 500
 	// MaxImportConflictIDs bounds details.ids of a conflicting import;
 	// details.conflicts counts them all.
 	MaxImportConflictIDs = 10_000
@@ -38,6 +40,9 @@ type importer struct {
 	batch          []contract.ConversationRecord
 	batchBytes     int
 	batchConflicts []string
+	// The entries of the next create and their digests.
+	entries []contract.ContextEntry
+	digests []string
 	// Active entries written and not yet queued for embedding.
 	queue  []contract.ContextEntry
 	queued bool
@@ -60,9 +65,16 @@ func (im *importer) run(ctx context.Context, r *ndjsonReader) (*contract.ImportR
 		if !ok {
 			break
 		}
+		// A batch is written before a record of another type, so records are written
+		// (and their conflicts listed) in the stream's order. Batch errors name the
+		// batch's records, not this line.
 		if rec.message == nil {
-			// Batch errors name the batch's records, not this line.
 			if err := im.flushMessages(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if rec.entry == nil {
+			if err := im.flushEntries(ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -71,6 +83,9 @@ func (im *importer) run(ctx context.Context, r *ndjsonReader) (*contract.ImportR
 		}
 	}
 	if err := im.flushMessages(ctx); err != nil {
+		return nil, err
+	}
+	if err := im.flushEntries(ctx); err != nil {
 		return nil, err
 	}
 	if err := im.flushQueue(ctx, true); err != nil {
@@ -284,6 +299,7 @@ func (im *importer) addInvocation(ctx context.Context, rec *contract.ModelInvoca
 		contract.RecordInvocation+":"+inv.ID)
 }
 
+// addEntry checks an entry record and adds it to the next create.
 func (im *importer) addEntry(ctx context.Context, rec *contract.ContextEntry) error {
 	e, err := validateImportedEntry(rec)
 	if err != nil {
@@ -293,23 +309,40 @@ func (im *importer) addEntry(ctx context.Context, rec *contract.ContextEntry) er
 	if err != nil {
 		return err
 	}
-	stored, storedDigest, created, err := im.tx.Entries.CreateEntry(ctx, im.p.Scope, &e, digest)
-	switch {
-	case err != nil:
-		return prefixField("record", err)
-	case !created && (storedDigest == digest || sameRecord(&stored, &e)):
-		// The same create, or the very entry exported (an expired entry's expiry
-		// no longer is the one its create named).
-		im.res.Skipped.Entries++
-		return nil
-	case !created:
-		im.conflict(contract.RecordEntry + ":" + e.ID)
+	im.entries, im.digests = append(im.entries, e), append(im.digests, digest)
+	if len(im.entries) >= importEntryBatch {
+		return im.flushEntries(ctx)
+	}
+	return nil
+}
+
+// flushEntries creates the batch's entries in one statement and counts each: an
+// identical one stored is skipped, another one under its ID is a conflict.
+func (im *importer) flushEntries(ctx context.Context) error {
+	if len(im.entries) == 0 {
 		return nil
 	}
-	im.res.Imported.Entries++
-	if e.Status == contract.EntryActive {
-		im.queue = append(im.queue, e)
+	writes, err := im.tx.Entries.CreateEntries(ctx, im.p.Scope, im.entries, im.digests)
+	if err != nil {
+		return err
 	}
+	for i, w := range writes {
+		e := &im.entries[i]
+		switch {
+		case !w.Created && (w.StoredDigest == im.digests[i] || sameRecord(&w.Stored, e)):
+			// The same create, or the very entry exported (an expired entry's expiry
+			// no longer is the one its create named).
+			im.res.Skipped.Entries++
+		case !w.Created:
+			im.conflict(contract.RecordEntry + ":" + e.ID)
+		default:
+			im.res.Imported.Entries++
+			if e.Status == contract.EntryActive {
+				im.queue = append(im.queue, *e)
+			}
+		}
+	}
+	im.entries, im.digests = im.entries[:0], im.digests[:0]
 	return im.flushQueue(ctx, false)
 }
 

@@ -93,12 +93,17 @@ func (s *importStores) SaveInvocation(_ context.Context, _ runtime.Scope, m *con
 	return *m, true, nil
 }
 
-func (s *importStores) CreateEntry(_ context.Context, _ runtime.Scope, e *contract.ContextEntry, digest string) (contract.ContextEntry, string, bool, error) {
-	if stored, ok := s.entries[e.ID]; ok {
-		return *e, stored, false, nil
+func (s *importStores) CreateEntries(_ context.Context, _ runtime.Scope, entries []contract.ContextEntry, digests []string) ([]memory.EntryWrite, error) {
+	out := make([]memory.EntryWrite, len(entries))
+	for i, e := range entries {
+		if stored, ok := s.entries[e.ID]; ok {
+			out[i] = memory.EntryWrite{Stored: e, StoredDigest: stored}
+			continue
+		}
+		s.entries[e.ID] = digests[i]
+		out[i] = memory.EntryWrite{Created: true}
 	}
-	s.entries[e.ID] = digest
-	return *e, digest, true, nil
+	return out, nil
 }
 
 func (s *importStores) Enqueue(_ context.Context, _ runtime.Scope, entries []contract.ContextEntry, _ memory.EmbeddingModel) error {
