@@ -232,6 +232,18 @@ func bm25Contribution(idf, tf, length string) string {
 // bm25Term is a posting's contribution with the term in q and the posting in p.
 var bm25Term = bm25Contribution("q.idf", "p.tf", "p.length")
 
+// queryTermPostings reads the postings of the query term q: the term's own, or, for a
+// prefix term, those of every term it starts.
+const queryTermPostings = `
+	        SELECT p.entry_id, p.tf, p.length FROM entry_text_postings p
+	        WHERE NOT q.prefix AND p.tenant_id = $1 AND p.project_id = $2 AND p.term = q.term COLLATE "C"
+	        UNION ALL
+	        SELECT p.entry_id, p.tf, p.length FROM entry_text_postings p
+	        WHERE q.prefix AND p.tenant_id = $1 AND p.project_id = $2
+	          AND p.term >= q.term COLLATE "C" AND p.term < (q.term || U&'\+10FFFF') COLLATE "C"
+	          AND starts_with(p.term, q.term)
+	    `
+
 // textSQL is the text half over the postings of the query's terms $8 (without the
 // scope's tag), with their idf $9, prefix flags $10 and whether each is essential $11
 // (a prefix term always is); $13 is the light terms' bounds summed, $7 the limit, $3
@@ -259,15 +271,7 @@ func textSQL(asOf bool) string {
 	    SELECT * FROM unnest($8::text[], $9::float8[], $10::bool[], $11::bool[]) AS q(term, idf, prefix, essential)
 	), part AS MATERIALIZED (
 	    SELECT p.entry_id, sum(` + bm25Term + `) AS s
-	    FROM q CROSS JOIN LATERAL (
-	        SELECT p.entry_id, p.tf, p.length FROM entry_text_postings p
-	        WHERE NOT q.prefix AND p.tenant_id = $1 AND p.project_id = $2 AND p.term = q.term COLLATE "C"
-	        UNION ALL
-	        SELECT p.entry_id, p.tf, p.length FROM entry_text_postings p
-	        WHERE q.prefix AND p.tenant_id = $1 AND p.project_id = $2
-	          AND p.term >= q.term COLLATE "C" AND p.term < (q.term || U&'\+10FFFF') COLLATE "C"
-	          AND starts_with(p.term, q.term)
-	    ) p
+	    FROM q CROSS JOIN LATERAL (` + queryTermPostings + `) p
 	    WHERE q.essential
 	    GROUP BY p.entry_id
 	), top AS MATERIALIZED (
@@ -381,15 +385,7 @@ func impactSQL(asOf bool) string {
 	    SELECT x FROM generate_series(1, ` + strconv.Itoa(impactTfs) + `) AS x
 	), whole AS MATERIALIZED (
 	    SELECT p.entry_id, sum(` + bm25Term + `) AS s
-	    FROM q CROSS JOIN LATERAL (
-	        SELECT p.entry_id, p.tf, p.length FROM entry_text_postings p
-	        WHERE NOT q.prefix AND ` + term("q") + `
-	        UNION ALL
-	        SELECT p.entry_id, p.tf, p.length FROM entry_text_postings p
-	        WHERE q.prefix AND p.tenant_id = $1 AND p.project_id = $2
-	          AND p.term >= q.term COLLATE "C" AND p.term < (q.term || U&'\+10FFFF') COLLATE "C"
-	          AND starts_with(p.term, q.term)
-	    ) p
+	    FROM q CROSS JOIN LATERAL (` + queryTermPostings + `) p
 	    WHERE q.whole
 	    GROUP BY p.entry_id
 	), t AS MATERIALIZED (
