@@ -41,8 +41,8 @@ func scanAgentMessage(row pgx.Row) (contract.AgentMessage, error) {
 const purgeExpired = `
 	WITH gone AS (
 	    DELETE FROM a2a_messages
-	    WHERE tenant_id = $1 AND project_id = $2 AND message_id = ANY (ARRAY(
-	        SELECT message_id FROM a2a_messages
+	    WHERE ctid = ANY (ARRAY(
+	        SELECT ctid FROM a2a_messages
 	        WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3
 	        ORDER BY expires_at_ms LIMIT $4))
 	    RETURNING seq
@@ -55,12 +55,18 @@ const purgeExpired = `
 	SELECT n FROM counted`
 
 // goneMarks is the CTE that deletes the read marks of the messages in gone. Here and in
-// every purge the rows to delete are collected into an array first (one InitPlan), so
-// the delete is a lookup of those keys whatever the statistics say; a join could scan
-// every row of the scope per statement.
+// every purge the rows to delete are collected by their row addresses first (one
+// InitPlan), and the delete is a TID scan of those: it costs nothing when the array is
+// empty, as it is for most posts, and never depends on the statistics. The marks are
+// found message by message on the primary key's prefix (a lateral probe per gone
+// sequence); a condition "message_seq = ANY (...)" let a generic plan scan every mark
+// of the scope and filter, on every post.
 const goneMarks = `marks AS (
 	    DELETE FROM a2a_message_reads
-	    WHERE tenant_id = $1 AND project_id = $2 AND message_seq = ANY (ARRAY(SELECT seq FROM gone))
+	    WHERE ctid = ANY (ARRAY(
+	        SELECT r.ctid FROM gone CROSS JOIN LATERAL (
+	            SELECT ctid FROM a2a_message_reads
+	            WHERE tenant_id = $1 AND project_id = $2 AND message_seq = gone.seq OFFSET 0) r))
 	)`
 
 // noPurgeLimit lets a purge take every expired message: at most the scope's bound.
@@ -71,8 +77,10 @@ const noPurgeLimit = 1 << 30
 // one, ended by the batch's Sync) and as part of the unit's inside one. It locks the
 // head, purges, inserts, evicts beyond the bound and reads the stored message back,
 // each statement seeing what the one before did, so the count and the bound are
-// exact. The insert's statement also moves the head's event sequence and appends
-// announce, only when it inserted the message: outside a unit of work the head is
+// exact. The insert's statement moves the head first, through its primary key and
+// only when the scope holds no message of that ID (under the head's lock no other
+// post can insert one meanwhile), and takes the message's and its event's sequences
+// from it; an identical retry writes nothing at all. Outside a unit of work the head is
 // locked from the batch's first statement to its commit with no round trip to the
 // client in between, which is what bounds one busy scope's posts.
 func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope, m *contract.AgentMessage, maxLive int, nowMs int64, announce runtime.NewEvent) (contract.AgentMessage, bool, error) {
@@ -84,31 +92,30 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 	lockHead(b, scope)
 	b.Queue(purgeExpired, scope.TenantID, scope.ProjectID, nowMs, noPurgeLimit)
 	b.Queue(`
-		WITH inserted AS (
+		WITH head AS (
+		    INSERT INTO a2a_heads AS h (tenant_id, project_id, live_messages, last_message_seq, last_seq)
+		    VALUES ($1, $2, 1, 1, cardinality($15::text[]))
+		    ON CONFLICT (tenant_id, project_id) DO UPDATE
+		    SET live_messages = h.live_messages + 1, last_message_seq = h.last_message_seq + 1,
+		        last_seq = h.last_seq + cardinality($15::text[])
+		    WHERE NOT EXISTS (SELECT 1 FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3)
+		    RETURNING h.last_message_seq, h.last_seq
+		), inserted AS (
 		    INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id, from_agent, to_agent,
 		        task_id, category, priority, privacy, content, metadata, created_at_ms, expires_at_ms)
-		    VALUES ($1, $2, $3, (SELECT last_message_seq + 1 FROM a2a_heads WHERE tenant_id = $1 AND project_id = $2),
-		        $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-		    ON CONFLICT DO NOTHING
+		    SELECT $1, $2, $3, head.last_message_seq, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 FROM head
 		    RETURNING 1
-		), counted AS (SELECT count(*) AS n FROM inserted
-		), head AS (
-		    UPDATE a2a_heads SET live_messages = live_messages + counted.n, last_message_seq = last_message_seq + counted.n,
-		        last_seq = last_seq + counted.n * cardinality($15::text[])
-		    FROM counted
-		    WHERE tenant_id = $1 AND project_id = $2
-		    RETURNING counted.n, last_seq
-		), appended AS (`+insertEvents(15, "head.n = 1")+`
+		), appended AS (`+insertEvents(15, "true")+`
 		)
-		SELECT n FROM head`,
+		SELECT count(*) FROM inserted`,
 		append([]any{scope.TenantID, scope.ProjectID, m.ID, m.CorrelationID, m.FromAgent, m.ToAgent, m.TaskID, m.Category,
 			m.Priority, m.Privacy, m.Content, jsonParam(m.Metadata), m.CreatedAtMs, m.ExpiresAtMs}, events...)...)
 	// The oldest messages beyond the bound go, as many as the count exceeds it by.
 	b.Queue(`
 		WITH gone AS (
 		    DELETE FROM a2a_messages
-		    WHERE tenant_id = $1 AND project_id = $2 AND message_id = ANY (ARRAY(
-		        SELECT message_id FROM a2a_messages
+		    WHERE ctid = ANY (ARRAY(
+		        SELECT ctid FROM a2a_messages
 		        WHERE tenant_id = $1 AND project_id = $2
 		        ORDER BY created_at_ms, message_id
 		        LIMIT greatest((SELECT live_messages FROM a2a_heads WHERE tenant_id = $1 AND project_id = $2) - $3, 0)))
@@ -124,7 +131,7 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	var inserted int64
 	_, err = res.Exec()
-	for _, dst := range []any{nil, nil, &inserted} {
+	for _, dst := range []any{nil, &inserted} {
 		if err == nil {
 			err = res.QueryRow().Scan(dst)
 		}
@@ -159,12 +166,17 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 // watermark. A concurrent read of the same agent that picked the same unread message
 // finds its mark taken (the insert waits for the other's commit) and leaves it out, so
 // no unread message is delivered twice.
+// The batch plans its statements generically (plan_cache_mode, for its transaction
+// only): left to choose, Postgres planned the read and the watermark afresh on most
+// calls, about as costly as running them, because their generic cost estimate is
+// above the custom plans'; both are written to stay key lookups either way.
 // Expired messages are never returned; when the probe found some, a second batch
 // purges them under the head's lock, after the read's transaction ended (a read never
 // holds message locks while it waits for the head). Reads therefore run on their own,
 // never inside a unit of work.
 func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scope, q a2a.AgentMessageQuery) ([]contract.AgentMessage, error) {
 	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`)
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3)`,
 		scope.TenantID, scope.ProjectID, q.NowMs)
 	sql, args := readMessagesSQL(scope, q)
@@ -174,7 +186,10 @@ func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scop
 	}
 	res := s.db.SendBatch(ctx, b)
 	var due bool
-	err := res.QueryRow().Scan(&due)
+	_, err := res.Exec()
+	if err == nil {
+		err = res.QueryRow().Scan(&due)
+	}
 	var out []contract.AgentMessage
 	if err == nil {
 		var rows pgx.Rows
@@ -288,10 +303,8 @@ func (s *AgentMessageStore) PurgeExpiredMessages(ctx context.Context, scope runt
 	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	var n int64
 	_, err := res.Exec()
-	for _, dst := range []any{nil, &n} {
-		if err == nil {
-			err = res.QueryRow().Scan(dst)
-		}
+	if err == nil {
+		err = res.QueryRow().Scan(&n)
 	}
 	if err == nil {
 		err = res.Close()

@@ -141,10 +141,15 @@ func TestA2AMessagesBoundEvictsTheOldest(t *testing.T) {
 	}
 	b.requireLiveCount(t, 3)
 	require.Equal(t, []string{"m2", "m3", "m4"}, agentMessageIDs(b.read(t, reader, contract.ReadMessagesRequest{})))
-	// A re-post of an evicted ID is a new message; one of a live ID a duplicate.
+	require.EqualValues(t, 3, b.count(t, `SELECT count(*) FROM a2a_message_reads`))
+	// A re-post of an evicted ID is a new message; one of a live ID a duplicate. The
+	// message it evicts takes its read mark along.
 	require.Equal(t, contract.AckAccepted, b.post(t, sender, contract.PostMessageRequest{MessageID: ptr("m0")}).Status)
 	require.Equal(t, contract.AckDuplicate, b.post(t, sender, contract.PostMessageRequest{MessageID: ptr("m4")}).Status)
 	b.requireLiveCount(t, 3)
+	require.EqualValues(t, 2, b.count(t, `SELECT count(*) FROM a2a_message_reads r JOIN a2a_messages m
+		ON m.tenant_id = r.tenant_id AND m.project_id = r.project_id AND m.seq = r.message_seq`))
+	require.EqualValues(t, 2, b.count(t, `SELECT count(*) FROM a2a_message_reads`), "no mark outlives its message")
 	// Every accepted post announced itself once, numbered in order; the duplicate
 	// announced nothing.
 	page := b.poll(t, reader, contract.PollEventsRequest{})

@@ -27,13 +27,16 @@ type EventStore struct {
 var _ runtime.EventStore = (*EventStore)(nil)
 
 // lockHead creates the scope's head row when missing and locks it until the
-// transaction ends. Every transaction that changes the scope's messages takes it
-// first, and every event append takes it last, so locks are always taken in the order
-// head, then rows: never a cycle.
+// transaction ends, in one statement: an upsert whose update never applies
+// (WHERE false) still locks the row it conflicts with, found through the primary key
+// (the conflict's arbiter) and left without a new version. A SELECT … FOR UPDATE could
+// be planned as a sequential scan of a small, busy table, every version of every
+// scope's head read on every post. Every transaction that changes the scope's
+// messages takes it first, and every event append takes it last, so locks are always
+// taken in the order head, then rows: never a cycle.
 func lockHead(b *pgx.Batch, scope runtime.Scope) {
-	b.Queue(`INSERT INTO a2a_heads (tenant_id, project_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-		scope.TenantID, scope.ProjectID)
-	b.Queue(`SELECT live_messages FROM a2a_heads WHERE tenant_id = $1 AND project_id = $2 FOR UPDATE`,
+	b.Queue(`INSERT INTO a2a_heads AS h (tenant_id, project_id) VALUES ($1, $2)
+		ON CONFLICT (tenant_id, project_id) DO UPDATE SET live_messages = h.live_messages WHERE false`,
 		scope.TenantID, scope.ProjectID)
 }
 
