@@ -442,10 +442,6 @@ func priceModels(ctx context.Context, tx pgx.Tx, scope runtime.Scope, pricing co
 	return p, nil
 }
 
-// costSetting is a planner setting a report statement runs with, local to its
-// transaction.
-type costSetting struct{ name, value string }
-
 // The planner settings of the report statements. costStreamed: the sums are summed in
 // the order their index yields them, with no hash table of 100,000 groups, about a
 // third faster than the hash aggregate the planner prefers. costOrdered: a range's
@@ -454,14 +450,14 @@ type costSetting struct{ name, value string }
 // part of the index, so that each conversation's partial sum is mostly one worker's;
 // the planner does not foresee that the Gather Merge then passes few rows).
 var (
-	costHashed   = []costSetting{{"enable_hashagg", "on"}}
-	costStreamed = []costSetting{{"enable_hashagg", "off"}}
-	costOrdered  = []costSetting{{"enable_hashagg", "off"}, {"enable_sort", "off"}, {"parallel_tuple_cost", "0.01"}}
+	costHashed   = []setting{{"enable_hashagg", "on"}}
+	costStreamed = []setting{{"enable_hashagg", "off"}}
+	costOrdered  = []setting{{"enable_hashagg", "off"}, {"enable_sort", "off"}, {"parallel_tuple_cost", "0.01"}}
 )
 
 // costStatement is the statement for q, its extra arguments and its settings; a range
 // by conversation has none yet: costRangePlan picks it in the report's transaction.
-func costStatement(q cost.CostQuery) (statement string, extra []any, settings []costSetting, err error) {
+func costStatement(q cost.CostQuery) (statement string, extra []any, settings []setting, err error) {
 	g, ok := costGroupings[q.GroupBy]
 	if !ok {
 		return "", nil, nil, fmt.Errorf("cost report: unknown grouping %q", q.GroupBy)
@@ -477,17 +473,6 @@ func costStatement(q cost.CostQuery) (statement string, extra []any, settings []
 		return costConversationsSQL, nil, costStreamed, nil
 	}
 	return fmt.Sprintf(costRollupSQL, g.rollup, g.key, costSumsFrom(g.raw, costDeletedFrom, "true")), nil, costHashed, nil
-}
-
-// setLocal applies settings for the rest of tx.
-func setLocal(ctx context.Context, tx pgx.Tx, settings []costSetting) error {
-	names, values := make([]string, len(settings)), make([]string, len(settings))
-	for i, s := range settings {
-		names[i], values[i] = s.name, s.value
-	}
-	_, err := tx.Exec(ctx, `SELECT set_config(s.name, s.value, true) FROM unnest($1::text[], $2::text[]) AS s(name, value)`,
-		names, values)
-	return translate(err)
 }
 
 // costRankSlack is how many groups past the topN the ranking looks at first; a report
@@ -511,8 +496,7 @@ func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q cost.
 	err = inSnapshot(ctx, s.db, func(tx pgx.Tx) error {
 		// A generic plan of the prepared statement ran several times slower after its
 		// fifth use.
-		if err := setLocal(ctx, tx, []costSetting{{"work_mem", costWorkMem},
-			{"plan_cache_mode", "force_custom_plan"}}); err != nil {
+		if err := setLocal(ctx, tx, setting{"work_mem", costWorkMem}, customPlans); err != nil {
 			return err
 		}
 		p, err := priceModels(ctx, tx, scope, q.Pricing)
@@ -524,7 +508,7 @@ func (s *CostStore) CostReport(ctx context.Context, scope runtime.Scope, q cost.
 				return err
 			}
 		}
-		if err := setLocal(ctx, tx, settings); err != nil {
+		if err := setLocal(ctx, tx, settings...); err != nil {
 			return err
 		}
 		for look := int64(q.TopN + costRankSlack); ; look *= costRankGrowth {
@@ -558,7 +542,7 @@ const (
 // time order, or in conversation order, or the running sums less the invocations
 // outside it. The last only while every token sum of the scope is below 2^53, so that
 // the difference of two float8 sums is exact.
-func costRangePlan(ctx context.Context, tx pgx.Tx, scope runtime.Scope, q cost.CostQuery, p costPrices) (string, []any, []costSetting, error) {
+func costRangePlan(ctx context.Context, tx pgx.Tx, scope runtime.Scope, q cost.CostQuery, p costPrices) (string, []any, []setting, error) {
 	const invocations = `EXPLAIN (FORMAT JSON) SELECT 1 FROM model_invocations m WHERE m.tenant_id = $1 AND m.project_id = $2`
 	inside, err := estimatedRows(ctx, tx, invocations+` AND m.started_at_ms >= $3 AND m.started_at_ms < $4`,
 		scope.TenantID, scope.ProjectID, q.FromMs, q.ToMs)

@@ -72,6 +72,25 @@ func runTx(ctx context.Context, begin func(context.Context) (pgx.Tx, error), fn 
 	return translate(tx.Commit(ctx))
 }
 
+// setting is a server setting a transaction runs with (setLocal).
+type setting struct{ name, value string }
+
+// customPlans makes Postgres plan each statement for its arguments: for statements
+// whose generic plan, chosen on the statistics of the moment (none at all after a
+// burst of writes, until autovacuum analyzes), can cost far more than planning.
+var customPlans = setting{"plan_cache_mode", "force_custom_plan"}
+
+// setLocal applies settings for the rest of tx.
+func setLocal(ctx context.Context, tx DBTX, settings ...setting) error {
+	names, values := make([]string, len(settings)), make([]string, len(settings))
+	for i, s := range settings {
+		names[i], values[i] = s.name, s.value
+	}
+	_, err := tx.Exec(ctx, `SELECT set_config(s.name, s.value, true) FROM unnest($1::text[], $2::text[]) AS s(name, value)`,
+		names, values)
+	return translate(err)
+}
+
 // setLocalTimeout bounds the statements of tx, until it ends, by d (0: unchanged).
 func setLocalTimeout(ctx context.Context, tx DBTX, d time.Duration) error {
 	if d <= 0 {

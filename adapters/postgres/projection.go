@@ -431,20 +431,26 @@ func liveGenerations(ctx context.Context, db DBTX, scope runtime.Scope) ([]memor
 // ClaimBacklog implements memory.ProjectionStore: one statement claims the oldest
 // unleased rows (skipping those another worker is claiming right now), a second reads
 // their entries by primary key, and a third drops the rows whose entry is no longer to
-// be embedded. Every statement finds its rows by key (= ANY of the claimed IDs), never
-// by a join the planner could turn into a pass over the scope per row: a burst into a
-// scope the statistics have not seen yet is exactly when the estimates are wrong.
+// be embedded. Every statement finds its rows by key, never by a join the planner
+// could turn into a pass over the scope per row, and is planned for its arguments
+// (customPlans): a burst into a scope the statistics have not seen yet is exactly
+// when the estimates are wrong. The claim walks the queue's index in its order
+// (created_at_ms, entry_id), so it reads about limit rows however long the backlog,
+// and updates the rows it locked by their row addresses.
 func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (memory.Backlog, error) {
 	b := memory.Backlog{Claim: uuid.NewString()}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
+		if err := setLocal(ctx, tx, customPlans); err != nil {
+			return err
+		}
 		var err error
 		if b.Generations, err = liveGenerations(ctx, tx, scope); err != nil || len(b.Generations) == 0 {
 			return err
 		}
 		rows, err := tx.Query(ctx, `
 			UPDATE entry_projection_queue q SET claim = $5, claimed_until_ms = $6
-			WHERE q.tenant_id = $1 AND q.project_id = $2 AND q.entry_id = ANY(ARRAY(
-				SELECT p.entry_id FROM entry_projection_queue p
+			WHERE q.ctid = ANY(ARRAY(
+				SELECT p.ctid FROM entry_projection_queue p
 				WHERE p.tenant_id = $1 AND p.project_id = $2 AND p.claimed_until_ms <= $3
 				ORDER BY p.created_at_ms, p.entry_id
 				LIMIT $4
@@ -507,9 +513,13 @@ func (s *ProjectionStore) ReleaseBacklog(ctx context.Context, scope runtime.Scop
 }
 
 // StoreBacklog implements memory.ProjectionStore. The head is held FOR SHARE, so a
-// generation switch (which takes it FOR UPDATE) comes entirely before or after.
+// generation switch (which takes it FOR UPDATE) comes entirely before or after. Its
+// statements are planned for their arguments, as the claim's are.
 func (s *ProjectionStore) StoreBacklog(ctx context.Context, scope runtime.Scope, claim string, ids []string, vectors map[string][][]float32) error {
 	return inTx(ctx, s.db, func(tx pgx.Tx) error {
+		if err := setLocal(ctx, tx, customPlans); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM entry_projections WHERE tenant_id = $1 AND project_id = $2 FOR SHARE`,
 			scope.TenantID, scope.ProjectID); err != nil {
 			return translate(err)
