@@ -166,17 +166,17 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 // watermark. A concurrent read of the same agent that picked the same unread message
 // finds its mark taken (the insert waits for the other's commit) and leaves it out, so
 // no unread message is delivered twice.
-// The batch plans its statements generically (plan_cache_mode, for its transaction
+// The batch plans its statements generically (genericPlans, for its transaction
 // only): left to choose, Postgres planned the read and the watermark afresh on most
-// calls, about as costly as running them, because their generic cost estimate is
-// above the custom plans'; both are written to stay key lookups either way.
+// calls, about as costly as running them; both are written to stay key lookups
+// either way.
 // Expired messages are never returned; when the probe found some, a second batch
 // purges them under the head's lock, after the read's transaction ended (a read never
 // holds message locks while it waits for the head). Reads therefore run on their own,
 // never inside a unit of work.
 func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scope, q a2a.AgentMessageQuery) ([]contract.AgentMessage, error) {
 	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`)
+	queueSetLocal(b, genericPlans)
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3)`,
 		scope.TenantID, scope.ProjectID, q.NowMs)
 	sql, args := readMessagesSQL(scope, q)

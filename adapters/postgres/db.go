@@ -80,15 +80,35 @@ type setting struct{ name, value string }
 // burst of writes, until autovacuum analyzes), can cost far more than planning.
 var customPlans = setting{"plan_cache_mode", "force_custom_plan"}
 
+// genericPlans makes Postgres plan each statement once for all arguments: for
+// statements written to stay key lookups under any plan, whose custom plans it would
+// otherwise keep making (a cost estimate of the generic plan above theirs) at about
+// the cost of running them.
+var genericPlans = setting{"plan_cache_mode", "force_generic_plan"}
+
+// setLocalSQL applies the settings named in $1 with the values in $2 until the
+// transaction ends.
+const setLocalSQL = `SELECT set_config(s.name, s.value, true) FROM unnest($1::text[], $2::text[]) AS s(name, value)`
+
 // setLocal applies settings for the rest of tx.
 func setLocal(ctx context.Context, tx DBTX, settings ...setting) error {
+	_, err := tx.Exec(ctx, setLocalSQL, settingArgs(settings)...)
+	return translate(err)
+}
+
+// queueSetLocal queues into b the statement that applies settings for the rest of the
+// batch's transaction (outside a transaction, a batch is one implicit transaction).
+func queueSetLocal(b *pgx.Batch, settings ...setting) {
+	b.Queue(setLocalSQL, settingArgs(settings)...)
+}
+
+// settingArgs are the arguments of setLocalSQL for settings.
+func settingArgs(settings []setting) []any {
 	names, values := make([]string, len(settings)), make([]string, len(settings))
 	for i, s := range settings {
 		names[i], values[i] = s.name, s.value
 	}
-	_, err := tx.Exec(ctx, `SELECT set_config(s.name, s.value, true) FROM unnest($1::text[], $2::text[]) AS s(name, value)`,
-		names, values)
-	return translate(err)
+	return []any{names, values}
 }
 
 // setLocalTimeout bounds the statements of tx, until it ends, by d (0: unchanged).
