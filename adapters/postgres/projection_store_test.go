@@ -2,11 +2,13 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,6 +113,77 @@ func TestEmbedBacklogLanes(t *testing.T) {
 	var queued int
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM entry_projection_queue`).Scan(&queued))
 	require.Zero(t, queued)
+}
+
+// A lane stores a batch while it claims and embeds the next: the store of each batch
+// here goes ahead only once a later claim of the lane returned, which a lane that
+// stores before it claims again never does (its store gives up and the drain fails).
+func TestEmbedLaneStoresWhileItClaimsTheNext(t *testing.T) {
+	b := setupProjection(t, nil)
+	for i := range 10 {
+		b.create(t, fmt.Sprintf("overlap-%02d", i), fmt.Sprintf("memory %d of a burst", i))
+	}
+	store := &overlapStore{ProjectionStore: b.db.Memory().Stores().Projection}
+	store.cond = sync.NewCond(&store.mu)
+	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
+	lane := memory.NewProjection(memory.ProjectionConfig{DB: projectionUoW{UnitOfWork: b.db.Memory(), store: store},
+		Embedders: set, Batch: 4, Parallel: 1})
+	done, err := lane.EmbedBacklog(context.Background(), b.scope, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Len(t, b.vectorIDs(t)[1], 10)
+	require.Equal(t, 4, store.claims, "three batches and the claim that found none")
+}
+
+// projectionUoW is a unit of work whose stores outside a transaction use store for the
+// projection.
+type projectionUoW struct {
+	runtime.UnitOfWork[memory.Stores]
+	store memory.ProjectionStore
+}
+
+func (u projectionUoW) Stores() memory.Stores {
+	s := u.UnitOfWork.Stores()
+	s.Projection = u.store
+	return s
+}
+
+// overlapStore lets a batch's store go ahead only after a claim made later returned.
+type overlapStore struct {
+	memory.ProjectionStore
+	mu     sync.Mutex
+	cond   *sync.Cond
+	claims int
+}
+
+func (s *overlapStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (memory.Backlog, error) {
+	b, err := s.ProjectionStore.ClaimBacklog(ctx, scope, limit, nowMs, lease)
+	s.mu.Lock()
+	s.claims++
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	return b, err
+}
+
+func (s *overlapStore) StoreBacklog(ctx context.Context, scope runtime.Scope, claim string, ids []string, vectors map[string][][]float32) error {
+	s.mu.Lock()
+	before := s.claims
+	giveUp := time.AfterFunc(10*time.Second, func() {
+		s.mu.Lock()
+		s.claims = -1
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer giveUp.Stop()
+	for s.claims == before {
+		s.cond.Wait()
+	}
+	gaveUp := s.claims < 0
+	s.mu.Unlock()
+	if gaveUp {
+		return errors.New("no claim of the lane came while its batch waited to be stored")
+	}
+	return s.ProjectionStore.StoreBacklog(ctx, scope, claim, ids, vectors)
 }
 
 // TestRebuildWritesBothGenerations: while a rebuild fills its generation, entries

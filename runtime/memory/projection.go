@@ -313,34 +313,41 @@ func (p *Projection) EmbedBacklog(ctx context.Context, scope runtime.Scope, dead
 	return !slices.Contains(finished, false), nil
 }
 
-// embedLane is one lane of EmbedBacklog: it claims, embeds and stores one batch at a
-// time, each in a slot of the process, folding a batch into the graph after it when
-// the scope holds more than the bound outside the graph, until none is left to claim;
-// then it folds until nothing is left outside (finished), or deadline has passed.
+// embedLane is one lane of EmbedBacklog: it claims and embeds one batch at a time, each
+// in a slot of the process, and stores a batch while it claims and embeds the next, so
+// that its core embeds while the database writes (a lane has at most one store in
+// flight). After each store it folds a batch into the graph when the scope holds more
+// than the bound outside the graph. Once none is left to claim it folds until nothing
+// is left outside (finished), or until deadline has passed.
 func (p *Projection) embedLane(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
+	var storing chan storeOutcome // the store of the batch before, while this one embeds
+	settle := func() storeOutcome {
+		if storing == nil {
+			return storeOutcome{}
+		}
+		out := <-storing
+		storing = nil
+		return out
+	}
 	for {
-		select {
-		case p.slots <- struct{}{}:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-		more, err := p.embedBatch(ctx, scope)
-		if err == nil && more {
-			_, err = p.store.FoldVectors(ctx, scope, p.foldBatch, p.unindexed)
-		}
-		<-p.slots
-		if err != nil {
+		b, vectors, err := p.claimBatch(ctx, scope)
+		stored := settle()
+		if err := errors.Join(err, stored.err); err != nil {
 			return false, err
 		}
-		if !more {
+		if len(b.Entries) == 0 {
+			if stored.requeued {
+				continue
+			}
 			return p.foldLane(ctx, scope, deadline)
 		}
+		storing = make(chan storeOutcome, 1)
+		go func() { storing <- p.storeBatch(ctx, scope, b, vectors) }()
 		if !p.clock.Now().Before(deadline) {
-			return false, nil
+			return false, settle().err
 		}
 	}
 }
-
 // foldLane folds the scope's vectors into the graph, a batch at a time in a slot of
 // the process, until none is left outside (finished) or deadline has passed.
 func (p *Projection) foldLane(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
@@ -361,29 +368,52 @@ func (p *Projection) foldLane(ctx context.Context, scope runtime.Scope, deadline
 	}
 }
 
-// embedBatch claims, embeds and stores one batch of the scope's backlog, and reports
-// whether there may be more to claim.
-func (p *Projection) embedBatch(ctx context.Context, scope runtime.Scope) (bool, error) {
+// claimBatch claims and embeds one batch of the scope's backlog in a slot of the
+// process. It returns an empty batch when there is none to claim, or when the batch's
+// generation needs a model this process cannot run (the claim is released: the entries
+// wait for the rebuild that the model change starts).
+func (p *Projection) claimBatch(ctx context.Context, scope runtime.Scope) (Backlog, map[string][][]float32, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return Backlog{}, nil, ctx.Err()
+	}
+	defer func() { <-p.slots }()
 	b, err := p.store.ClaimBacklog(ctx, scope, p.batch, p.clock.Now().UnixMilli(), p.lease)
 	if err != nil || len(b.Entries) == 0 {
-		return false, err
+		return Backlog{}, nil, err
 	}
 	vectors, err := p.embedBacklog(ctx, b)
-	if err == nil {
-		err = p.store.StoreBacklog(ctx, scope, b.Claim, inputIDs(b.Entries), vectors)
-	}
 	switch {
 	case errors.Is(err, errNoEmbedder):
 		p.log.WarnContext(ctx, "entries wait for a rebuild: no embedder for their generation's model",
 			slog.String("tenant", scope.TenantID), slog.String("project", scope.ProjectID), slog.Any("error", err))
-		return false, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim)
-	case errors.Is(err, ErrProjectionChanged):
-		// Claimed again at once, with the generations as they are now.
-		return true, p.store.ReleaseBacklog(ctx, scope, b.Claim)
+		return Backlog{}, nil, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim)
 	case err != nil:
-		return false, errors.Join(err, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim))
+		return Backlog{}, nil, errors.Join(err, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim))
 	}
-	return true, nil
+	return b, vectors, nil
+}
+
+// storeOutcome is how a batch's store ended: requeued when its claim was released to
+// be claimed again at once (the generations changed meanwhile).
+type storeOutcome struct {
+	requeued bool
+	err      error
+}
+
+// storeBatch stores the vectors of a claimed batch and then folds a batch into the
+// graph when the scope holds more than the bound outside it.
+func (p *Projection) storeBatch(ctx context.Context, scope runtime.Scope, b Backlog, vectors map[string][][]float32) storeOutcome {
+	err := p.store.StoreBacklog(ctx, scope, b.Claim, inputIDs(b.Entries), vectors)
+	switch {
+	case errors.Is(err, ErrProjectionChanged):
+		return storeOutcome{requeued: true, err: p.store.ReleaseBacklog(ctx, scope, b.Claim)}
+	case err != nil:
+		return storeOutcome{err: errors.Join(err, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim))}
+	}
+	_, err = p.store.FoldVectors(ctx, scope, p.foldBatch, p.unindexed)
+	return storeOutcome{err: err}
 }
 
 var errNoEmbedder = errors.New("no embedder for the model")
