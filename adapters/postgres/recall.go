@@ -369,9 +369,9 @@ func textCoverage(queries, sum int) string {
 //     θ (what it was read with, plus, for each term it was not read for, the least of
 //     θ_t and what the term's largest tf, tfmax, contributes at the entry's own length:
 //     every posting carries its document's length, and a term adds less to a longer
-//     document), scored in full by term-and-entry lookups; not the entries of top, nor the candidates
-//     scoring above θ that top checked and the filter refused, so no entry is checked
-//     against the filter twice.
+//     document), scored in full by term-and-entry lookups; not the entries of top, nor
+//     the candidates scoring above θ that top checked and the filter refused, so no
+//     entry is checked against the filter twice.
 //
 // The result is top with the scored entries that pass the filter, best first; each row
 // carries θ (null: the caller asks again with every term read in full). Comparisons
