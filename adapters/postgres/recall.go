@@ -250,9 +250,11 @@ const queryTermPostings = `
 // to $6 the filter. part holds the essential terms' partial scores; top the best k of
 // them among the entries that pass the filter, looked up best first until k pass, with
 // their rows; scored adds the light terms, looked up by term and entry, to the entries
-// within $13 of the k-th. The filter is checked once per entry: the entries of top
-// keep the rows top read, those scoring above the k-th partial score that top does not
-// hold were refused by it, and only the others are looked up. Each result row carries
+// within $13 of the k-th that can still pass the filter. The filter is checked once per
+// entry: the entries of top keep the rows top read, those scoring above the k-th
+// partial score that top does not hold were refused by it (so neither their light
+// terms nor their rows are looked up: under a selective filter they are most of the
+// entries near the k-th), and only the others are looked up. Each result row carries
 // that k-th partial score (null when fewer than k entries passed: then top looked at
 // every entry, and holds the answer), which tells the caller whether it is exact. Each result's
 // coverage is the share of the query's idf ($15: their sum) its terms hold, each
@@ -281,21 +283,21 @@ func textSQL(asOf bool) string {
 	), cut AS (
 	    SELECT CASE WHEN count(*) = $7 THEN min(top.s) END AS kth FROM top
 	), scored AS MATERIALIZED (
-	    SELECT part.entry_id, part.s AS partial, cut.kth, part.s + coalesce((
+	    SELECT part.entry_id, part.s AS partial, cut.kth, top.entry_id IS NOT NULL AS kept, part.s + coalesce((
 	        SELECT sum(` + bm25Term + `) FROM q
 	        JOIN entry_text_postings p ON p.tenant_id = $1 AND p.project_id = $2
 	          AND p.term = q.term COLLATE "C" AND p.entry_id = part.entry_id
 	        WHERE NOT q.essential), 0) AS score
-	    FROM part CROSS JOIN cut
-	    WHERE cut.kth IS NULL OR part.s >= cut.kth - $13::float8
+	    FROM part CROSS JOIN cut LEFT JOIN top ON top.entry_id = part.entry_id
+	    WHERE (cut.kth IS NULL OR part.s >= cut.kth - $13::float8)
+	      AND (top.entry_id IS NOT NULL OR cut.kth IS NOT NULL AND part.s <= cut.kth)
 	)
 	SELECT ` + entryColumns + `, e.score::float8, ` + textCoverage(14, 15) + ` AS coverage, e.kth::float8
 	FROM (
 	    SELECT scored.score, scored.kth, t.* FROM scored JOIN top t ON t.entry_id = scored.entry_id
 	    UNION ALL
 	    SELECT scored.score, scored.kth, NULL::float8, x.* FROM scored CROSS JOIN LATERAL (` + passes("scored.entry_id") + ` OFFSET 0) x
-	    WHERE scored.kth IS NOT NULL AND scored.partial <= scored.kth
-	      AND NOT EXISTS (SELECT 1 FROM top WHERE top.entry_id = scored.entry_id)
+	    WHERE NOT scored.kept
 	) e
 	WHERE e.kth IS NULL OR e.score >= e.kth
 	ORDER BY e.score DESC, e.created_at_ms DESC, e.entry_id
@@ -344,8 +346,9 @@ func textCoverage(queries, sum int) string {
 //   - seed, seeded, top: a lower bound θ of the k-th score. The candidates are the k
 //     best of whole and each term's k postings of highest contribution, scored in full
 //     (the other terms looked up by term and entry); the filter is checked best first
-//     until k pass; θ is the k-th score, and created_k the oldest of the k among those
-//     scoring θ (ties rank newest first). θ is null when fewer than k pass.
+//     until k pass; θ is the k-th score, and created_k and id_k the creation time and
+//     ID of the last in rank of the k among those scoring θ (ties rank newest first,
+//     then by ID). θ is null when fewer than k pass.
 //   - split: θ shared among the terms (θ_t, summing to at most θ). An entry that can
 //     rank scores at least θ, so one of its terms contributes at least θ_t. The terms
 //     that weigh least (words most entries hold, beside a weighty term) are given
@@ -355,15 +358,20 @@ func textCoverage(queries, sum int) string {
 //     giving whole maxcs while the sum stays within θ: docs/benchmarks.md).
 //   - reads: each term's postings contributing more than θ_t (strict), which are, for
 //     each tf, a range of lengths; and, for the first term only (the one held by the
-//     fewest entries), the band of postings contributing about θ_t (weak) created at
-//     or after created_k. An entry none of whose postings is strict scores at most θ
+//     fewest entries), the band of postings contributing about θ_t (weak) that would
+//     rank at or before the last of the k in a tie: created after created_k, or at it
+//     with an ID up to id_k. An entry none of whose postings is strict scores at most θ
 //     (up to rounding) and holds every term in its band, so if it ties the k-th it is
-//     in the first term's band, where the newest come first.
+//     in the first term's band, where the newest come first. (Entries created in the
+//     same millisecond, as an import or a bulk load leaves them, tie on creation too:
+//     without the ID bound every one of them in the band would be read and scored.)
 //   - scored: every entry read (and every entry of whole) whose score can still reach
-//     θ (what it was read with, plus θ_t of each term it was not read for), scored in
-//     full by term-and-entry lookups; not the entries of top, nor the candidates
-//     scoring above θ that top checked and the filter refused, so no entry is checked
-//     against the filter twice.
+//     θ (what it was read with, plus, for each term it was not read for, the least of
+//     θ_t and what the term's largest tf, tfmax, contributes at the entry's own length:
+//     every posting carries its document's length, and a term adds less to a longer
+//     document), scored in full by term-and-entry lookups; not the entries of top, nor
+//     the candidates scoring above θ that top checked and the filter refused, so no
+//     entry is checked against the filter twice.
 //
 // The result is top with the scored entries that pass the filter, best first; each row
 // carries θ (null: the caller asks again with every term read in full). Comparisons
@@ -384,12 +392,13 @@ func impactSQL(asOf bool) string {
 	), tfs AS (
 	    SELECT x FROM generate_series(1, ` + strconv.Itoa(impactTfs) + `) AS x
 	), whole AS MATERIALIZED (
-	    SELECT p.entry_id, sum(` + bm25Term + `) AS s
+	    SELECT p.entry_id, sum(` + bm25Term + `) AS s, max(p.length) AS length
 	    FROM q CROSS JOIN LATERAL (` + queryTermPostings + `) p
 	    WHERE q.whole
 	    GROUP BY p.entry_id
 	), t AS MATERIALIZED (
-	    SELECT q.ord, q.term, q.idf, q.df, coalesce(m.maxc, 0) AS maxc
+	    SELECT q.ord, q.term, q.idf, q.df, coalesce(m.maxc, 0) AS maxc, coalesce((
+	        SELECT p.tf FROM entry_text_postings p WHERE ` + term("q") + ` ORDER BY p.tf DESC LIMIT 1), 0) AS tfmax
 	    FROM q CROSS JOIN LATERAL (
 	        SELECT max(c.c) AS maxc FROM (
 	            SELECT ` + bm25Contribution("q.idf", "tfs.x", "p.length") + ` AS c
@@ -423,14 +432,17 @@ func impactSQL(asOf bool) string {
 	    CROSS JOIN LATERAL (` + passes("ranked.entry_id") + ` LIMIT 1) e
 	    LIMIT $7
 	), cut AS (
-	    SELECT c.theta, (SELECT min(top.created_at_ms) FROM top WHERE top.score <= c.theta * (1 + 1e-9)) AS created_k
+	    SELECT c.theta, k.created_at_ms AS created_k, k.entry_id AS id_k
 	    FROM (SELECT CASE WHEN count(*) = $7 THEN min(top.score) END AS theta FROM top) c
+	    LEFT JOIN LATERAL (
+	        SELECT top.created_at_ms, top.entry_id FROM top WHERE top.score <= c.theta * (1 + 1e-9)
+	        ORDER BY top.created_at_ms, top.entry_id DESC LIMIT 1) k ON true
 	), sat AS (
-	    SELECT o.*, o.cum <= cut.theta / 8 AS saturated, cut.theta, cut.created_k
+	    SELECT o.*, o.cum <= cut.theta / 8 AS saturated, cut.theta, cut.created_k, cut.id_k
 	    FROM (SELECT t.*, sum(t.maxc) OVER (ORDER BY t.maxc, t.ord ROWS UNBOUNDED PRECEDING) AS cum FROM t) o
 	    CROSS JOIN cut
 	), split AS MATERIALIZED (
-	    SELECT s.ord, s.term, s.idf, s.theta, s.created_k, s.share + 1e-12 * s.theta AS strict, s.share - 1e-9 * s.theta AS weak,
+	    SELECT s.ord, s.term, s.idf, s.tfmax, s.theta, s.created_k, s.id_k, s.share + 1e-12 * s.theta AS strict, s.share - 1e-9 * s.theta AS weak,
 	           s.ord = (SELECT t.ord FROM t ORDER BY t.df, t.ord LIMIT 1) AS first
 	    FROM (
 	        SELECT sat.*, CASE WHEN sat.saturated THEN sat.maxc
@@ -439,15 +451,15 @@ func impactSQL(asOf bool) string {
 	        FROM sat
 	    ) s
 	), reads AS (
-	    SELECT r.entry_id, sp.ord, r.c
+	    SELECT r.entry_id, sp.ord, r.c, r.length
 	    FROM split sp CROSS JOIN LATERAL (
-	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "tfs.x", "p.length") + ` AS c
+	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "tfs.x", "p.length") + ` AS c, p.length
 	        FROM tfs CROSS JOIN LATERAL (
 	            SELECT p.entry_id, p.length, p.created_at_ms FROM entry_text_postings p
 	            WHERE ` + term("sp") + ` AND p.tf = tfs.x
 	              AND p.length <= ` + impactLength("sp.idf", "tfs.x", "sp.strict * (1 - 1e-14)") + ` OFFSET 0) p
 	        UNION ALL
-	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "tfs.x", "p.length") + `
+	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "tfs.x", "p.length") + `, p.length
 	        FROM tfs CROSS JOIN LATERAL (
 	            SELECT ` + impactLength("sp.idf", "tfs.x", "sp.strict * (1 - 1e-14)") + ` AS lo,
 	                   ` + impactLength("sp.idf", "tfs.x", "sp.weak") + ` AS hi) b
@@ -457,7 +469,7 @@ func impactSQL(asOf bool) string {
 	            WHERE ` + term("sp") + ` AND p.tf = tfs.x AND p.length = l.len AND p.created_at_ms >= sp.created_k OFFSET 0) p
 	        WHERE sp.first AND b.hi - b.lo <= ` + strconv.Itoa(impactBand) + `
 	        UNION ALL
-	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "tfs.x", "p.length") + `
+	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "tfs.x", "p.length") + `, p.length
 	        FROM tfs CROSS JOIN LATERAL (
 	            SELECT ` + impactLength("sp.idf", "tfs.x", "sp.strict * (1 - 1e-14)") + ` AS lo,
 	                   ` + impactLength("sp.idf", "tfs.x", "sp.weak") + ` AS hi) b
@@ -467,16 +479,19 @@ func impactSQL(asOf bool) string {
 	              AND p.created_at_ms >= sp.created_k OFFSET 0) p
 	        WHERE sp.first AND b.hi - b.lo > ` + strconv.Itoa(impactBand) + `
 	        UNION ALL
-	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "p.tf", "p.length") + `
+	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "p.tf", "p.length") + `, p.length
 	        FROM entry_text_postings p
 	        WHERE ` + term("sp") + ` AND p.tf > ` + strconv.Itoa(impactTfs) + `
 	    ) r
-	    WHERE r.c >= sp.strict OR sp.first AND r.c >= sp.weak AND r.created_at_ms >= sp.created_k
+	    WHERE r.c >= sp.strict OR sp.first AND r.c >= sp.weak
+	      AND (r.created_at_ms > sp.created_k OR r.created_at_ms = sp.created_k AND r.entry_id <= sp.id_k)
 	), found AS (
-	    SELECT reads.entry_id, sum(reads.c) AS known, array_agg(reads.ord) AS seen FROM reads GROUP BY reads.entry_id
+	    SELECT reads.entry_id, sum(reads.c) AS known, array_agg(reads.ord) AS seen, max(reads.length) AS length
+	    FROM reads GROUP BY reads.entry_id
 	), cand AS (
 	    SELECT coalesce(found.entry_id, whole.entry_id) AS entry_id,
-	           coalesce(found.known, 0) + coalesce(whole.s, 0) AS known, coalesce(found.seen, '{}') AS seen
+	           coalesce(found.known, 0) + coalesce(whole.s, 0) AS known, coalesce(found.seen, '{}') AS seen,
+	           coalesce(found.length, whole.length) AS length
 	    FROM found FULL JOIN whole ON whole.entry_id = found.entry_id
 	), scored AS MATERIALIZED (
 	    SELECT cand.entry_id, cand.known + coalesce((
@@ -486,8 +501,9 @@ func impactSQL(asOf bool) string {
 	    FROM cand CROSS JOIN cut
 	    WHERE NOT EXISTS (SELECT 1 FROM top WHERE top.entry_id = cand.entry_id)
 	      AND NOT EXISTS (SELECT 1 FROM seeded WHERE seeded.entry_id = cand.entry_id AND seeded.score > cut.theta)
-	      AND cand.known + coalesce((SELECT sum(sp.strict) FROM split sp WHERE NOT sp.ord = ANY(cand.seen)), 0)
-	          >= cut.theta * (1 - 1e-9)
+	      AND cand.known + coalesce((
+	          SELECT sum(least(sp.strict, ` + bm25Contribution("sp.idf", "sp.tfmax", "cand.length") + `))
+	          FROM split sp WHERE NOT sp.ord = ANY(cand.seen)), 0) >= cut.theta * (1 - 1e-9)
 	)
 	SELECT ` + entryColumns + `, e.score::float8, ` + textCoverage(13, 14) + ` AS coverage, cut.theta::float8
 	FROM (

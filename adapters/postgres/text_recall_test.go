@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/postgres"
@@ -178,6 +179,33 @@ func TestTextSearchIsExactBM25(t *testing.T) {
 // text half answers exactly that, unfiltered, under a selective filter, and as of
 // instants before which some entries did not exist and after which some were
 // superseded.
+// copyBM25Docs loads the documents' entries of scope with COPY: active, or superseded
+// at their end, tagged "rare" when they are.
+func copyBM25Docs(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, docs []bm25Doc, texts []string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := pool.CopyFrom(ctx, pgx.Identifier{"context_entries"}, []string{"tenant_id", "project_id", "entry_id", "kind",
+		"content", "source_record_ids", "tags", "importance", "status", "version", "request_sha256", "created_at_ms",
+		"updated_at_ms", "ended_at_ms", "superseded_by", "search", "search_length"},
+		pgx.CopyFromSlice(len(docs), func(i int) ([]any, error) {
+			d := docs[i]
+			doc, length := postgres.EntryDocument(scope, texts[i])
+			tags, status, ended, by := []string{}, "active", (*int64)(nil), (*string)(nil)
+			if d.rare {
+				tags = []string{"rare"}
+			}
+			if !d.active {
+				next := d.id + "-v2"
+				status, ended, by = "superseded", &d.ended, &next
+			}
+			return []any{scope.TenantID, scope.ProjectID, d.id, "fact", texts[i], []string{}, tags, 0.5, status, int64(1),
+				"seeded", d.created, d.created, ended, by, doc, int32(length)}, nil
+		}))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `VACUUM ANALYZE entry_text_postings`)
+	require.NoError(t, err)
+}
+
 func TestTextSearchImpactTies(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
@@ -199,27 +227,7 @@ func TestTextSearchImpactTies(t *testing.T) {
 			docs[i].active, docs[i].ended = false, 1150
 		}
 	}
-	ctx := context.Background()
-	_, err := pool.CopyFrom(ctx, pgx.Identifier{"context_entries"}, []string{"tenant_id", "project_id", "entry_id", "kind",
-		"content", "source_record_ids", "tags", "importance", "status", "version", "request_sha256", "created_at_ms",
-		"updated_at_ms", "ended_at_ms", "superseded_by", "search", "search_length"},
-		pgx.CopyFromSlice(n, func(i int) ([]any, error) {
-			d := docs[i]
-			doc, length := postgres.EntryDocument(scope, texts[i])
-			tags, status, ended, by := []string{}, "active", (*int64)(nil), (*string)(nil)
-			if d.rare {
-				tags = []string{"rare"}
-			}
-			if !d.active {
-				next := d.id + "-v2"
-				status, ended, by = "superseded", &d.ended, &next
-			}
-			return []any{scope.TenantID, scope.ProjectID, d.id, "fact", texts[i], []string{}, tags, 0.5, status, int64(1),
-				"seeded", d.created, d.created, ended, by, doc, int32(length)}, nil
-		}))
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `VACUUM ANALYZE entry_text_postings`)
-	require.NoError(t, err)
+	copyBM25Docs(t, pool, scope, docs, texts)
 
 	now := time.Now().UnixMilli()
 	for _, c := range []struct {
@@ -237,6 +245,76 @@ func TestTextSearchImpactTies(t *testing.T) {
 		{"billing note 77", false, 1100, 10}, // entries 301 on did not exist yet, the superseded were active
 		{"billing note 77", false, 1020, 10}, // before entry 77 was created
 		{"billing note 77", false, 1200, 20}, // after the superseded ended
+	} {
+		name := fmt.Sprintf("%q rare=%v asOf=%d k=%d", c.text, c.rare, c.asOf, c.k)
+		filter := memory.RecallFilter{NowMs: now}
+		if c.asOf > 0 {
+			filter.AsOfMs = &c.asOf
+		}
+		if c.rare {
+			filter.Tags = []string{"rare"}
+		}
+		want := exactBM25(docs, c.text, func(d bm25Doc) bool {
+			if c.rare && !d.rare {
+				return false
+			}
+			if c.asOf == 0 {
+				return d.active
+			}
+			return d.created <= c.asOf && (d.ended == 0 || d.ended > c.asOf)
+		}, c.k)
+		requireBM25(t, db, scope, memory.TextRecall{RecallFilter: filter, Text: c.text, Limit: c.k}, want, name)
+	}
+}
+
+// TestTextSearchTiesInOneInstant: entries created in the same millisecond (as an
+// import or a bulk load leaves them) tie on creation, so a tie on score is broken by
+// ID alone. The impact reads bound the band of the k-th score by the k-th's ID as well
+// as its creation; over 900 entries of one instant, most of them scoring alike for the
+// common words, the text half still returns the reference's top k, in order, for
+// questions of the recall playground's shape, under no filter, a selective filter, a
+// k beyond the tied entries and asOfMs.
+func TestTextSearchTiesInOneInstant(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	scope := runtime.Scope{TenantID: "t", ProjectID: "instant"}
+	const n = 900
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("note %d about the billing service", i)
+		switch i % 9 {
+		case 4:
+			texts[i] = fmt.Sprintf("note %d about the billing service, as Ana noted", i)
+		case 7:
+			texts[i] = fmt.Sprintf("note %d: the billing service retries nightly", i)
+		}
+	}
+	// IDs not in the order of the texts, so the ID order is not the load's.
+	docs := bm25Documents(scope, func(i int) string { return fmt.Sprintf("bi-%03d", (i*337)%n) }, texts)
+	for i := range docs {
+		docs[i].created = 5000
+		docs[i].rare = i%30 == 11
+		if i%13 == 6 {
+			docs[i].active, docs[i].ended = false, 5000
+		}
+	}
+	copyBM25Docs(t, pool, scope, docs, texts)
+
+	now := time.Now().UnixMilli()
+	for _, c := range []struct {
+		text string
+		rare bool
+		asOf int64 // 0: now
+		k    int
+	}{
+		{"note 48 about the service", false, 0, 10},
+		{"note 48 about the service", false, 0, 20},
+		{"note 48 about the service", false, 0, 150},
+		{"note 48 about the service", true, 0, 10},
+		{"billing note", false, 0, 10},
+		{"billing service nightly", false, 0, 10},
+		{"note 48 about the service", false, 4999, 10}, // before the instant: nothing
 	} {
 		name := fmt.Sprintf("%q rare=%v asOf=%d k=%d", c.text, c.rare, c.asOf, c.k)
 		filter := memory.RecallFilter{NowMs: now}
