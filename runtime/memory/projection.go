@@ -348,6 +348,7 @@ func (p *Projection) embedLane(ctx context.Context, scope runtime.Scope, deadlin
 		}
 	}
 }
+
 // foldLane folds the scope's vectors into the graph, a batch at a time in a slot of
 // the process, until none is left outside (finished) or deadline has passed.
 func (p *Projection) foldLane(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
