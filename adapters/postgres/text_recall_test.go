@@ -229,13 +229,7 @@ func TestTextSearchImpactTies(t *testing.T) {
 	}
 	copyBM25Docs(t, pool, scope, docs, texts)
 
-	now := time.Now().UnixMilli()
-	for _, c := range []struct {
-		text string
-		rare bool
-		asOf int64 // 0: now
-		k    int
-	}{
+	requireTextCases(t, db, scope, docs, []textCase{
 		{"billing note 77", false, 0, 10},
 		{"billing note 77", false, 0, 20},
 		{"billing note 77", false, 0, 300},
@@ -245,26 +239,7 @@ func TestTextSearchImpactTies(t *testing.T) {
 		{"billing note 77", false, 1100, 10}, // entries 301 on did not exist yet, the superseded were active
 		{"billing note 77", false, 1020, 10}, // before entry 77 was created
 		{"billing note 77", false, 1200, 20}, // after the superseded ended
-	} {
-		name := fmt.Sprintf("%q rare=%v asOf=%d k=%d", c.text, c.rare, c.asOf, c.k)
-		filter := memory.RecallFilter{NowMs: now}
-		if c.asOf > 0 {
-			filter.AsOfMs = &c.asOf
-		}
-		if c.rare {
-			filter.Tags = []string{"rare"}
-		}
-		want := exactBM25(docs, c.text, func(d bm25Doc) bool {
-			if c.rare && !d.rare {
-				return false
-			}
-			if c.asOf == 0 {
-				return d.active
-			}
-			return d.created <= c.asOf && (d.ended == 0 || d.ended > c.asOf)
-		}, c.k)
-		requireBM25(t, db, scope, memory.TextRecall{RecallFilter: filter, Text: c.text, Limit: c.k}, want, name)
-	}
+	})
 }
 
 // TestTextSearchTiesInOneInstant: entries created in the same millisecond (as an
@@ -301,13 +276,7 @@ func TestTextSearchTiesInOneInstant(t *testing.T) {
 	}
 	copyBM25Docs(t, pool, scope, docs, texts)
 
-	now := time.Now().UnixMilli()
-	for _, c := range []struct {
-		text string
-		rare bool
-		asOf int64 // 0: now
-		k    int
-	}{
+	requireTextCases(t, db, scope, docs, []textCase{
 		{"note 48 about the service", false, 0, 10},
 		{"note 48 about the service", false, 0, 20},
 		{"note 48 about the service", false, 0, 150},
@@ -315,7 +284,24 @@ func TestTextSearchTiesInOneInstant(t *testing.T) {
 		{"billing note", false, 0, 10},
 		{"billing service nightly", false, 0, 10},
 		{"note 48 about the service", false, 4999, 10}, // before the instant: nothing
-	} {
+	})
+}
+
+// textCase is a text recall of a test, answered against exactBM25: the question, the
+// rare tag as filter or not, asOfMs (0: now) and k.
+type textCase struct {
+	text string
+	rare bool
+	asOf int64
+	k    int
+}
+
+// requireTextCases checks every case's text recall over docs against exactBM25,
+// entry by entry and in order.
+func requireTextCases(t *testing.T, db *postgres.DB, scope runtime.Scope, docs []bm25Doc, cases []textCase) {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	for _, c := range cases {
 		name := fmt.Sprintf("%q rare=%v asOf=%d k=%d", c.text, c.rare, c.asOf, c.k)
 		filter := memory.RecallFilter{NowMs: now}
 		if c.asOf > 0 {
