@@ -123,7 +123,7 @@ func TestEmbedLaneStoresWhileItClaimsTheNext(t *testing.T) {
 	for i := range 10 {
 		b.create(t, fmt.Sprintf("overlap-%02d", i), fmt.Sprintf("memory %d of a burst", i))
 	}
-	store := &overlapStore{ProjectionStore: b.db.Memory().Stores().Projection}
+	store := &overlapStore{ProjectionStore: b.db.Memory().Stores().Projection, nth: map[string]int{}}
 	store.cond = sync.NewCond(&store.mu)
 	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
 	lane := memory.NewProjection(memory.ProjectionConfig{DB: projectionUoW{UnitOfWork: b.db.Memory(), store: store},
@@ -148,18 +148,22 @@ func (u projectionUoW) Stores() memory.Stores {
 	return s
 }
 
-// overlapStore lets a batch's store go ahead only after a claim made later returned.
+// overlapStore lets a batch's store go ahead only after a claim made later than the
+// batch's own returned.
 type overlapStore struct {
 	memory.ProjectionStore
 	mu     sync.Mutex
 	cond   *sync.Cond
 	claims int
+	// nth numbers each claim by the claims returned up to it, itself included.
+	nth map[string]int
 }
 
 func (s *overlapStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (memory.Backlog, error) {
 	b, err := s.ProjectionStore.ClaimBacklog(ctx, scope, limit, nowMs, lease)
 	s.mu.Lock()
 	s.claims++
+	s.nth[b.Claim] = s.claims
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	return b, err
@@ -167,7 +171,7 @@ func (s *overlapStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, li
 
 func (s *overlapStore) StoreBacklog(ctx context.Context, scope runtime.Scope, claim string, ids []string, vectors map[string][][]float32) error {
 	s.mu.Lock()
-	before := s.claims
+	before := s.nth[claim]
 	giveUp := time.AfterFunc(10*time.Second, func() {
 		s.mu.Lock()
 		s.claims = -1
