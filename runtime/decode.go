@@ -59,7 +59,9 @@ func DecodeFailure(err error, fallback string) error {
 		field := FieldPath(syntactic.JSONPointer)
 		switch {
 		case errors.Is(syntactic.Err, jsontext.ErrDuplicateName):
-			return Invalid(field, "duplicate field %q", field)
+			// A member named "" at the top level has an empty path: the message
+			// quotes it as it is, details.field names the fallback.
+			return Invalid(fieldOr(field, fallback), "duplicate field %q", field)
 		case errors.Is(syntactic.Err, errInvalidUTF8):
 			return Invalid(fieldOr(field, fallback), "the value is not valid UTF-8")
 		default:
@@ -68,10 +70,11 @@ func DecodeFailure(err error, fallback string) error {
 	}
 	var semantic *json.SemanticError
 	if errors.As(err, &semantic) {
-		field := fieldOr(FieldPath(semantic.JSONPointer), fallback)
+		path := FieldPath(semantic.JSONPointer)
+		field := fieldOr(path, fallback)
 		switch {
 		case errors.Is(semantic.Err, json.ErrUnknownName):
-			return Invalid(field, "unknown field %q", field)
+			return Invalid(field, "unknown field %q", path)
 		case errors.Is(semantic.Err, errUnsafeInteger):
 			return TooMany(field, MaxSequence, "%s is out of range", field)
 		case errors.Is(semantic.Err, errNotInteger):

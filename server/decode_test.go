@@ -41,6 +41,7 @@ func TestDecodingErrorsAreClassifiedByType(t *testing.T) {
 		{"invalid UTF-8 in a value", "{\"name\":\"a\xffb\"}", "name", "the value is not valid UTF-8"},
 		{"invalid UTF-8 in a member name", "{\"counts\":{\"\xff\":1}}", "counts", "the value is not valid UTF-8"},
 		{"malformed", `{"name":"a",}`, "body", "malformed JSON"},
+		{"unknown member with an empty name", `{"":1}`, "body", `unknown field ""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -53,6 +54,13 @@ func TestDecodingErrorsAreClassifiedByType(t *testing.T) {
 			require.Equal(t, tc.message, re.Message)
 		})
 	}
+	// A duplicate member named "" at the top level has an empty path.
+	var top map[string]int
+	err := decodeJSON([]byte(`{"":1,"":2}`), &top)
+	var re *runtime.Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "body", re.Details["field"])
+	require.Equal(t, `duplicate field ""`, re.Message)
 }
 
 // TestIntegersAreBoundedToTheSafeRange: every integer of a request, whatever its Go
