@@ -221,13 +221,23 @@ const textStatsSQL = `
 	FROM entry_text_stats s WHERE s.tenant_id = $1 AND s.project_id = $2`
 
 // bm25Contribution is a posting's contribution to its entry's score: the term's idf,
-// the posting's tf and its document's length, with the scope's mean length in $12.
-// Every statement of the text half computes it with this one expression, so that the
-// same posting always weighs the same.
+// the posting's tf and its document's length, with the scope's mean length in $12,
+// rounded to a multiple of bm25Quantum. Every statement of the text half computes it
+// with this one expression, so that the same posting always weighs the same.
 func bm25Contribution(idf, tf, length string) string {
-	return fmt.Sprintf(`(%[5]s * %[6]s * %[1]v / (%[6]s + %[2]v * (%[3]v + %[4]v * %[7]s / $12::float8)))`,
-		bm25K1+1, bm25K1, 1-bm25B, bm25B, idf, tf, length)
+	return fmt.Sprintf(`(round(%[5]s * %[6]s * %[1]v / (%[6]s + %[2]v * (%[3]v + %[4]v * %[7]s / $12::float8)) * %[8]v) / %[8]v)`,
+		bm25K1+1, bm25K1, 1-bm25B, bm25B, idf, tf, length, 1/bm25Quantum)
 }
+
+// bm25Quantum is the grid contributions are rounded to, 2^-40. An entry's score is a
+// sum of contributions that each statement adds up in its own order (a read's terms,
+// then lookups of the others); floating-point addition is not associative, and equal
+// scores summed in two orders came out a unit in the last place apart, which ranked
+// them by that instead of by creation and ID. Multiples of 2^-40 below 2^12 (32 terms
+// of at most idf·(k1+1) < 48 each, idf being at most ln(2N + 2)) add exactly in a
+// float8, in any order. A contribution moves by at most half a quantum (4.5e-13), a
+// score by at most 32 of those.
+const bm25Quantum = 1.0 / (1 << 40)
 
 // bm25Term is a posting's contribution with the term in q and the posting in p.
 var bm25Term = bm25Contribution("q.idf", "p.tf", "p.length")
@@ -375,7 +385,8 @@ func textCoverage(queries, sum int) string {
 //
 // The result is top with the scored entries that pass the filter, best first; each row
 // carries θ (null: the caller asks again with every term read in full). Comparisons
-// with θ allow a relative 1e-9 for rounding: the sums are taken in different orders.
+// with θ allow a relative 1e-9: the sums are exact (bm25Quantum), the margin covers
+// the bounds, which are solved from the unrounded contribution.
 func impactSQL(asOf bool) string {
 	passes := func(id string) string {
 		return `SELECT e.* FROM context_entries e
@@ -385,6 +396,9 @@ func impactSQL(asOf bool) string {
 	term := func(alias string) string {
 		return `p.tenant_id = $1 AND p.project_id = $2 AND p.term = ` + alias + `.term COLLATE "C"`
 	}
+	// The lengths at which a posting contributes at least strict once rounded: the
+	// contribution before rounding may be up to half a quantum below it.
+	strictLength := impactLength("sp.idf", "tfs.x", fmt.Sprintf("(sp.strict * (1 - 1e-14) - %v)", bm25Quantum))
 	return `
 	WITH q AS (
 	    SELECT * FROM unnest($8::text[], $9::float8[], $10::bool[], $11::bool[], $15::float8[])
@@ -457,11 +471,11 @@ func impactSQL(asOf bool) string {
 	        FROM tfs CROSS JOIN LATERAL (
 	            SELECT p.entry_id, p.length, p.created_at_ms FROM entry_text_postings p
 	            WHERE ` + term("sp") + ` AND p.tf = tfs.x
-	              AND p.length <= ` + impactLength("sp.idf", "tfs.x", "sp.strict * (1 - 1e-14)") + ` OFFSET 0) p
+	              AND p.length <= ` + strictLength + ` OFFSET 0) p
 	        UNION ALL
 	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "tfs.x", "p.length") + `, p.length
 	        FROM tfs CROSS JOIN LATERAL (
-	            SELECT ` + impactLength("sp.idf", "tfs.x", "sp.strict * (1 - 1e-14)") + ` AS lo,
+	            SELECT ` + strictLength + ` AS lo,
 	                   ` + impactLength("sp.idf", "tfs.x", "sp.weak") + ` AS hi) b
 	        CROSS JOIN LATERAL generate_series(b.lo + 1, b.hi) AS l(len)
 	        CROSS JOIN LATERAL (
@@ -471,7 +485,7 @@ func impactSQL(asOf bool) string {
 	        UNION ALL
 	        SELECT p.entry_id, p.created_at_ms, ` + bm25Contribution("sp.idf", "tfs.x", "p.length") + `, p.length
 	        FROM tfs CROSS JOIN LATERAL (
-	            SELECT ` + impactLength("sp.idf", "tfs.x", "sp.strict * (1 - 1e-14)") + ` AS lo,
+	            SELECT ` + strictLength + ` AS lo,
 	                   ` + impactLength("sp.idf", "tfs.x", "sp.weak") + ` AS hi) b
 	        CROSS JOIN LATERAL (
 	            SELECT p.entry_id, p.length, p.created_at_ms FROM entry_text_postings p
@@ -666,7 +680,8 @@ func (w bm25) essential(prefixes []bool) ([]bool, float64) {
 		if prefixes[i] || light+w.bound[i] > budget {
 			break
 		}
-		light += w.bound[i]
+		// A rounded contribution may exceed its bound by half a quantum.
+		light += w.bound[i] + bm25Quantum
 		essential[i] = false
 	}
 	return essential, light

@@ -322,3 +322,49 @@ func requireTextCases(t *testing.T, db *postgres.DB, scope runtime.Scope, docs [
 		requireBM25(t, db, scope, memory.TextRecall{RecallFilter: filter, Text: c.text, Limit: c.k}, want, name)
 	}
 }
+
+// TestTextSearchTiesSumAlike: entries whose scores are equal add the same
+// contributions, but the text half reaches them by different reads (the k-th's
+// neighbours, the postings above a term's share of θ, lookups), each adding its
+// terms in its own order. Floating-point addition is not associative, so without
+// contributions that add exactly, such entries came back a unit in the last place
+// apart and ranked by that, not by creation and ID.
+func TestTextSearchTiesSumAlike(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	scope := runtime.Scope{TenantID: "t", ProjectID: "sums"}
+	const n = 600
+	texts := make([]string, n)
+	for i := range texts {
+		switch i % 5 {
+		case 0, 1:
+			texts[i] = fmt.Sprintf("note %d: the ledger service retries billing nightly from the gateway", i)
+		case 2:
+			texts[i] = fmt.Sprintf("note %d: the ledger service retries billing", i)
+		case 3:
+			texts[i] = fmt.Sprintf("note %d: the gateway retries nightly", i)
+		default:
+			texts[i] = fmt.Sprintf("note %d: billing from the ledger service", i)
+		}
+	}
+	docs := bm25Documents(scope, func(i int) string { return fmt.Sprintf("bs-%03d", (i*211)%n) }, texts)
+	for i := range docs {
+		docs[i].created = 7000 + int64(i%3)
+		docs[i].rare = i%20 == 7
+	}
+	copyBM25Docs(t, pool, scope, docs, texts)
+
+	var cases []textCase
+	for _, q := range []string{
+		"note 48: the ledger service retries billing nightly from the gateway",
+		"why does the gateway retry the ledger service nightly, note 301",
+		"billing ledger gateway nightly retries service",
+	} {
+		for _, k := range []int{10, 40, 150} {
+			cases = append(cases, textCase{q, false, 0, k})
+		}
+		cases = append(cases, textCase{q, true, 0, 10})
+	}
+	requireTextCases(t, db, scope, docs, cases)
+}
