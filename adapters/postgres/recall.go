@@ -233,10 +233,11 @@ func bm25Contribution(idf, tf, length string) string {
 // sum of contributions that each statement adds up in its own order (a read's terms,
 // then lookups of the others); floating-point addition is not associative, and equal
 // scores summed in two orders came out a unit in the last place apart, which ranked
-// them by that instead of by creation and ID. Multiples of 2^-40 below 2^12 (32 terms
-// of at most idf·(k1+1) < 48 each, idf being at most ln(2N + 2)) add exactly in a
-// float8, in any order. A contribution moves by at most half a quantum (4.5e-13), a
-// score by at most 32 of those.
+// them by that instead of by creation and ID. Multiples of 2^-40 add exactly in a
+// float8, in any order, while the sum stays below 2^13; a contribution is below
+// idf·(k1+1) < 48 (idf ≤ ln(2N + 2), N < 10^9), so a score of up to 170 contributions
+// (32 terms, or a prefix term's many) is an exact sum. A contribution moves by at most
+// half a quantum (4.5e-13).
 const bm25Quantum = 1.0 / (1 << 40)
 
 // bm25Term is a posting's contribution with the term in q and the posting in p.
