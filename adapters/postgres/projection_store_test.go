@@ -723,8 +723,10 @@ func (e probeEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, 
 }
 
 // TestFoldBoundDuringBacklog: while a backlog is embedded, the scope never holds more
-// than the bound outside the graph when a batch starts (the lanes fold as they go);
-// once the backlog is empty, the job folds the rest.
+// than the bound outside the graph, plus the one batch a lane may have stored but not
+// yet folded (it stores in the background while it embeds the next batch), when a
+// batch starts: the lanes fold as they go. Once the backlog is empty, the job folds the
+// rest.
 func TestFoldBoundDuringBacklog(t *testing.T) {
 	t.Parallel()
 	b := setupProjection(t, nil)
@@ -741,7 +743,7 @@ func TestFoldBoundDuringBacklog(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, done)
 	require.Len(t, seen, 8, "30 entries in batches of 4")
-	require.LessOrEqual(t, slices.Max(seen), bound, "outside the graph by batch: %v", seen)
+	require.LessOrEqual(t, slices.Max(seen), bound+4, "outside the graph by batch: %v", seen)
 	require.Positive(t, slices.Max(seen), "the backlog stores before it folds: %v", seen)
 	require.Zero(t, b.outside(t), "the rest is folded once the backlog is empty")
 	ids := b.vectorIDs(t)[1]
