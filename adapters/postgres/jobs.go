@@ -35,7 +35,8 @@ type OperationRunner interface {
 // implements it.
 type ProjectionRunner interface {
 	// EmbedBacklog embeds a scope's queued entries until none is left or deadline
-	// passed, and reports whether it finished. An error is transient.
+	// passed, and reports whether it finished (or enqueued the job that carries on).
+	// An error is transient.
 	EmbedBacklog(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error)
 	// Sweep enqueues the work the projection's jobs missed, until deadline; it
 	// reports whether it finished.

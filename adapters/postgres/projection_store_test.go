@@ -106,6 +106,7 @@ func TestEmbedBacklogLanes(t *testing.T) {
 	want = append(want[:7], want[8:]...)
 	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
 	lanes := memory.NewProjection(memory.ProjectionConfig{DB: b.db.Memory(), Embedders: set, Batch: 4, Parallel: 3})
+	jobs := b.projectionJobs(t)
 	done, err := lanes.EmbedBacklog(context.Background(), b.scope, time.Now().Add(time.Minute))
 	require.NoError(t, err)
 	require.True(t, done)
@@ -113,6 +114,39 @@ func TestEmbedBacklogLanes(t *testing.T) {
 	var queued int
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM entry_projection_queue`).Scan(&queued))
 	require.Zero(t, queued)
+	require.Equal(t, jobs, b.projectionJobs(t), "a run that drains its backlog within its budget enqueues no successor")
+}
+
+// projectionJobs counts the scope's projection jobs in the queue.
+func (b *projectionBundle) projectionJobs(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job
+		WHERE kind = $1 AND args->>'tenantId' = $2 AND args->>'projectId' = $3`,
+		memory.ProjectionJob{}.Kind(), b.scope.TenantID, b.scope.ProjectID).Scan(&n))
+	return n
+}
+
+// A run whose budget ends with entries still queued hands the rest over: before the
+// lane's last batch it enqueues the scope's next projection job, once, and reports
+// that it finished (so its own job is not snoozed into a second successor). Here the
+// deadline has passed before the first batch: that batch is the last.
+func TestEmbedBacklogHandsOver(t *testing.T) {
+	b := setupProjection(t, nil)
+	for i := range 20 {
+		b.create(t, fmt.Sprintf("handover-%02d", i), fmt.Sprintf("memory %d of a burst", i))
+	}
+	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
+	lanes := memory.NewProjection(memory.ProjectionConfig{DB: b.db.Memory(), Embedders: set, Batch: 4, Parallel: 2})
+	jobs := b.projectionJobs(t)
+	done, err := lanes.EmbedBacklog(context.Background(), b.scope, time.Now())
+	require.NoError(t, err)
+	require.True(t, done, "the job it enqueued carries on")
+	require.Len(t, b.vectorIDs(t)[1], 8, "each of the two lanes embedded its last batch")
+	var queued int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM entry_projection_queue`).Scan(&queued))
+	require.Equal(t, 12, queued)
+	require.Equal(t, jobs+1, b.projectionJobs(t), "one successor for the run, not one per lane")
 }
 
 // A lane stores a batch while it claims and embeds the next: the store of each batch

@@ -298,19 +298,49 @@ func (p *Projection) status(ctx context.Context, scope runtime.Scope) (Projectio
 // transient. The fold waits for the backlog, since a vector is recallable before it
 // is in the graph and the graph's insert costs about what embedding the text did;
 // only a scope holding more than the bound outside the graph folds while it embeds.
+//
+// A run whose deadline comes while entries are still queued hands the rest over
+// instead of stopping: before a lane starts the batch that will end past the deadline,
+// the run enqueues the scope's next projection job, which is picked up while the
+// lanes finish their last batches and takes each slot as it frees. Without it the
+// cores would wait for the last lane to finish and for the queue to start the job
+// again. A handed-over run reports that it finished: the job it enqueued carries on.
 func (p *Projection) EmbedBacklog(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
 	lanes := cap(p.slots)
 	finished := make([]bool, lanes)
 	errs := make([]error, lanes)
+	h := &handover{enqueue: func() error {
+		return p.db.Stores().Jobs.Enqueue(ctx, ProjectionJob{TenantID: scope.TenantID, ProjectID: scope.ProjectID})
+	}}
 	var wg sync.WaitGroup
 	for i := range lanes {
-		wg.Go(func() { finished[i], errs[i] = p.embedLane(ctx, scope, deadline) })
+		wg.Go(func() { finished[i], errs[i] = p.embedLane(ctx, scope, deadline, h) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return false, err
 	}
-	return !slices.Contains(finished, false), nil
+	if h.err != nil {
+		p.log.WarnContext(ctx, "the projection job could not hand its backlog over; it is snoozed instead",
+			slog.String("tenant", scope.TenantID), slog.String("project", scope.ProjectID), slog.Any("error", h.err))
+	}
+	return h.handed || !slices.Contains(finished, false), nil
+}
+
+// handover enqueues a run's successor once, for the first lane to reach its last
+// batch; err and handed are read once every lane has ended.
+type handover struct {
+	once    sync.Once
+	enqueue func() error
+	err     error
+	handed  bool
+}
+
+func (h *handover) start() {
+	h.once.Do(func() {
+		h.err = h.enqueue()
+		h.handed = h.err == nil
+	})
 }
 
 // embedLane is one lane of EmbedBacklog: it claims and embeds one batch at a time, each
@@ -318,8 +348,10 @@ func (p *Projection) EmbedBacklog(ctx context.Context, scope runtime.Scope, dead
 // that its core embeds while the database writes (a lane has at most one store in
 // flight). After each store it folds a batch into the graph when the scope holds more
 // than the bound outside the graph. Once none is left to claim it folds until nothing
-// is left outside (finished), or until deadline has passed.
-func (p *Projection) embedLane(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
+// is left outside (finished), or until deadline has passed. A batch that, taking as
+// long as the lane's last one, would end past deadline is the lane's last, and the run
+// hands over (h) before it starts.
+func (p *Projection) embedLane(ctx context.Context, scope runtime.Scope, deadline time.Time, h *handover) (bool, error) {
 	var storing chan storeOutcome // the store of the batch before, while this one embeds
 	settle := func() storeOutcome {
 		if storing == nil {
@@ -329,8 +361,14 @@ func (p *Projection) embedLane(ctx context.Context, scope runtime.Scope, deadlin
 		storing = nil
 		return out
 	}
+	var took time.Duration // by the lane's last claim and embedding
 	for {
+		started := p.clock.Now()
+		if !started.Add(took).Before(deadline) {
+			h.start()
+		}
 		b, vectors, err := p.claimBatch(ctx, scope)
+		took = p.clock.Now().Sub(started)
 		stored := settle()
 		if err := errors.Join(err, stored.err); err != nil {
 			return false, err
