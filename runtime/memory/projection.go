@@ -320,7 +320,7 @@ func (p *Projection) EmbedBacklog(ctx context.Context, scope runtime.Scope, dead
 	if err := errors.Join(errs...); err != nil {
 		return false, err
 	}
-	if h.err != nil {
+	if h.err != nil && ctx.Err() == nil {
 		p.log.WarnContext(ctx, "the projection job could not hand its backlog over; it is snoozed instead",
 			slog.String("tenant", scope.TenantID), slog.String("project", scope.ProjectID), slog.Any("error", h.err))
 	}
