@@ -287,10 +287,17 @@ func textSQL(asOf bool) string {
 	    FROM q CROSS JOIN LATERAL (` + queryTermPostings + `) p
 	    WHERE q.essential
 	    GROUP BY p.entry_id
-	), top AS MATERIALIZED (
-	    SELECT ranked.s, e.* FROM (SELECT * FROM part ORDER BY part.s DESC) ranked
+	), head AS MATERIALIZED (
+	    SELECT ranked.s, e.* FROM (SELECT * FROM part ORDER BY part.s DESC LIMIT ` + fmt.Sprint(textHead) + ` * $7::int) ranked
 	    CROSS JOIN LATERAL (` + passes("ranked.entry_id") + ` LIMIT 1) e
 	    LIMIT $7
+	), top AS MATERIALIZED (
+	    SELECT * FROM head WHERE (SELECT count(*) FROM head) = $7
+	    UNION ALL
+	    (SELECT ranked.s, e.* FROM (SELECT * FROM part ORDER BY part.s DESC) ranked
+	     CROSS JOIN LATERAL (` + passes("ranked.entry_id") + ` LIMIT 1) e
+	     WHERE (SELECT count(*) FROM head) < $7
+	     LIMIT $7)
 	), cut AS (
 	    SELECT CASE WHEN count(*) = $7 THEN min(top.s) END AS kth FROM top
 	), scored AS MATERIALIZED (
@@ -314,6 +321,11 @@ func textSQL(asOf bool) string {
 	ORDER BY e.score DESC, e.created_at_ms DESC, e.entry_id
 	LIMIT $7`
 }
+
+// textHead is how many partial scores per result the best-first walk of textSQL
+// takes from a bounded sort first (a top-N heap); only when fewer than k of them pass
+// the filter does it sort them all and walk again.
+const textHead = 4
 
 // impactTfs is how many tf values the impact reads take one by one (1 to impactTfs);
 // the postings of a higher tf are read as one range, filtered by their contribution.
