@@ -2,17 +2,24 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/contract"
+	rt "github.com/agent-context/agent-context/runtime"
 )
 
 // BenchmarkConsolePages measures the server-side time of each console page over
@@ -136,4 +143,85 @@ func loadConsoleBench(b *testing.B) *msgBenchApp {
 	b.Logf("windows, entries and invocations loaded in %s", time.Since(start).Round(time.Millisecond))
 
 	return app
+}
+
+// BenchmarkConsoleRecallPlayground measures the recall playground on a corpus of varied
+// sentences, where BenchmarkConsolePages' entries all share their words: 100,000
+// entries of backlogTexts written through the store (500 to a statement, as an import
+// writes them), embedded by the service's own jobs (hash embedder) and folded into the
+// HNSW graph, then analyzed, as autovacuum leaves them. Each iteration asks the next
+// of 200 questions in hybrid mode: six of seven in the corpus's words ("why does the
+// billing service fails after midnight?"), one of seven naming an entry's number beside
+// them. It reports the playground's p50 and p95 and those of GET /health, in ms, and
+// logs the ten slowest questions.
+//
+//	go run ./adapters/postgres/pgtest/pgtestrun -- \
+//	  go test -run '^$' -bench BenchmarkConsoleRecallPlayground -benchtime 400x -timeout 30m ./cmd/agent-context
+func BenchmarkConsoleRecallPlayground(b *testing.B) {
+	const entries = 100_000
+	app := startMsgBenchApp(b)
+	cfg, err := LoadConfig(func(string) string { return "" })
+	require.NoError(b, err)
+	cfg.Embedder = EmbedderHash
+	embedder, err := newEmbedder(cfg)
+	require.NoError(b, err)
+	db, err := postgres.NewDB(app.pool, postgres.DBOptions{})
+	require.NoError(b, err)
+	texts := backlogTexts(entries)
+	start := writeBurst(b, db, rt.Scope{TenantID: "local", ProjectID: "local"}, texts, embedder.Model(), "pe-")
+	_, _, _ = waitBacklog(b, app, start)
+	b.Logf("%d entries embedded and folded into the graph %s after their commit", entries,
+		waitFold(b, app, embedder.Model(), start).Round(time.Second))
+	_, err = app.pool.Exec(context.Background(), "ANALYZE")
+	require.NoError(b, err)
+
+	r := rand.New(rand.NewPCG(31, 5))
+	questions := make([]string, 200)
+	for i := range questions {
+		_, sentence, _ := strings.Cut(texts[r.IntN(entries)], ": the ")
+		words := strings.Fields(strings.TrimSuffix(sentence, "."))
+		q := "why does the " + strings.TrimSuffix(strings.Join(words[:min(len(words), 4+r.IntN(3))], " "), ",")
+		if i%7 == 0 {
+			q += fmt.Sprintf(" memory %d", r.IntN(entries))
+		}
+		questions[i] = q + "?"
+	}
+	get := func(path string) time.Duration {
+		t0 := time.Now()
+		resp, err := app.client.Get(app.base + path)
+		require.NoError(b, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(b, err)
+		require.NoError(b, resp.Body.Close())
+		require.Equal(b, http.StatusOK, resp.StatusCode, path)
+		return time.Since(t0)
+	}
+	page := func(q string) string { return "/console/recall?" + url.Values{"q": {q}, "mode": {"hybrid"}}.Encode() }
+	for _, q := range questions[:20] {
+		get(page(q))
+	}
+	var health, playground []time.Duration
+	slowest := map[string]time.Duration{}
+	i := 0
+	for b.Loop() {
+		health = append(health, get("/health"))
+		q := questions[i%len(questions)]
+		took := get(page(q))
+		playground = append(playground, took)
+		slowest[q] = max(slowest[q], took)
+		i++
+	}
+	byTime := slices.SortedFunc(maps.Keys(slowest), func(x, y string) int { return cmp.Compare(slowest[y], slowest[x]) })
+	for _, q := range byTime[:min(10, len(byTime))] {
+		b.Logf("slowest: %s %q", slowest[q].Round(time.Millisecond), q)
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"health-baseline", health}, {"recall", playground}} {
+		slices.Sort(m.d)
+		for _, q := range []float64{0.50, 0.95} {
+			b.ReportMetric(float64(m.d[int(q*float64(len(m.d)-1))].Microseconds())/1000, fmt.Sprintf("%s-p%d-ms", m.name, int(q*100)))
+		}
+	}
 }
