@@ -50,33 +50,42 @@ func BenchmarkConsolePages(b *testing.B) {
 		{"costs", "/console/costs?groupBy=agent&range=all"},
 		{"recall", "/console/recall?q=billing+note+77&mode=hybrid"},
 	}
-	get := func(path string) {
-		resp, err := app.client.Get(app.base + path)
-		require.NoError(b, err)
-		_, err = io.Copy(io.Discard, resp.Body)
-		require.NoError(b, err)
-		require.NoError(b, resp.Body.Close())
-		require.Equal(b, http.StatusOK, resp.StatusCode, path)
-	}
 	for _, p := range pages {
-		get(p.path)
+		getPage(b, app, p.path)
 	}
 	took := make([][]time.Duration, len(pages))
 	for b.Loop() {
 		for i, p := range pages {
-			t0 := time.Now()
-			get(p.path)
-			took[i] = append(took[i], time.Since(t0))
+			took[i] = append(took[i], getPage(b, app, p.path))
 		}
 	}
 	for i, p := range pages {
-		d := took[i]
-		slices.Sort(d)
 		// p0, the fastest answer, is the page's cost with the least queueing for the
 		// CPU: on a loaded machine it is the figure nearest the page's own work.
-		for _, q := range []float64{0, 0.50, 0.95} {
-			b.ReportMetric(float64(d[int(q*float64(len(d)-1))].Microseconds())/1000, fmt.Sprintf("%s-p%d-ms", p.name, int(q*100)))
-		}
+		reportPageQuantiles(b, p.name, took[i], 0, 0.50, 0.95)
+	}
+}
+
+// getPage asks app for path, reads the answer whole, requires 200 and returns how long
+// that took.
+func getPage(b *testing.B, app *msgBenchApp, path string) time.Duration {
+	b.Helper()
+	t0 := time.Now()
+	resp, err := app.client.Get(app.base + path)
+	require.NoError(b, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(b, err)
+	require.NoError(b, resp.Body.Close())
+	require.Equal(b, http.StatusOK, resp.StatusCode, path)
+	return time.Since(t0)
+}
+
+// reportPageQuantiles reports the quantiles qs of a page's times d, in ms, as
+// <name>-p<q>-ms.
+func reportPageQuantiles(b *testing.B, name string, d []time.Duration, qs ...float64) {
+	slices.Sort(d)
+	for _, q := range qs {
+		b.ReportMetric(float64(d[int(q*float64(len(d)-1))].Microseconds())/1000, fmt.Sprintf("%s-p%d-ms", name, int(q*100)))
 	}
 }
 
@@ -186,27 +195,17 @@ func BenchmarkConsoleRecallPlayground(b *testing.B) {
 		}
 		questions[i] = q + "?"
 	}
-	get := func(path string) time.Duration {
-		t0 := time.Now()
-		resp, err := app.client.Get(app.base + path)
-		require.NoError(b, err)
-		_, err = io.Copy(io.Discard, resp.Body)
-		require.NoError(b, err)
-		require.NoError(b, resp.Body.Close())
-		require.Equal(b, http.StatusOK, resp.StatusCode, path)
-		return time.Since(t0)
-	}
 	page := func(q string) string { return "/console/recall?" + url.Values{"q": {q}, "mode": {"hybrid"}}.Encode() }
 	for _, q := range questions[:20] {
-		get(page(q))
+		getPage(b, app, page(q))
 	}
 	var health, playground []time.Duration
 	slowest := map[string]time.Duration{}
 	i := 0
 	for b.Loop() {
-		health = append(health, get("/health"))
+		health = append(health, getPage(b, app, "/health"))
 		q := questions[i%len(questions)]
-		took := get(page(q))
+		took := getPage(b, app, page(q))
 		playground = append(playground, took)
 		slowest[q] = max(slowest[q], took)
 		i++
@@ -215,13 +214,6 @@ func BenchmarkConsoleRecallPlayground(b *testing.B) {
 	for _, q := range byTime[:min(10, len(byTime))] {
 		b.Logf("slowest: %s %q", slowest[q].Round(time.Millisecond), q)
 	}
-	for _, m := range []struct {
-		name string
-		d    []time.Duration
-	}{{"health-baseline", health}, {"recall", playground}} {
-		slices.Sort(m.d)
-		for _, q := range []float64{0.50, 0.95} {
-			b.ReportMetric(float64(m.d[int(q*float64(len(m.d)-1))].Microseconds())/1000, fmt.Sprintf("%s-p%d-ms", m.name, int(q*100)))
-		}
-	}
+	reportPageQuantiles(b, "health-baseline", health, 0.50, 0.95)
+	reportPageQuantiles(b, "recall", playground, 0.50, 0.95)
 }
