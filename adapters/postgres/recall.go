@@ -589,7 +589,7 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 			kth, err := run(textSQL(q.AsOfMs != nil), args...)
 			return light == 0 || kth != nil && *kth > light, err
 		}
-		essential, light := w.essential(prefixes)
+		essential, light := w.essential(prefixes, df, q.Limit)
 		exact, err := maxScore(essential, light)
 		if err != nil || exact {
 			return err
@@ -677,9 +677,18 @@ func wholeTerms(df []float64, prefixes []bool) []bool {
 
 // essential splits the terms: the light ones are the least weighty, as many as keep
 // their bounds summed at most lightShare of the weightiest term's, prefix terms never
-// among them (a prefix is not looked up by entry). It returns which terms are
+// among them (a prefix is not looked up by entry). df holds each term's entries and k
+// is the limit.
+//
+// A term rarer than k (an entry's number, say) cannot fill the results, so it sets a
+// budget far above what the k-th entry scores, and the question's other words would
+// then be looked up for nearly every entry the essential ones hold. So a light term
+// is made essential again, the weightiest first, when its bound is above lightShare of
+// the weightiest term that k entries hold (the k-th entry may score about that) and it
+// holds fewer entries than readsPerLookup times the essential terms together (reading
+// it costs less than looking it up for each of theirs). It returns which terms are
 // essential and the light terms' bounds summed.
-func (w bm25) essential(prefixes []bool) ([]bool, float64) {
+func (w bm25) essential(prefixes []bool, df []float64, k int) ([]bool, float64) {
 	essential := make([]bool, len(w.bound))
 	for i := range essential {
 		essential[i] = true
@@ -688,14 +697,38 @@ func (w bm25) essential(prefixes []bool) ([]bool, float64) {
 	if len(order) == 0 {
 		return essential, 0
 	}
-	budget, light := lightShare*w.bound[order[0]], 0.0
+	budget, used := lightShare*w.bound[order[0]], 0.0
+	var light []int
 	for _, i := range slices.Backward(order[1:]) {
-		if prefixes[i] || light+w.bound[i] > budget {
+		if prefixes[i] || used+w.bound[i] > budget {
 			break
 		}
-		// A rounded contribution may exceed its bound by half a quantum.
-		light += w.bound[i] + bm25Quantum
+		used += w.bound[i]
+		light = append(light, i)
 		essential[i] = false
 	}
-	return essential, light
+	read, common := 0.0, 0.0
+	for i, e := range essential {
+		if e {
+			read += df[i]
+		}
+		if df[i] >= float64(k) {
+			common = max(common, lightShare*w.bound[i])
+		}
+	}
+	sum := 0.0
+	for _, i := range slices.Backward(light) {
+		if w.bound[i] > common && df[i] < readsPerLookup*read {
+			essential[i] = true
+			read += df[i]
+			continue
+		}
+		// A rounded contribution may exceed its bound by half a quantum.
+		sum += w.bound[i] + bm25Quantum
+	}
+	return essential, sum
 }
+
+// readsPerLookup is how many postings read in order and summed cost about as much as
+// one lookup by term and entry (measured on 100,000 entries: 1.6 µs and 7.5 µs).
+const readsPerLookup = 4
