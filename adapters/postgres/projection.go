@@ -579,9 +579,9 @@ func (s *ProjectionStore) storeVectors(ctx context.Context, db DBTX, scope runti
 
 // FoldVectors implements memory.ProjectionStore: per vector table of the scope's live
 // generations (a retired one's rows are about to be dropped), one statement counts
-// the scope's rows outside the graph up to over+1 (a bounded range of the partial
-// index) and, when there are more than over, sets indexed on up to limit of those of
-// the live generations, skipping rows another fold holds. The UPDATE inserts each
+// those generations' rows outside the graph up to over+1 (a bounded range of the
+// partial index) and, when there are more than over, sets indexed on up to limit of
+// them, skipping rows another fold holds. The UPDATE inserts each
 // row into the HNSW graph; until it commits the rows stay outside and recall finds
 // them there.
 func (s *ProjectionStore) FoldVectors(ctx context.Context, scope runtime.Scope, limit, over int) (int, error) {
@@ -598,7 +598,7 @@ func (s *ProjectionStore) FoldVectors(ctx context.Context, scope runtime.Scope, 
 			WITH outside AS (
 				SELECT count(*) AS n FROM (
 					SELECT 1 FROM %[1]s
-					WHERE tenant_id = $1 AND project_id = $2 AND NOT indexed
+					WHERE tenant_id = $1 AND project_id = $2 AND generation = ANY($5) AND NOT indexed
 					LIMIT $4::bigint + 1) o
 			), batch AS (
 				SELECT generation, entry_id FROM %[1]s
@@ -622,6 +622,8 @@ func (s *ProjectionStore) FoldVectors(ctx context.Context, scope runtime.Scope, 
 
 // UnindexedScopes implements memory.ProjectionStore: per vector table, a loose index
 // scan of its partial index of the rows outside the graph, at most limit scopes each.
+// A scope is due when one of its building or active generations has such rows: a
+// retired generation's rows are never folded (they are dropped with it).
 func (s *ProjectionStore) UnindexedScopes(ctx context.Context, after *runtime.Scope, limit int) ([]runtime.Scope, *runtime.Scope, error) {
 	rows, err := s.db.Query(ctx, `SELECT table_name FROM vector_models ORDER BY table_name`)
 	if err != nil {
@@ -644,10 +646,17 @@ func (s *ProjectionStore) UnindexedScopes(ctx context.Context, after *runtime.Sc
 			        WHERE NOT indexed AND (tenant_id, project_id) > (p.tenant_id, p.project_id)
 			        ORDER BY tenant_id, project_id LIMIT 1) n
 			    WHERE p.depth < $3
-			) SELECT tenant_id, project_id FROM scopes)`, pgx.Identifier{n}.Sanitize())
+			) SELECT s.tenant_id, s.project_id, EXISTS (
+			    SELECT 1 FROM entry_generations g
+			    WHERE g.tenant_id = s.tenant_id AND g.project_id = s.project_id AND g.state IN ('building', 'active')
+			      AND EXISTS (SELECT 1 FROM %[1]s v
+			                  WHERE v.tenant_id = g.tenant_id AND v.project_id = g.project_id
+			                    AND v.generation = g.generation AND NOT v.indexed)) AS due
+			  FROM scopes s)`, pgx.Identifier{n}.Sanitize())
 	}
 	return scopeWalk(ctx, s.db, after, `
-		SELECT DISTINCT tenant_id, project_id, true FROM (`+strings.Join(walks, " UNION ALL ")+`) w
+		SELECT tenant_id, project_id, bool_or(due) FROM (`+strings.Join(walks, " UNION ALL ")+`) w
+		GROUP BY tenant_id, project_id
 		ORDER BY tenant_id, project_id
 		LIMIT $3`, limit)
 }

@@ -745,6 +745,54 @@ func TestUnfoldedVectorsAreRecalled(t *testing.T) {
 	require.Equal(t, map[int64][]string{1: {"old-0", "old-1", "old-2", "old-3", "search"}}, b.vectorIDs(t))
 }
 
+// TestRetiredVectorsOutsideAreNotDue: a scope whose only vectors outside the graph
+// are of a retired generation is examined by the sweep's walk but not due (a fold
+// would move nothing: it folds live generations only), and those vectors do not count
+// towards the bound of a fold either; a live generation's vector outside makes the
+// scope due again.
+func TestRetiredVectorsOutsideAreNotDue(t *testing.T) {
+	t.Parallel()
+	b := setupProjection(t, nil)
+	ctx := context.Background()
+	st := b.db.Memory().Stores().Projection
+	b.create(t, "first", "the archive job compresses the logs")
+	b.storeUnfolded(t, b.scope)
+	require.Equal(t, 1, b.outside(t))
+	due, last, err := st.UnindexedScopes(ctx, nil, 10)
+	require.NoError(t, err)
+	require.Equal(t, []runtime.Scope{b.scope}, due)
+	require.Equal(t, &b.scope, last)
+
+	_, err = b.pool.Exec(ctx, `UPDATE entry_generations SET state = 'retired' WHERE tenant_id = $1 AND project_id = $2`,
+		b.scope.TenantID, b.scope.ProjectID)
+	require.NoError(t, err)
+	due, last, err = st.UnindexedScopes(ctx, nil, 10)
+	require.NoError(t, err)
+	require.Empty(t, due, "only a retired generation's vector is outside")
+	require.Equal(t, &b.scope, last, "the scope was examined")
+	folded, err := st.FoldVectors(ctx, b.scope, 100, 0)
+	require.NoError(t, err)
+	require.Zero(t, folded)
+	require.Equal(t, 1, b.outside(t))
+
+	_, err = b.pool.Exec(ctx, `INSERT INTO entry_generations (tenant_id, project_id, generation, model_id, state, created_at_ms)
+		VALUES ($1, $2, 2, $3, 'active', 0)`, b.scope.TenantID, b.scope.ProjectID, hash.ModelID)
+	require.NoError(t, err)
+	b.create(t, "second", "the billing job retries nightly")
+	b.storeUnfolded(t, b.scope)
+	require.Equal(t, 2, b.outside(t))
+	due, _, err = st.UnindexedScopes(ctx, nil, 10)
+	require.NoError(t, err)
+	require.Equal(t, []runtime.Scope{b.scope}, due, "the active generation's vector is outside")
+	folded, err = st.FoldVectors(ctx, b.scope, 100, 1)
+	require.NoError(t, err)
+	require.Zero(t, folded, "one live vector outside is within a bound of 1; the retired one does not count")
+	folded, err = st.FoldVectors(ctx, b.scope, 100, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, folded, "the active generation's vector, not the retired one's")
+	require.Equal(t, 1, b.outside(t))
+}
+
 // probeEmbedder runs probe before each Embed of the embedder it wraps.
 type probeEmbedder struct {
 	memory.Embedder

@@ -150,8 +150,9 @@ type ProjectionStore interface {
 	// Errors: SERVICE_UNAVAILABLE.
 	FoldVectors(ctx context.Context, scope runtime.Scope, limit, over int) (int, error)
 	// UnindexedScopes examines up to limit scopes holding vectors outside the graph,
-	// in order after after, and returns them and the last one examined (nil when none
-	// was left).
+	// in order after after, and returns those whose vectors outside are of a building
+	// or active generation (a fold moves them) and the last one examined (nil when
+	// none was left).
 	UnindexedScopes(ctx context.Context, after *runtime.Scope, limit int) (due []runtime.Scope, last *runtime.Scope, err error)
 
 	// BacklogScopes examines up to limit scopes holding queued entries no live lease
@@ -571,7 +572,8 @@ func (p *Projection) backlogJobs(ctx context.Context, tx Stores, after *runtime.
 	return last, jobs, err
 }
 
-// foldJobs is a projection job for every scope holding vectors outside the graph.
+// foldJobs is a projection job for every scope holding vectors of a live generation
+// outside the graph.
 func (p *Projection) foldJobs(ctx context.Context, tx Stores, after *runtime.Scope) (*runtime.Scope, []runtime.Job, error) {
 	due, last, err := tx.Projection.UnindexedScopes(ctx, after, sweepBatch)
 	jobs := make([]runtime.Job, len(due))
