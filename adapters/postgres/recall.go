@@ -409,9 +409,15 @@ func impactSQL(asOf bool) string {
 	term := func(alias string) string {
 		return `p.tenant_id = $1 AND p.project_id = $2 AND p.term = ` + alias + `.term COLLATE "C"`
 	}
-	// The lengths at which a posting contributes at least strict once rounded: the
-	// contribution before rounding may be up to half a quantum below it.
-	strictLength := impactLength("sp.idf", "tfs.x", fmt.Sprintf("(sp.strict * (1 - 1e-14) - %v)", bm25Quantum))
+	// The lengths at which a posting contributes at least strict once rounded. A
+	// rounded contribution is a multiple of bm25Quantum, so it is at least strict when
+	// it is at least strict rounded up to the next multiple, that is when the
+	// contribution before rounding is at least that less half a quantum (an exact half
+	// may round either way; the bound admits it, and the reads' filter decides). Measured from strict itself, the half quantum would admit every
+	// posting that ties strict's multiple below: for a word every entry holds, whose
+	// contribution is a few millionths, every posting of the word.
+	strictLength := impactLength("sp.idf", "tfs.x", fmt.Sprintf("((ceil(sp.strict * %[1]v) / %[1]v - %[2]v) * (1 - 1e-14))",
+		1/bm25Quantum, bm25Quantum/2))
 	return `
 	WITH q AS (
 	    SELECT * FROM unnest($8::text[], $9::float8[], $10::bool[], $11::bool[], $15::float8[])
