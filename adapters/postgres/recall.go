@@ -245,8 +245,9 @@ var bm25Term = bm25Contribution("q.idf", "p.tf", "p.length")
 
 // A statement that sums every posting of its terms reads each contribution from a
 // table made once per term (contributionTable), for the tf and lengths most postings
-// have: evaluating the contribution was a third of summing 40,000 postings, a table
-// lookup costs a tenth of that (docs/benchmarks.md, "The contributions from a table").
+// have: evaluating the contribution was nearly half of summing 40,000 postings, a
+// table lookup costs a ninth of that (docs/benchmarks.md, "The contributions from a
+// table").
 // A posting outside the table is computed as bm25Term. The table holds the same
 // expression's values, so a contribution is the same either way.
 const (
@@ -439,9 +440,10 @@ func impactSQL(asOf bool) string {
 	// rounded contribution is a multiple of bm25Quantum, so it is at least strict when
 	// it is at least strict rounded up to the next multiple, that is when the
 	// contribution before rounding is at least that less half a quantum (an exact half
-	// may round either way; the bound admits it, and the reads' filter decides). Measured from strict itself, the half quantum would admit every
-	// posting that ties strict's multiple below: for a word every entry holds, whose
-	// contribution is a few millionths, every posting of the word.
+	// may round either way; the bound admits it, and the reads' filter decides). Solved
+	// for strict less a whole quantum instead, the bound admitted every posting that
+	// contributes the multiple just below strict: for a word every entry holds, in
+	// documents of one length, every posting of the word.
 	strictLength := impactLength("sp.idf", "tfs.x", fmt.Sprintf("((ceil(sp.strict * %[1]v) / %[1]v - %[2]v) * (1 - 1e-14))",
 		1/bm25Quantum, bm25Quantum/2))
 	return `
