@@ -816,7 +816,15 @@ func TestFoldBoundDuringBacklog(t *testing.T) {
 		b.create(t, fmt.Sprintf("burst-%02d", i), fmt.Sprintf("memory %d of a burst", i))
 	}
 	var seen []int
-	probe := probeEmbedder{Embedder: hash.New(), probe: func() { seen = append(seen, b.outside(t)) }}
+	// Each probe first waits for the batches embedded before to be stored (the lane
+	// stores them in the background), so that what it sees does not depend on how fast
+	// the store runs beside the embedding.
+	probe := probeEmbedder{Embedder: hash.New(), probe: func() {
+		stored := 4 * len(seen)
+		require.Eventually(t, func() bool { return len(b.vectorIDs(t)[1]) >= stored }, 10*time.Second, 5*time.Millisecond,
+			"the %d vectors of the batches before are stored", stored)
+		seen = append(seen, b.outside(t))
+	}}
 	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: probe})
 	const bound = 6
 	p := memory.NewProjection(memory.ProjectionConfig{DB: b.db.Memory(), Embedders: set, Batch: 4, Parallel: 1,
