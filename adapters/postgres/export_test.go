@@ -19,7 +19,11 @@ var EntryDocument = entryDocument
 // VectorSQL is the vector half's statement over the table of model (named table),
 // the index search or the exact scan.
 func VectorSQL(table string, model memory.EmbeddingModel, exact bool) string {
-	return vectorSQL(vectorTable{Name: table, Model: model}, exact, false)
+	plan := vectorIndexed
+	if exact {
+		plan = vectorExact
+	}
+	return vectorSQL(vectorTable{Name: table, Model: model}, plan, false)
 }
 
 // EnglishTerm is the term a word stands for in entry documents and recall queries.
@@ -33,4 +37,18 @@ func RecallTermLexemes(text string) []string {
 		out = append(out, t.lexeme)
 	}
 	return out
+}
+
+// RecallOver is db's recall store over tx, for tests that read what its statements
+// did within the transaction (pg_stat_get_xact_numscans).
+func RecallOver(db *DB, tx pgx.Tx) *RecallStore {
+	return &RecallStore{db: tx, catalog: db.catalog, searchTimeout: db.opts.SearchTimeout, fewRows: fewFilterRows}
+}
+
+// RecallWalkingFilters is db's recall store that never ranks the entries passing a
+// filter on their own, however few: both halves search as they do when many pass.
+func RecallWalkingFilters(db *DB) *RecallStore {
+	s := db.Recall()
+	s.fewRows = -1
+	return s
 }

@@ -289,6 +289,69 @@ func TestVectorSearchSelectiveFilter(t *testing.T) {
 	}
 }
 
+// TestVectorSearchFewFilterRowsExact: a tag filter that few rows pass (1% of 5,000)
+// is answered by ranking exactly those rows, without walking the HNSW graph, even when
+// the statistics say the tag is on every row (they were taken before the tag was
+// removed from 99% of them), which makes the index the planner's choice: the nearest
+// of them, in order. A tag every row holds is searched through the index.
+func TestVectorSearchFewFilterRowsExact(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
+	entries := hashSeed(t, "e", corpus(5_000, 3), func(int) []string { return []string{"rare", "common"} })
+	seedProjection(t, pool, db, scope, hashModel, entries)
+	var table string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT table_name FROM vector_models`).Scan(&table))
+	var rare []string
+	for i, e := range entries {
+		if i%100 == 7 {
+			rare = append(rare, e.ID)
+		}
+	}
+	for _, tbl := range []string{"context_entries", table} {
+		_, err := pool.Exec(ctx, `UPDATE `+pgx.Identifier{tbl}.Sanitize()+` SET tags = '{common}' WHERE NOT entry_id = ANY ($1)`, rare)
+		require.NoError(t, err)
+	}
+	var rareEntries []seedEntry
+	for _, e := range entries {
+		if slices.Contains(rare, e.ID) {
+			rareEntries = append(rareEntries, e)
+		}
+	}
+	search := func(q []float32, tag string) ([]memory.RecallHit, int64) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		// The counter also holds the session's scans not yet reported: the difference
+		// is this search's.
+		scans := func() (n int64) {
+			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_numscans($1::regclass)`, table+"_hnsw").Scan(&n))
+			return n
+		}
+		before := scans()
+		hits, err := postgres.RecallOver(db, tx).VectorSearch(ctx, scope, memory.VectorRecall{
+			RecallFilter: memory.RecallFilter{Tags: []string{tag}, NowMs: time.Now().UnixMilli()},
+			Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: q, Limit: 10,
+		})
+		require.NoError(t, err)
+		return hits, scans() - before
+	}
+	queries := []string{"the billing service deploys on Fridays", "staging cluster times out", "backup after midnight"}
+	vectors, err := hash.New().Embed(ctx, queries)
+	require.NoError(t, err)
+	for i, q := range vectors {
+		hits, walks := search(q, "rare")
+		require.Equal(t, exactNearest(rareEntries, q, 10), hitIDs(hits), queries[i])
+		require.Zero(t, walks, "the graph is not walked for %d rows (%s)", len(rare), queries[i])
+		hits, walks = search(q, "common")
+		require.Len(t, hits, 10, queries[i])
+		require.Positive(t, walks, "a tag every row holds is searched through the index (%s)", queries[i])
+		require.GreaterOrEqual(t, overlap(hitIDs(hits), exactNearest(entries, q, 10)), 9, queries[i])
+	}
+}
+
 // TestVectorSearchTenantBesideNearerTenant: a tenant whose 500 entries sit beside
 // another tenant's 20,000 nearer ones still gets topK hits, its own, the nearest,
 // where the index scan without iterative scans finds none of them, and one bounded

@@ -21,6 +21,7 @@ type RecallStore struct {
 	db            DBTX
 	catalog       *vectorCatalog
 	searchTimeout time.Duration
+	fewRows       int // fewFilterRows; tests lower it to take the other plans
 }
 
 var _ memory.RecallStore = (*RecallStore)(nil)
@@ -82,14 +83,36 @@ func (s *RecallStore) recallSettings(ctx context.Context, tx DBTX, limit int) er
 	return translate(err)
 }
 
-// vectorSQL is the vector half over table t: the nearest entries of the generation
-// that pass the filter. Not exact, they are the merge of two searches: the HNSW
-// index's nearest among the rows in its graph, with the filter applied inside the
-// scan, and the nearest among the rows not yet folded into it, by the distance of
-// each (found by the partial index of those rows, a bounded number per scope). Exact,
-// the distance of every row that passes the filter, wherever it is (the materialized
-// CTE keeps the index out of the ordering).
-func vectorSQL(t vectorTable, exact, asOf bool) string {
+// vectorPlan is how the vector half finds the nearest entries.
+type vectorPlan int
+
+const (
+	// vectorIndexed merges two searches: the HNSW index's nearest among the rows in
+	// its graph, with the filter applied inside the scan, and the nearest among the
+	// rows not yet folded into it, by the distance of each (found by the partial index
+	// of those rows, a bounded number per scope). Not exact.
+	vectorIndexed vectorPlan = iota
+	// vectorExact ranks every row that passes the filter by its distance, wherever it
+	// is (the materialized CTE keeps the index out of the ordering).
+	vectorExact
+	// vectorFewFirst reads up to fewFilterRows+1 rows that pass the filter (through
+	// the index of the filter's tags or conversation) and ranks them exactly when
+	// there are no more than fewFilterRows; only otherwise does it search as
+	// vectorIndexed. Left to the planner, a filter that 1% of 100,000 rows pass was
+	// read through the tags' index and ranked in 3–5 ms after one ANALYZE, and walked
+	// through the graph by the iterative scan in 44–77 ms after another: its estimates
+	// of the two plans were close (docs/benchmarks.md, "A selective filter, whatever
+	// the statistics say").
+	vectorFewFirst
+)
+
+// fewFilterRows is how many rows passing a filter vectorFewFirst still ranks exactly:
+// about what an HNSW search at the smallest ef_search (200) reads.
+const fewFilterRows = 2000
+
+// vectorSQL is the vector half over table t by plan; $10 is fewFilterRows+1 for
+// vectorFewFirst.
+func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 	distance := fmt.Sprintf("v.embedding <=> $3::vector::%s", t.column())
 	where := `v.tenant_id = $1 AND v.project_id = $2 AND v.generation = $4 AND ` + recallFilter("v", 5)
 	if asOf {
@@ -100,21 +123,36 @@ func vectorSQL(t vectorTable, exact, asOf bool) string {
 			WHERE e.tenant_id = v.tenant_id AND e.project_id = v.project_id AND e.entry_id = v.entry_id
 			  AND ` + recallable(true, 8) + `)`
 	}
-	nearest := fmt.Sprintf(`nn AS (
+	searched := func(gate string) string {
+		return fmt.Sprintf(`
 		(SELECT v.entry_id, %[1]s AS distance FROM %[2]s v
-		 WHERE v.indexed AND %[3]s
+		 WHERE v.indexed AND %[3]s%[4]s
 		 ORDER BY %[1]s
 		 LIMIT $9)
 		UNION ALL
 		(SELECT v.entry_id, %[1]s AS distance FROM %[2]s v
-		 WHERE NOT v.indexed AND %[3]s
+		 WHERE NOT v.indexed AND %[3]s%[4]s
 		 ORDER BY %[1]s
-		 LIMIT $9))`, distance, t.ident(), where)
-	if exact {
+		 LIMIT $9)`, distance, t.ident(), where, gate)
+	}
+	var nearest string
+	switch plan {
+	case vectorIndexed:
+		nearest = `nn AS (` + searched("") + `)`
+	case vectorExact:
 		nearest = fmt.Sprintf(`scanned AS MATERIALIZED (
 			SELECT v.entry_id, %[1]s AS distance FROM %[2]s v WHERE %[3]s
 		), nn AS (
 			SELECT entry_id, distance FROM scanned ORDER BY distance LIMIT $9)`, distance, t.ident(), where)
+	case vectorFewFirst:
+		// The condition on few is evaluated once: the branch it rules out never runs.
+		nearest = fmt.Sprintf(`scanned AS MATERIALIZED (
+			SELECT v.entry_id, %[1]s AS distance FROM %[2]s v WHERE %[3]s LIMIT $10
+		), few AS MATERIALIZED (
+			SELECT count(*) < $10 AS few FROM scanned
+		), nn AS (
+			(SELECT entry_id, distance FROM scanned WHERE (SELECT few FROM few) ORDER BY distance LIMIT $9)
+			UNION ALL`, distance, t.ident(), where) + searched(` AND NOT (SELECT few FROM few)`) + `)`
 	}
 	return `WITH ` + nearest + `
 		SELECT ` + entryColumns + `, nn.distance FROM nn
@@ -124,9 +162,10 @@ func vectorSQL(t vectorTable, exact, asOf bool) string {
 		LIMIT $9`
 }
 
-// VectorSearch implements memory.RecallStore. When the index comes up short (a
-// filter rejects more rows than the iterative scan may visit), the exact scan of the
-// rows that pass the filter answers instead.
+// VectorSearch implements memory.RecallStore. A filter on tags or a conversation
+// (which their indexes serve) is searched vectorFewFirst, any other vectorIndexed. When
+// the index comes up short (a filter rejects more rows than the iterative scan may
+// visit), the exact scan of the rows that pass the filter answers instead.
 func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q memory.VectorRecall) ([]memory.RecallHit, error) {
 	t, err := s.catalog.lookup(ctx, s.db, q.Generation.Model.ID)
 	if err != nil {
@@ -142,19 +181,29 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 		if err := s.recallSettings(ctx, tx, q.Limit); err != nil {
 			return err
 		}
-		search := func(exact bool) (err error) {
-			rows, err := tx.Query(ctx, vectorSQL(t, exact, q.AsOfMs != nil), args...)
+		search := func(plan vectorPlan) (err error) {
+			planArgs := args
+			if plan == vectorFewFirst {
+				planArgs = append(slices.Clone(args), s.fewRows+1)
+			}
+			rows, err := tx.Query(ctx, vectorSQL(t, plan, q.AsOfMs != nil), planArgs...)
 			if err != nil {
 				return s.catalog.translate(t, err)
 			}
 			hits, err = collectHits(rows, func(distance float64) float64 { return 1 - distance })
 			return err
 		}
-		indexed := t.cosineOps() != ""
-		if err := search(!indexed); err != nil || !indexed || len(hits) == q.Limit {
+		plan := vectorIndexed
+		switch {
+		case t.cosineOps() == "":
+			plan = vectorExact
+		case len(q.Tags) > 0 || q.ConversationID != "":
+			plan = vectorFewFirst
+		}
+		if err := search(plan); err != nil || plan == vectorExact || len(hits) == q.Limit {
 			return err
 		}
-		return search(true)
+		return search(vectorExact)
 	})
 	if err != nil {
 		return nil, err
@@ -577,6 +626,50 @@ func impactSQL(asOf bool) string {
 	LIMIT $7`
 }
 
+// fewPassingSQL counts the scope's entries that pass the filter $3 to $6 at $6, up to
+// $7.
+func fewPassingSQL(asOf bool) string {
+	return `SELECT count(*) FROM (
+	    SELECT 1 FROM context_entries e
+	    WHERE e.tenant_id = $1 AND e.project_id = $2 AND ` + recallable(asOf, 6) + ` AND ` + recallFilter("e", 3) + `
+	    LIMIT $7) x`
+}
+
+// textFewSQL is the text half over the entries that pass the filter $3 to $6, when
+// there are few (at most $11 − 1): each is scored from its own document, its lexemes
+// matched to the query's terms $8 (idf $9, prefix flags $10) as the postings are
+// (without the scope's tag, tf the lexeme's positions, the document's length), with the
+// same contribution expression, so the scores are those of the other statements. The
+// lexemes are joined to the terms in one pass (a hash join on the term, a scan of the
+// few prefix terms); scoring each entry by a subquery evaluated it per entry and per
+// use. The mean length is $12, the coverage's queries and idf sum $13 and $14, the
+// limit $7; the last column is null (the answer is exact).
+func textFewSQL(asOf bool) string {
+	contribution := bm25Contribution("q.idf", "l.tf", "l.search_length")
+	return `
+	WITH q AS (
+	    SELECT * FROM unnest($8::text[], $9::float8[], $10::bool[]) AS q(term, idf, prefix)
+	), passing AS MATERIALIZED (
+	    SELECT e.* FROM context_entries e
+	    WHERE e.tenant_id = $1 AND e.project_id = $2 AND ` + recallable(asOf, 6) + ` AND ` + recallFilter("e", 3) + `
+	    LIMIT $11
+	), lexemes AS MATERIALIZED (
+	    SELECT e.entry_id, e.search_length, substr(l.lexeme, 14) AS term, coalesce(cardinality(l.positions), 0) AS tf
+	    FROM passing e CROSS JOIN LATERAL unnest(e.search) AS l(lexeme, positions, weights)
+	), scored AS (
+	    SELECT x.entry_id, sum(x.c) AS score FROM (
+	        SELECT l.entry_id, ` + contribution + ` AS c FROM lexemes l JOIN q ON l.term = q.term AND NOT q.prefix
+	        UNION ALL
+	        SELECT l.entry_id, ` + contribution + ` FROM lexemes l JOIN q ON q.prefix AND starts_with(l.term, q.term)
+	    ) x
+	    GROUP BY x.entry_id
+	)
+	SELECT ` + entryColumns + `, s.score::float8, ` + textCoverage(13, 14) + ` AS coverage, NULL::float8
+	FROM scored s JOIN passing e ON e.entry_id = s.entry_id
+	ORDER BY s.score DESC, e.created_at_ms DESC, e.entry_id
+	LIMIT $7`
+}
+
 // TextSearch implements memory.RecallStore.
 func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q memory.TextRecall) ([]memory.RecallHit, error) {
 	terms := recallTerms(q.Text)
@@ -618,6 +711,17 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 			return cut, translate(rows.Err())
 		}
 		filter := append([]any{scope.TenantID, scope.ProjectID}, recallFilterArgs(q.RecallFilter)...)
+		if len(q.Tags) > 0 || q.ConversationID != "" {
+			var passing int
+			if err := tx.QueryRow(ctx, fewPassingSQL(q.AsOfMs != nil), append(slices.Clone(filter), s.fewRows+1)...).Scan(&passing); err != nil {
+				return translate(err)
+			}
+			if passing <= s.fewRows {
+				_, err := run(textFewSQL(q.AsOfMs != nil), append(slices.Clone(filter), q.Limit, lexemes, w.idf, prefixes,
+					s.fewRows+1, w.avgdl, queries, w.idfSum())...)
+				return err
+			}
+		}
 		maxScore := func(essential []bool, light float64) (exact bool, err error) {
 			args := append(slices.Clone(filter), q.Limit, lexemes, w.idf, prefixes, essential, w.avgdl, light, queries, w.idfSum())
 			kth, err := run(textSQL(q.AsOfMs != nil), args...)

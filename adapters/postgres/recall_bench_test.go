@@ -188,6 +188,7 @@ var latencyCases = []latencyCase{
 	{"text", contract.RecallText, nil, false},
 	{"hybrid_filter_1pct", contract.RecallHybrid, &contract.RecallFilter{Tags: []string{"rare"}}, false},
 	{"vector_filter_1pct", contract.RecallVector, &contract.RecallFilter{Tags: []string{"rare"}}, false},
+	{"text_filter_1pct", contract.RecallText, &contract.RecallFilter{Tags: []string{"rare"}}, false},
 	{"text_number", contract.RecallText, nil, true},
 	{"hybrid_number", contract.RecallHybrid, nil, true},
 }
