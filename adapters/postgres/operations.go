@@ -142,13 +142,16 @@ func (s *OperationStore) RecentOperations(ctx context.Context, scope runtime.Sco
 	return out, translate(rows.Err())
 }
 
-// RecordCounts implements operation.OperationStore. Each count is an index-only walk
-// of at most bound index entries of the scope (conversations_by_activity, messages'
-// key, context_windows_by_created, model_invocations_by_time,
-// context_entries_by_status_created), so the statement reads the same at most
-// 8 × bound entries however large the scope is. Records of a conversation whose
-// deletion is still under way count until they are gone.
-func (s *OperationStore) RecordCounts(ctx context.Context, scope runtime.Scope, bound int64) (operation.RecordCounts, error) {
+// RecordCounts implements operation.OperationStore. Each count is a walk of at most
+// bound index entries of the scope (conversations_by_activity, messages' key,
+// context_windows_by_created, model_invocations_by_time,
+// context_entries_by_status_created), so the statement reads about 8 × bound entries
+// however large the scope is. Entries count as clients read them at nowMs: an active
+// entry whose expiry has passed is expired (found through context_entries_by_expiry),
+// so the active count also skips those, which the purge of expired entries keeps few.
+// Records of a conversation whose deletion is still under way count until they are
+// gone.
+func (s *OperationStore) RecordCounts(ctx context.Context, scope runtime.Scope, bound, nowMs int64) (operation.RecordCounts, error) {
 	out := operation.RecordCounts{Bound: bound, Entries: make(map[string]int64, len(contract.EntryStatuses))}
 	var active, superseded, merged, expired int64
 	err := s.db.QueryRow(ctx, `
@@ -160,14 +163,19 @@ func (s *OperationStore) RecordCounts(ctx context.Context, scope runtime.Scope, 
 			(SELECT count(*) FROM (SELECT FROM context_windows WHERE tenant_id = $1 AND project_id = $2 LIMIT $3) w),
 			(SELECT count(*) FROM (SELECT FROM model_invocations WHERE tenant_id = $1 AND project_id = $2 LIMIT $3) i),
 			(SELECT count(*) FROM (SELECT FROM context_entries
-			  WHERE tenant_id = $1 AND project_id = $2 AND status = 'active' LIMIT $3) e),
+			  WHERE tenant_id = $1 AND project_id = $2 AND status = 'active'
+			    AND (expires_at_ms IS NULL OR expires_at_ms > $4) LIMIT $3) e),
 			(SELECT count(*) FROM (SELECT FROM context_entries
 			  WHERE tenant_id = $1 AND project_id = $2 AND status = 'superseded' LIMIT $3) e),
 			(SELECT count(*) FROM (SELECT FROM context_entries
 			  WHERE tenant_id = $1 AND project_id = $2 AND status = 'merged' LIMIT $3) e),
-			(SELECT count(*) FROM (SELECT FROM context_entries
-			  WHERE tenant_id = $1 AND project_id = $2 AND status = 'expired' LIMIT $3) e)`,
-		scope.TenantID, scope.ProjectID, bound).Scan(&out.Conversations, &out.Messages, &out.Windows, &out.Invocations,
+			(SELECT count(*) FROM (
+			  (SELECT FROM context_entries WHERE tenant_id = $1 AND project_id = $2 AND status = 'expired' LIMIT $3)
+			  UNION ALL
+			  (SELECT FROM context_entries WHERE tenant_id = $1 AND project_id = $2 AND status = 'active'
+			     AND expires_at_ms <= $4 LIMIT $3)
+			  LIMIT $3) e)`,
+		scope.TenantID, scope.ProjectID, bound, nowMs).Scan(&out.Conversations, &out.Messages, &out.Windows, &out.Invocations,
 		&active, &superseded, &merged, &expired)
 	if err != nil {
 		return operation.RecordCounts{}, translate(err)

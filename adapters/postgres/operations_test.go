@@ -610,7 +610,8 @@ func TestMaintenanceCounts(t *testing.T) {
 }
 
 // Recent operations are the scope's newest first, within the limit; the record counts
-// count the scope's rows each up to the bound.
+// count the scope's rows each up to the bound, an active entry past its expiry as
+// expired.
 func TestRecentOperationsAndRecordCounts(t *testing.T) {
 	t.Parallel()
 	b := setupOperations(t, 10)
@@ -649,18 +650,33 @@ func TestRecentOperationsAndRecordCounts(t *testing.T) {
 		WHERE g <= array_position($3::text[], s)`, b.scope.TenantID, b.scope.ProjectID,
 		[]string{contract.EntryActive, contract.EntrySuperseded, contract.EntryMerged, contract.EntryExpired})
 	require.NoError(t, err)
+	// Two more active entries, one past its expiry at now (1,000): it reads as expired.
+	_, err = b.pool.Exec(ctx, `
+		INSERT INTO context_entries (tenant_id, project_id, entry_id, kind, content, source_record_ids, tags, importance,
+			status, version, request_sha256, created_at_ms, updated_at_ms, expires_at_ms, search)
+		SELECT $1, $2, 'e-expiring-' || x, 'fact', 'x', '{}', '{}', 0.5, 'active', 1, repeat('0', 64), 1, 1, x,
+			to_tsvector('simple', 'x')
+		FROM unnest(ARRAY[1000, 1001]) AS x`, b.scope.TenantID, b.scope.ProjectID)
+	require.NoError(t, err)
 	// c1–c3 are being deleted: their head rows are tombstones, not conversations.
-	counts, err := b.store.RecordCounts(ctx, b.scope, 100)
+	counts, err := b.store.RecordCounts(ctx, b.scope, 100, 1000)
 	require.NoError(t, err)
 	require.Equal(t, operation.RecordCounts{Bound: 100, Conversations: 3, Messages: 12,
-		Entries: map[string]int64{contract.EntryActive: 1, contract.EntrySuperseded: 2, contract.EntryMerged: 3, contract.EntryExpired: 4}}, counts)
+		Entries: map[string]int64{contract.EntryActive: 2, contract.EntrySuperseded: 2, contract.EntryMerged: 3, contract.EntryExpired: 5}}, counts)
 	require.False(t, counts.AtLeast(counts.Messages))
-	counts, err = b.store.RecordCounts(ctx, b.scope, 3)
+	counts, err = b.store.RecordCounts(ctx, b.scope, 100, 999)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{contract.EntryActive: 3, contract.EntrySuperseded: 2, contract.EntryMerged: 3, contract.EntryExpired: 4},
+		counts.Entries, "before the expiry both count as active")
+	counts, err = b.store.RecordCounts(ctx, b.scope, 4, 1000)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, counts.Entries[contract.EntryExpired], "the expired count stops at the bound too")
+	counts, err = b.store.RecordCounts(ctx, b.scope, 3, 1000)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, counts.Messages, "a count stops at the bound")
 	require.True(t, counts.AtLeast(counts.Messages))
 	require.EqualValues(t, 2, counts.Entries[contract.EntrySuperseded])
-	counts, err = b.store.RecordCounts(ctx, other, 100)
+	counts, err = b.store.RecordCounts(ctx, other, 100, 1000)
 	require.NoError(t, err)
 	require.Equal(t, operation.RecordCounts{Bound: 100, Conversations: 1, Messages: 2,
 		Entries: map[string]int64{contract.EntryActive: 0, contract.EntrySuperseded: 0, contract.EntryMerged: 0, contract.EntryExpired: 0}}, counts)

@@ -48,7 +48,7 @@ type OperationStore interface {
 	// RecordCounts counts the scope's records, each count stopping at bound (a count
 	// of bound means "bound or more"); entries by their stored status. Errors:
 	// SERVICE_UNAVAILABLE.
-	RecordCounts(ctx context.Context, scope runtime.Scope, bound int64) (RecordCounts, error)
+	RecordCounts(ctx context.Context, scope runtime.Scope, bound, nowMs int64) (RecordCounts, error)
 
 	// StartOperation moves a pending operation to running and returns it; one that
 	// is already running (a job resumed after a crash) stays running, and a finished
@@ -303,10 +303,11 @@ func (o *Operations) RecentOperations(ctx context.Context, scope runtime.Scope, 
 }
 
 // RecordCounts counts the scope's conversations, messages, windows, model
-// invocations and entries by status, each up to DefaultCountBound, so that the read
-// stays bounded however large the scope is.
+// invocations and entries by status as clients read them now (an active entry past
+// its expiry is expired), each up to DefaultCountBound, so that the read stays
+// bounded however large the scope is.
 func (o *Operations) RecordCounts(ctx context.Context, scope runtime.Scope) (RecordCounts, error) {
-	return o.store.RecordCounts(ctx, scope, DefaultCountBound)
+	return o.store.RecordCounts(ctx, scope, DefaultCountBound, o.clock.Now().UnixMilli())
 }
 
 // RunOperation does the work of an operation's job: it starts the operation and runs

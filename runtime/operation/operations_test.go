@@ -85,7 +85,7 @@ func (s *stubOperations) RecentOperations(context.Context, runtime.Scope, int) (
 	return nil, nil
 }
 
-func (s *stubOperations) RecordCounts(_ context.Context, _ runtime.Scope, bound int64) (operation.RecordCounts, error) {
+func (s *stubOperations) RecordCounts(_ context.Context, _ runtime.Scope, bound, _ int64) (operation.RecordCounts, error) {
 	return operation.RecordCounts{Bound: bound}, nil
 }
 
