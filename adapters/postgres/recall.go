@@ -99,10 +99,9 @@ const (
 	// the index of the filter's tags or conversation) and ranks them exactly when
 	// there are no more than fewFilterRows; only otherwise does it search as
 	// vectorIndexed. Left to the planner, a filter that 1% of 100,000 rows pass was
-	// read through the tags' index and ranked in 3–5 ms after one ANALYZE, and walked
+	// read through the tags' index and ranked in 3–10 ms after one ANALYZE, and walked
 	// through the graph by the iterative scan in 44–77 ms after another: its estimates
-	// of the two plans were close (docs/benchmarks.md, "A selective filter, whatever
-	// the statistics say").
+	// of the two plans were close (docs/benchmarks.md, "A filter few entries pass").
 	vectorFewFirst
 )
 
@@ -110,8 +109,8 @@ const (
 // about what an HNSW search at the smallest ef_search (200) reads.
 const fewFilterRows = 2000
 
-// vectorSQL is the vector half over table t by plan; $10 is fewFilterRows+1 for
-// vectorFewFirst.
+// vectorSQL is the vector half over table t by plan; for vectorFewFirst, $10 is one
+// more than the rows it still ranks exactly.
 func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 	distance := fmt.Sprintf("v.embedding <=> $3::vector::%s", t.column())
 	where := `v.tenant_id = $1 AND v.project_id = $2 AND v.generation = $4 AND ` + recallFilter("v", 5)
@@ -639,11 +638,12 @@ func fewPassingSQL(asOf bool) string {
 // there are few (at most $11 − 1): each is scored from its own document, its lexemes
 // matched to the query's terms $8 (idf $9, prefix flags $10) as the postings are
 // (without the scope's tag, tf the lexeme's positions, the document's length), with the
-// same contribution expression, so the scores are those of the other statements. The
-// lexemes are joined to the terms in one pass (a hash join on the term, a scan of the
-// few prefix terms); scoring each entry by a subquery evaluated it per entry and per
-// use. The mean length is $12, the coverage's queries and idf sum $13 and $14, the
-// limit $7; the last column is null (the answer is exact).
+// same contribution expression, so the scores are those of the other statements. All
+// their lexemes are joined to the terms at once (a hash join on the term, a scan of
+// the prefix terms): a score subquery per entry, tried first, ran twice per entry
+// (for the sort and for the filter on its value) and cost four times as much. The
+// mean length is $12, the coverage's queries and idf sum $13 and $14, the limit $7;
+// the last column is null (the answer is exact).
 func textFewSQL(asOf bool) string {
 	contribution := bm25Contribution("q.idf", "l.tf", "l.search_length")
 	return `
@@ -670,7 +670,10 @@ func textFewSQL(asOf bool) string {
 	LIMIT $7`
 }
 
-// TextSearch implements memory.RecallStore.
+// TextSearch implements memory.RecallStore. Under a filter on tags or a conversation
+// that few entries pass (fewRows at most, counted first), textFewSQL answers;
+// otherwise MaxScore (textSQL), then, when it cannot cut, the impact reads
+// (impactSQL), then MaxScore with every term essential.
 func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q memory.TextRecall) ([]memory.RecallHit, error) {
 	terms := recallTerms(q.Text)
 	hits := []memory.RecallHit{}
