@@ -185,39 +185,39 @@ func TestTextSearchIsExactBM25(t *testing.T) {
 	}
 }
 
-// TestTextSearchImpactTies: the shape of the console's recall playground, where every
-// entry holds the question's common words once in a document of the same length, so
-// all but the one holding the rare term tie and rank newest first (then by ID): the
-// text half answers exactly that, unfiltered, under a selective filter, and as of
-// instants before which some entries did not exist and after which some were
-// superseded.
 // copyBM25Docs loads the documents' entries of scope with COPY: active, or superseded
-// at their end, tagged "rare" when they are.
+// at their end, tagged "rare" and in conversation "c-rare" when they are rare.
 func copyBM25Docs(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, docs []bm25Doc, texts []string) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := pool.CopyFrom(ctx, pgx.Identifier{"context_entries"}, []string{"tenant_id", "project_id", "entry_id", "kind",
 		"content", "source_record_ids", "tags", "importance", "status", "version", "request_sha256", "created_at_ms",
-		"updated_at_ms", "ended_at_ms", "superseded_by", "search", "search_length"},
+		"updated_at_ms", "ended_at_ms", "superseded_by", "search", "search_length", "conversation_id"},
 		pgx.CopyFromSlice(len(docs), func(i int) ([]any, error) {
 			d := docs[i]
 			doc, length := postgres.EntryDocument(scope, texts[i])
-			tags, status, ended, by := []string{}, "active", (*int64)(nil), (*string)(nil)
+			tags, status, ended, by, conversation := []string{}, "active", (*int64)(nil), (*string)(nil), (*string)(nil)
 			if d.rare {
-				tags = []string{"rare"}
+				tags, conversation = []string{"rare"}, &rareConversation
 			}
 			if !d.active {
 				next := d.id + "-v2"
 				status, ended, by = "superseded", &d.ended, &next
 			}
 			return []any{scope.TenantID, scope.ProjectID, d.id, "fact", texts[i], []string{}, tags, 0.5, status, int64(1),
-				"seeded", d.created, d.created, ended, by, doc, int32(length)}, nil
+				"seeded", d.created, d.created, ended, by, doc, int32(length), conversation}, nil
 		}))
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `VACUUM ANALYZE entry_text_postings`)
 	require.NoError(t, err)
 }
 
+// TestTextSearchImpactTies: the shape of the console's recall playground, where every
+// entry holds the question's common words once in a document of the same length, so
+// all but the one holding the rare term tie and rank newest first (then by ID): the
+// text half answers exactly that, unfiltered, under a selective filter, and as of
+// instants before which some entries did not exist and after which some were
+// superseded.
 func TestTextSearchImpactTies(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
@@ -308,8 +308,12 @@ type textCase struct {
 	k    int
 }
 
+// rareConversation holds the rare documents copyBM25Docs loads.
+var rareConversation = "c-rare"
+
 // requireTextCases checks every case's text recall over docs against exactBM25,
-// entry by entry and in order.
+// entry by entry and in order; a rare case also with the rare documents' conversation
+// as the filter instead of their tag.
 func requireTextCases(t *testing.T, db *postgres.DB, scope runtime.Scope, docs []bm25Doc, cases []textCase) {
 	t.Helper()
 	now := time.Now().UnixMilli()
@@ -332,6 +336,10 @@ func requireTextCases(t *testing.T, db *postgres.DB, scope runtime.Scope, docs [
 			return d.created <= c.asOf && (d.ended == 0 || d.ended > c.asOf)
 		}, c.k)
 		requireBM25(t, db, scope, memory.TextRecall{RecallFilter: filter, Text: c.text, Limit: c.k}, want, name)
+		if c.rare {
+			filter.Tags, filter.ConversationID = nil, rareConversation
+			requireBM25(t, db, scope, memory.TextRecall{RecallFilter: filter, Text: c.text, Limit: c.k}, want, name+" by conversation")
+		}
 	}
 }
 
