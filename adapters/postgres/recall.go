@@ -329,6 +329,18 @@ const queryTermPostings = `
 	          AND starts_with(p.term, q.term)
 	    `
 
+// textPassing is the condition that the entry e of the scope ($1, $2) passes the text
+// half's filter ($3 to $6) and was recallable at $6.
+func textPassing(asOf bool) string {
+	return `e.tenant_id = $1 AND e.project_id = $2 AND ` + recallable(asOf, 6) + ` AND ` + recallFilter("e", 3)
+}
+
+// textPasses selects the entry whose ID is the expression id when it passes
+// (textPassing).
+func textPasses(asOf bool, id string) string {
+	return `SELECT e.* FROM context_entries e WHERE e.entry_id = ` + id + ` AND ` + textPassing(asOf)
+}
+
 // textSQL is the text half over the postings of the query's terms $8 (without the
 // scope's tag), with their idf $9, prefix flags $10 and whether each is essential $11
 // (a prefix term always is); $13 is the light terms' bounds summed, $7 the limit, $3
@@ -348,11 +360,7 @@ const queryTermPostings = `
 // (LIMIT, OFFSET 0), so each is an index probe per candidate that can rank, never a
 // join of every candidate with the scope.
 func textSQL(asOf bool) string {
-	passes := func(id string) string {
-		return `SELECT e.* FROM context_entries e
-		    WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ` + id + `
-		      AND ` + recallable(asOf, 6) + ` AND ` + recallFilter("e", 3)
-	}
+	passes := func(id string) string { return textPasses(asOf, id) }
 	return `
 	WITH q AS (
 	    SELECT * FROM unnest($8::text[], $9::float8[], $10::bool[], $11::bool[]) AS q(term, idf, prefix, essential)
@@ -476,11 +484,7 @@ func textCoverage(queries, sum int) string {
 // with θ allow a relative 1e-9: the sums are exact (bm25Quantum), the margin covers
 // the bounds, which are solved from the unrounded contribution.
 func impactSQL(asOf bool) string {
-	passes := func(id string) string {
-		return `SELECT e.* FROM context_entries e
-		    WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ` + id + `
-		      AND ` + recallable(asOf, 6) + ` AND ` + recallFilter("e", 3)
-	}
+	passes := func(id string) string { return textPasses(asOf, id) }
 	term := func(alias string) string {
 		return `p.tenant_id = $1 AND p.project_id = $2 AND p.term = ` + alias + `.term COLLATE "C"`
 	}
@@ -630,7 +634,7 @@ func impactSQL(asOf bool) string {
 func fewPassingSQL(asOf bool) string {
 	return `SELECT count(*) FROM (
 	    SELECT 1 FROM context_entries e
-	    WHERE e.tenant_id = $1 AND e.project_id = $2 AND ` + recallable(asOf, 6) + ` AND ` + recallFilter("e", 3) + `
+	    WHERE ` + textPassing(asOf) + `
 	    LIMIT $7) x`
 }
 
@@ -651,7 +655,7 @@ func textFewSQL(asOf bool) string {
 	    SELECT * FROM unnest($8::text[], $9::float8[], $10::bool[]) AS q(term, idf, prefix)
 	), passing AS MATERIALIZED (
 	    SELECT e.* FROM context_entries e
-	    WHERE e.tenant_id = $1 AND e.project_id = $2 AND ` + recallable(asOf, 6) + ` AND ` + recallFilter("e", 3) + `
+	    WHERE ` + textPassing(asOf) + `
 	    LIMIT $11
 	), lexemes AS MATERIALIZED (
 	    SELECT e.entry_id, e.search_length, substr(l.lexeme, 14) AS term, coalesce(cardinality(l.positions), 0) AS tf
