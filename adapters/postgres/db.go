@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -224,6 +225,7 @@ type DB struct {
 	queue   *river.Client[pgx.Tx]
 	opts    DBOptions
 	catalog *vectorCatalog
+	scratch *sync.Pool // of *textScratch: the text half's buffers
 }
 
 // NewDB returns the database over pool; its methods named after the areas return their
@@ -242,7 +244,8 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the job queue client: %w", err)
 	}
-	return &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog()}, nil
+	return &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog(),
+		scratch: &sync.Pool{New: func() any { return new(textScratch) }}}, nil
 }
 
 // quietDriver is River's pgx driver for the insert-only client, without its
@@ -363,7 +366,8 @@ func (db *DB) Messages() *MessageStore { return db.messages(db.Pool) }
 
 // Recall is the recall store over the pool.
 func (db *DB) Recall() *RecallStore {
-	return &RecallStore{db: db.Pool, catalog: db.catalog, searchTimeout: db.opts.SearchTimeout, fewRows: fewFilterRows}
+	return &RecallStore{db: db.Pool, catalog: db.catalog, searchTimeout: db.opts.SearchTimeout, fewRows: fewFilterRows,
+		scratch: db.scratch}
 }
 
 // Costs is the cost store over the pool.

@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"context"
+
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/memory"
 	"github.com/agent-context/agent-context/runtime/operation"
 )
@@ -42,7 +45,9 @@ func RecallTermLexemes(text string) []string {
 // RecallOver is db's recall store over tx, for tests that read what its statements
 // did within the transaction (pg_stat_get_xact_numscans).
 func RecallOver(db *DB, tx pgx.Tx) *RecallStore {
-	return &RecallStore{db: tx, catalog: db.catalog, searchTimeout: db.opts.SearchTimeout, fewRows: fewFilterRows}
+	s := db.Recall()
+	s.db = tx
+	return s
 }
 
 // RecallWalkingFilters is db's recall store that never ranks the entries passing a
@@ -51,4 +56,16 @@ func RecallWalkingFilters(db *DB) *RecallStore {
 	s := db.Recall()
 	s.fewRows = -1
 	return s
+}
+
+// PackText packs every pending text posting of scope into blocks, and removes the
+// postings of gone documents from them, as projection jobs do.
+func PackText(ctx context.Context, pool DBTX, scope runtime.Scope) error {
+	s := &ProjectionStore{db: pool}
+	for {
+		n, err := s.PackText(ctx, scope, 1_000_000, 0)
+		if err != nil || n == 0 {
+			return err
+		}
+	}
 }

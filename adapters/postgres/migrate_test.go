@@ -65,7 +65,8 @@ func TestMigrationCountsStoredMessages(t *testing.T) {
 }
 
 // Migration 00023 gives the entries already stored their postings, whatever their
-// status, and recall scores them from those; migration 00025 their creation times.
+// status; migration 00025 their creation times; migration 00029 keys them by the
+// documents' numbers, and recall scores them from those.
 func TestMigrationBackfillsTextPostings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -108,12 +109,6 @@ func TestMigrationBackfillsTextPostings(t *testing.T) {
 	require.Equal(t, 2+6+4+1, postings, "every entry's terms, the expired one's too")
 	require.Zero(t, diff, "the postings are the documents'")
 
-	db := newDB(t, pool)
-	hits, err := db.Recall().TextSearch(ctx, scope, memory.TextRecall{
-		RecallFilter: memory.RecallFilter{NowMs: 3}, Text: "walrus", Limit: 10})
-	require.NoError(t, err)
-	require.Equal(t, []string{"short", "long"}, hitIDs(hits), "this scope's active entries, the short one first")
-
 	// Migration 00025 gives the postings their entry's creation time.
 	_, err = provider.UpTo(ctx, 25)
 	require.NoError(t, err)
@@ -122,6 +117,32 @@ func TestMigrationBackfillsTextPostings(t *testing.T) {
 		SELECT count(*) FROM entry_text_postings p JOIN context_entries e USING (tenant_id, project_id, entry_id)
 		WHERE p.created_at_ms IS DISTINCT FROM e.created_at_ms`).Scan(&stale))
 	require.Zero(t, stale, "every posting carries its entry's creation time")
+
+	// Migration 00029 numbers the documents and leaves their postings pending, keyed by
+	// the number; recall reads them pending, and packed once a pack ran.
+	_, err = provider.UpTo(ctx, 29)
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(ctx, `
+		WITH documents AS (
+			SELECT e.tenant_id, e.project_id, substr(l.lexeme, 14) COLLATE "C" AS term, e.text_ord, cardinality(l.positions) AS tf,
+			       e.search_length AS length, e.created_at_ms
+			FROM context_entries e CROSS JOIN LATERAL unnest(e.search) AS l(lexeme, positions, weights)
+		), postings AS (SELECT tenant_id, project_id, term, ord, tf, length, created_at_ms FROM entry_text_postings)
+		SELECT (SELECT count(*) FROM postings), (SELECT count(*) FROM (
+			(SELECT * FROM postings EXCEPT ALL SELECT * FROM documents) UNION ALL
+			(SELECT * FROM documents EXCEPT ALL SELECT * FROM postings)) d)`).Scan(&postings, &diff))
+	require.Equal(t, 2+6+4+1, postings)
+	require.Zero(t, diff, "the pending postings are the documents'")
+	db := newDB(t, pool)
+	for _, packed := range []bool{false, true} {
+		if packed {
+			require.NoError(t, postgres.PackText(ctx, pool, scope))
+		}
+		hits, err := db.Recall().TextSearch(ctx, scope, memory.TextRecall{
+			RecallFilter: memory.RecallFilter{NowMs: 3}, Text: "walrus", Limit: 10})
+		require.NoError(t, err)
+		require.Equal(t, []string{"short", "long"}, hitIDs(hits), "this scope's active entries, the short one first (packed: %v)", packed)
+	}
 }
 
 // Migration 00026 converts a vector table created before it: its rows stay in the

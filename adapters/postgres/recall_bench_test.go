@@ -27,8 +27,8 @@ import (
 const benchEntries = 100_000
 
 // recallFixture is one scope of 100,000 entries embedded with the hash embedder (1%
-// tagged "rare") and 200 queries with their vectors computed up front, so the figures
-// exclude the query's embedding.
+// tagged "rare"), their text postings packed, and 200 queries with their vectors
+// computed up front, so the figures exclude the query's embedding.
 type recallFixture struct {
 	pool    *pgxpool.Pool
 	db      *postgres.DB
@@ -96,6 +96,7 @@ func loadRecallFixture(b *testing.B) *recallFixture {
 		return []string{}
 	})
 	seedProjection(b, pool, db, scope, hashModel, entries)
+	require.NoError(b, postgres.PackText(context.Background(), pool, scope))
 	b.Logf("loaded %d entries with hash vectors and built the HNSW index in %s", benchEntries, time.Since(start).Round(time.Second))
 	queries, numbers := benchQueries(200), numberQueries(200)
 	t0 := time.Now()

@@ -186,15 +186,18 @@ func TestTextSearchIsExactBM25(t *testing.T) {
 }
 
 // copyBM25Docs loads the documents' entries of scope with COPY: active, or superseded
-// at their end, tagged "rare" and in conversation "c-rare" when they are rare.
+// at their end, tagged "rare" and in conversation "c-rare" when they are rare. Every
+// other one is loaded first and packed into blocks; the rest stay pending, so that
+// each search reads both.
 func copyBM25Docs(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, docs []bm25Doc, texts []string) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := pool.CopyFrom(ctx, pgx.Identifier{"context_entries"}, []string{"tenant_id", "project_id", "entry_id", "kind",
-		"content", "source_record_ids", "tags", "importance", "status", "version", "request_sha256", "created_at_ms",
-		"updated_at_ms", "ended_at_ms", "superseded_by", "search", "search_length", "conversation_id"},
-		pgx.CopyFromSlice(len(docs), func(i int) ([]any, error) {
-			d := docs[i]
+	for half := range 2 {
+		var rows [][]any
+		for i, d := range docs {
+			if i%2 != half {
+				continue
+			}
 			doc, length := postgres.EntryDocument(scope, texts[i])
 			tags, status, ended, by, conversation := []string{}, "active", (*int64)(nil), (*string)(nil), (*string)(nil)
 			if d.rare {
@@ -204,11 +207,18 @@ func copyBM25Docs(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, docs []
 				next := d.id + "-v2"
 				status, ended, by = "superseded", &d.ended, &next
 			}
-			return []any{scope.TenantID, scope.ProjectID, d.id, "fact", texts[i], []string{}, tags, 0.5, status, int64(1),
-				"seeded", d.created, d.created, ended, by, doc, int32(length), conversation}, nil
-		}))
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `VACUUM ANALYZE entry_text_postings`)
+			rows = append(rows, []any{scope.TenantID, scope.ProjectID, d.id, "fact", texts[i], []string{}, tags, 0.5, status,
+				int64(1), "seeded", d.created, d.created, ended, by, doc, int32(length), conversation})
+		}
+		_, err := pool.CopyFrom(ctx, pgx.Identifier{"context_entries"}, []string{"tenant_id", "project_id", "entry_id", "kind",
+			"content", "source_record_ids", "tags", "importance", "status", "version", "request_sha256", "created_at_ms",
+			"updated_at_ms", "ended_at_ms", "superseded_by", "search", "search_length", "conversation_id"}, pgx.CopyFromRows(rows))
+		require.NoError(t, err)
+		if half == 0 {
+			require.NoError(t, postgres.PackText(ctx, pool, scope))
+		}
+	}
+	_, err := pool.Exec(ctx, `VACUUM ANALYZE entry_text_postings`)
 	require.NoError(t, err)
 }
 

@@ -174,37 +174,6 @@ func TestRecallTerms(t *testing.T) {
 	require.Equal(t, "wwwwwww13", terms[0].lexeme)
 }
 
-func TestBM25Essential(t *testing.T) {
-	t.Parallel()
-	w := bm25{bound: []float64{1, 5, 0.5, 0.01, 0.9}}
-	require.Equal(t, []int{1, 0, 4, 2, 3}, w.byBound())
-	many := []float64{10, 10, 1e6, 1e6, 10} // every term fills the results; the light ones hold the most
-	essential, light := w.essential(make([]bool, 5), many, 10)
-	require.Equal(t, []bool{true, true, false, false, true}, essential,
-		"the lightest terms while their bounds stay within a quarter of the weightiest's (0.01 + 0.5, not + 0.9)")
-	require.InDelta(t, 0.51+2*bm25Quantum, light, 1e-15, "the light bounds, each with the rounding's margin")
-	essential, light = w.essential([]bool{false, false, false, true, false}, many, 10)
-	require.Equal(t, []bool{true, true, true, true, true}, essential, "a prefix term is essential, and so are the weightier")
-	require.Zero(t, light)
-	essential, light = bm25{bound: []float64{3}}.essential([]bool{false}, []float64{5}, 10)
-	require.Equal(t, []bool{true}, essential, "a lone term is essential")
-	require.Zero(t, light)
-
-	// The weightiest term is held by one entry: the budget it sets is four times what
-	// the others can add, while the k-th entry scores about what they add.
-	essential, light = w.essential(make([]bool, 5), []float64{900, 1, 3000, 1e6, 200}, 10)
-	require.Equal(t, []bool{true, true, true, false, true}, essential,
-		"a light term weightier than a quarter of the weightiest common one (0.5 > 0.25), holding fewer than 4·1,101 entries, is read")
-	require.InDelta(t, 0.01+bm25Quantum, light, 1e-15, "only the bounds of the terms still light")
-	essential, light = w.essential(make([]bool, 5), []float64{900, 1, 1e6, 1e6, 200}, 10)
-	require.Equal(t, []bool{true, true, false, false, true}, essential, "a light term holding more entries than 4·1,101 is looked up")
-	require.InDelta(t, 0.51+2*bm25Quantum, light, 1e-15)
-	essential, light = w.essential(make([]bool, 5), []float64{1, 1, 7, 20, 1}, 10)
-	require.Equal(t, []bool{true, true, true, true, true}, essential,
-		"the weightiest light term first, and what it holds counts for the next (20 < 4·(3+7), not 4·3)")
-	require.Zero(t, light)
-}
-
 // recallShape is what the recall text queries may be: quoted lexemes (optionally
 // prefix matches) joined by | and &.
 var recallShape = regexp.MustCompile(`^('([^'\\]|''|\\\\)+'(:\*)?)( [&|] '([^'\\]|''|\\\\)+'(:\*)?)*$`)

@@ -154,6 +154,18 @@ type ProjectionStore interface {
 	// or active generation (a fold moves them) and the last one examined (nil when
 	// none was left).
 	UnindexedScopes(ctx context.Context, after *runtime.Scope, limit int) (due []runtime.Scope, last *runtime.Scope, err error)
+	// PackText packs up to limit of the scope's pending text postings (those written
+	// since its last pack) into the blocks recall reads, when the scope holds more
+	// than over of them (0: any), and removes up to limit postings of documents that
+	// are gone from the blocks; it returns how many it packed or removed (0 as well
+	// when another pack or a deletion holds the scope: it is not waited for). An
+	// interrupted pack leaves the postings pending, where recall reads them too.
+	// Errors: SERVICE_UNAVAILABLE.
+	PackText(ctx context.Context, scope runtime.Scope, limit, over int) (int, error)
+	// PendingTextScopes examines up to limit scopes holding pending text postings or
+	// postings of gone documents, in order after after, and returns those holding more
+	// than over pending postings or any gone, and the last one examined.
+	PendingTextScopes(ctx context.Context, after *runtime.Scope, limit, over int) (due []runtime.Scope, last *runtime.Scope, err error)
 
 	// BacklogScopes examines up to limit scopes holding queued entries no live lease
 	// holds, in order after after (nil: from the first), and returns them and the
@@ -198,6 +210,10 @@ type ProjectionConfig struct {
 	// backlog is being embedded (default 10,000): beyond it, the lanes fold as they
 	// embed, so that recall's exact search of those vectors stays cheap.
 	Unindexed int
+	// PendingPostings is how many text postings a scope may hold unpacked (default
+	// 20,000, about 1,500 entries of a few sentences): beyond it, a projection job
+	// packs them, so that recall's text half reads few of them one row each.
+	PendingPostings int
 }
 
 // Projection holds the use cases of the vector projection: its background work (the
@@ -214,6 +230,7 @@ type Projection struct {
 	bounds    operation.StepBounds
 	foldBatch int
 	unindexed int
+	pending   int
 	// slots holds a token per batch in flight in this process (Parallel of them).
 	slots chan struct{}
 }
@@ -224,13 +241,16 @@ const (
 	DefaultProjectionLease = 2 * time.Minute
 	DefaultFoldBatch       = 256
 	DefaultUnindexed       = 10_000
+	DefaultPendingPostings = 20_000
+	// packBatch is how many text postings one pack takes.
+	packBatch = 50_000
 )
 
 // NewProjection returns the projection use cases.
 func NewProjection(cfg ProjectionConfig) *Projection {
 	p := &Projection{db: cfg.DB, store: cfg.DB.Stores().Projection, entries: cfg.DB.Stores().Entries,
 		embedders: cfg.Embedders, clock: cfg.Clock, log: cfg.Logger, batch: cfg.Batch, lease: cfg.Lease, bounds: cfg.Bounds,
-		foldBatch: cfg.FoldBatch, unindexed: cfg.Unindexed}
+		foldBatch: cfg.FoldBatch, unindexed: cfg.Unindexed, pending: cfg.PendingPostings}
 	if p.clock == nil {
 		p.clock = runtime.SystemClock{}
 	}
@@ -248,6 +268,9 @@ func NewProjection(cfg ProjectionConfig) *Projection {
 	}
 	if p.unindexed <= 0 {
 		p.unindexed = DefaultUnindexed
+	}
+	if p.pending <= 0 {
+		p.pending = DefaultPendingPostings
 	}
 	parallel := cfg.Parallel
 	if parallel <= 0 {
@@ -389,7 +412,8 @@ func (p *Projection) embedLane(ctx context.Context, scope runtime.Scope, deadlin
 }
 
 // foldLane folds the scope's vectors into the graph, a batch at a time in a slot of
-// the process, until none is left outside (finished) or deadline has passed.
+// the process, until none is left outside, and then packs its text postings while it
+// holds more than the bound unpacked (finished), or until deadline has passed.
 func (p *Projection) foldLane(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
 	for {
 		if !p.clock.Now().Before(deadline) {
@@ -401,6 +425,9 @@ func (p *Projection) foldLane(ctx context.Context, scope runtime.Scope, deadline
 			return false, ctx.Err()
 		}
 		n, err := p.store.FoldVectors(ctx, scope, p.foldBatch, 0)
+		if err == nil && n == 0 {
+			n, err = p.store.PackText(ctx, scope, packBatch, p.pending)
+		}
 		<-p.slots
 		if err != nil || n == 0 {
 			return err == nil, err
@@ -443,7 +470,8 @@ type storeOutcome struct {
 }
 
 // storeBatch stores the vectors of a claimed batch and then folds a batch into the
-// graph when the scope holds more than the bound outside it.
+// graph when the scope holds more than the bound outside it, and packs a batch of text
+// postings when it holds more than their bound unpacked.
 func (p *Projection) storeBatch(ctx context.Context, scope runtime.Scope, b Backlog, vectors map[string][][]float32) storeOutcome {
 	err := p.store.StoreBacklog(ctx, scope, b.Claim, inputIDs(b.Entries), vectors)
 	switch {
@@ -452,7 +480,9 @@ func (p *Projection) storeBatch(ctx context.Context, scope runtime.Scope, b Back
 	case err != nil:
 		return storeOutcome{err: errors.Join(err, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim))}
 	}
-	_, err = p.store.FoldVectors(ctx, scope, p.foldBatch, p.unindexed)
+	if _, err = p.store.FoldVectors(ctx, scope, p.foldBatch, p.unindexed); err == nil {
+		_, err = p.store.PackText(ctx, scope, packBatch, p.pending)
+	}
 	return storeOutcome{err: err}
 }
 
@@ -526,12 +556,13 @@ const sweepBatch = 500
 
 // Sweep is the projection's periodic safety net, until deadline (it reports whether
 // it finished): it enqueues a job for every scope whose queue holds entries no job is
-// working on (a job that ran out of attempts, entries that waited for a rebuild) or
-// that holds vectors outside the graph (a fold interrupted by a crash), and
+// working on (a job that ran out of attempts, entries that waited for a rebuild), that
+// holds vectors outside the graph (a fold interrupted by a crash) or text postings to
+// pack (more than the bound unpacked, or postings of documents that are gone), and
 // starts a rebuild in every scope that follows the configuration but whose active
 // generation has another model (the configured embedder changed).
 func (p *Projection) Sweep(ctx context.Context, deadline time.Time) (bool, error) {
-	for _, walk := range []sweepWalk{p.backlogJobs, p.foldJobs, p.staleRebuilds} {
+	for _, walk := range []sweepWalk{p.backlogJobs, p.foldJobs, p.packJobs, p.staleRebuilds} {
 		var after *runtime.Scope
 		for {
 			var last *runtime.Scope
@@ -565,22 +596,30 @@ type sweepWalk func(ctx context.Context, tx Stores, after *runtime.Scope) (*runt
 // backlogJobs is a projection job for every scope whose queue holds unclaimed entries.
 func (p *Projection) backlogJobs(ctx context.Context, tx Stores, after *runtime.Scope) (*runtime.Scope, []runtime.Job, error) {
 	due, last, err := tx.Projection.BacklogScopes(ctx, after, sweepBatch, p.clock.Now().UnixMilli())
-	jobs := make([]runtime.Job, len(due))
-	for i, sc := range due {
-		jobs[i] = ProjectionJob{TenantID: sc.TenantID, ProjectID: sc.ProjectID}
-	}
-	return last, jobs, err
+	return last, projectionJobs(due), err
 }
 
 // foldJobs is a projection job for every scope holding vectors of a live generation
 // outside the graph.
 func (p *Projection) foldJobs(ctx context.Context, tx Stores, after *runtime.Scope) (*runtime.Scope, []runtime.Job, error) {
 	due, last, err := tx.Projection.UnindexedScopes(ctx, after, sweepBatch)
-	jobs := make([]runtime.Job, len(due))
-	for i, sc := range due {
+	return last, projectionJobs(due), err
+}
+
+// packJobs is a projection job for every scope holding more text postings unpacked
+// than the bound, or packed postings of documents that are gone.
+func (p *Projection) packJobs(ctx context.Context, tx Stores, after *runtime.Scope) (*runtime.Scope, []runtime.Job, error) {
+	due, last, err := tx.Projection.PendingTextScopes(ctx, after, sweepBatch, p.pending)
+	return last, projectionJobs(due), err
+}
+
+// projectionJobs is a projection job for each scope.
+func projectionJobs(scopes []runtime.Scope) []runtime.Job {
+	jobs := make([]runtime.Job, len(scopes))
+	for i, sc := range scopes {
 		jobs[i] = ProjectionJob{TenantID: sc.TenantID, ProjectID: sc.ProjectID}
 	}
-	return last, jobs, err
+	return jobs
 }
 
 // staleRebuilds starts a rebuild, with the configured embedder, in every scope that
