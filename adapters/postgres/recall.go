@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -243,6 +244,9 @@ func collectHits(rows pgx.Rows, score func(float64) float64) ([]memory.RecallHit
 const (
 	bm25K1 = 1.2
 	bm25B  = 0.75
+	// lightShare bounds MaxScore's light terms: together their bounds are at most this
+	// share of the bound of the weightiest term that can fill the results.
+	lightShare = 0.25
 )
 
 // textStatsSQL reads the scope's statistics: its active entries, their total length,
@@ -322,13 +326,20 @@ var textPostingsSQL = `
 	ORDER BY x.i, x.pending, x.key`
 
 // textRankSQL returns, of the documents $8 with their scores $10 (a batch of the
-// best), the entries that pass the filter $3 to $6 at $6, best first, up to $7, with
-// their coverage (the query's idf $9, its terms' own queries $11, the idf's sum $12).
+// best, partial when light terms $14 with idf $15 are left out of them), the entries
+// that pass the filter $3 to $6 at $6, best first, up to $7: each scored in full, the
+// light terms' contributions computed from its own document as textFewSQL does (with
+// the mean length $12), with its coverage (the query's idf $9, its terms' own queries
+// $11, the idf's sum $13).
 func textRankSQL(asOf bool) string {
 	return `
-	SELECT ` + entryColumns + `, e.score, ` + textCoverage(11, 12) + ` AS coverage
+	SELECT ` + entryColumns + `, e.score, ` + textCoverage(11, 13) + ` AS coverage
 	FROM (
-	    SELECT c.score, e.* FROM unnest($8::bigint[], $10::float8[]) AS c(ord, score)
+	    SELECT c.score + coalesce((
+	        SELECT sum(` + bm25Contribution("q.idf", "coalesce(cardinality(l.positions), 0)", "e.search_length") + `)
+	        FROM unnest(e.search) AS l(lexeme, positions, weights)
+	        JOIN unnest($14::text[], $15::float8[]) AS q(term, idf) ON substr(l.lexeme, 14) = q.term), 0) AS score, e.*
+	    FROM unnest($8::bigint[], $10::float8[]) AS c(ord, score)
 	    CROSS JOIN LATERAL (SELECT e.* FROM context_entries e WHERE e.text_ord = c.ord AND ` + textPassing(asOf) + `) e
 	) e
 	ORDER BY e.score DESC, e.created_at_ms DESC, e.entry_id
@@ -442,19 +453,46 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		}
 		sc := s.scratch.Get().(*textScratch)
 		defer s.scratch.Put(sc)
+		rank := func(batch []textCandidate, limit int, light termSet) error {
+			ords, scores := make([]int64, len(batch)), make([]float64, len(batch))
+			for i, c := range batch {
+				ords[i], scores[i] = c.ord, c.score
+			}
+			return run(textRankSQL(q.AsOfMs != nil), append(slices.Clone(filter), limit, ords, w.idf, scores, queries, w.avgdl,
+				w.idfSum(), light.lexemes, light.idf)...)
+		}
+		all := termSet{lexemes: lexemes, prefixes: prefixes, idf: w.idf}
+		if essential, light, bound := all.split(w.essential(prefixes, df, q.Limit)); bound > 0 {
+			if err := sc.read(ctx, tx, scope, essential.lexemes, essential.prefixes); err != nil {
+				return err
+			}
+			cands := sc.score(essential.idf, w.avgdl)
+			for n := textBatch(q.Limit); ; n *= 4 {
+				batch, outside := marginBatch(cands, n, bound)
+				if len(batch) > maxScoreBatch {
+					break
+				}
+				hits = hits[:0]
+				if err := rank(batch, q.Limit, light); err != nil {
+					return err
+				}
+				if len(hits) == q.Limit && hits[q.Limit-1].Score >= outside && hits[q.Limit-1].Score > bound {
+					return nil
+				}
+				if len(batch) == len(cands) {
+					break
+				}
+			}
+			hits = hits[:0]
+		}
 		if err := sc.read(ctx, tx, scope, lexemes, prefixes); err != nil {
 			return err
 		}
-		cands := sc.score(w)
+		cands := sc.score(w.idf, w.avgdl)
 		for batch := textBatch(q.Limit); len(cands) > 0 && len(hits) < q.Limit; batch *= 4 {
 			var best []textCandidate
 			best, cands = bestCandidates(cands, batch)
-			ords, scores := make([]int64, len(best)), make([]float64, len(best))
-			for i, c := range best {
-				ords[i], scores[i] = c.ord, c.score
-			}
-			if err := run(textRankSQL(q.AsOfMs != nil), append(slices.Clone(filter), q.Limit-len(hits), ords, w.idf, scores,
-				queries, w.idfSum())...); err != nil {
+			if err := rank(best, q.Limit-len(hits), termSet{}); err != nil {
 				return err
 			}
 		}
@@ -469,6 +507,55 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 // textBatch is how many of the best documents the first lookup of a text search for
 // k results asks for; each further one asks for four times as many.
 func textBatch(k int) int { return 2*k + 16 }
+
+// maxScoreBatch bounds the documents one lookup of MaxScore takes: beyond it, every
+// term's postings are read.
+const maxScoreBatch = 4096
+
+// termSet is some of a query's terms, with their prefix flags and idf.
+type termSet struct {
+	lexemes  []string
+	prefixes []bool
+	idf      []float64
+}
+
+// split returns the essential terms and the light ones (essential[i] false), with the
+// light ones' bounds.
+func (t termSet) split(essential []bool, bound float64) (ess, light termSet, _ float64) {
+	for i, e := range essential {
+		part := &light
+		if e {
+			part = &ess
+		}
+		part.lexemes, part.prefixes, part.idf = append(part.lexemes, t.lexemes[i]), append(part.prefixes, t.prefixes[i]),
+			append(part.idf, t.idf[i])
+	}
+	return ess, light, bound
+}
+
+// marginBatch reorders cands in place and returns the batch MaxScore looks up: the best
+// n by partial score (bestCandidates), with every other candidate whose partial score
+// is within bound of the n-th's; and outside, a bound no candidate left out reaches
+// (−∞ when none is left out): the n-th's partial score.
+func marginBatch(cands []textCandidate, n int, bound float64) (batch []textCandidate, outside float64) {
+	best, rest := bestCandidates(cands, n)
+	if len(rest) == 0 {
+		return best, math.Inf(-1)
+	}
+	nth := best[len(best)-1].score
+	k := 0
+	for i, c := range rest {
+		if c.score >= nth-bound {
+			rest[k], rest[i] = rest[i], rest[k]
+			k++
+		}
+	}
+	batch = cands[:len(best)+k]
+	if len(batch) == len(cands) {
+		return batch, math.Inf(-1)
+	}
+	return batch, nth
+}
 
 // textScratch holds a text search's postings and scores. Searches reuse them (a
 // sync.Pool of the DB): a question of common words reads a posting for nearly every
@@ -530,7 +617,7 @@ type textCandidate struct {
 // score sums the contributions of each document's postings, term by term: a merge of
 // the term's postings (sorted by ordinal) into the documents so far. A document holding
 // two terms a prefix term stands for counts both, as textFewSQL does.
-func (sc *textScratch) score(w bm25) []textCandidate {
+func (sc *textScratch) score(idf []float64, avgdl float64) []textCandidate {
 	acc, next := sc.acc[:0], sc.next[:0]
 	start := 0
 	for t, end := range sc.terms {
@@ -543,7 +630,7 @@ func (sc *textScratch) score(w bm25) []textCandidate {
 				next = append(next, acc[i])
 				i++
 			}
-			c := contribution(w.idf[t], p.tf, p.length, w.avgdl)
+			c := contribution(idf[t], p.tf, p.length, avgdl)
 			switch {
 			case i < len(acc) && acc[i].ord == p.ord:
 				acc[i].score += c
@@ -650,4 +737,37 @@ func (w bm25) idfSum() float64 {
 		sum += x
 	}
 	return max(sum, 1e-9)
+}
+
+// essential splits the terms for MaxScore: the light ones are the least weighty, as
+// many as keep their bounds (idf·(k1+1), the most a term adds to a score) summed
+// within lightShare of the bound of the weightiest term that at least k entries hold
+// (about what the k-th entry may score: a rarer term cannot fill the results); prefix
+// terms are never light. It returns which terms are essential and the light ones'
+// bounds summed, each with a quantum's margin (a rounded contribution may exceed its
+// bound by half of one); 0 when none is light.
+func (w bm25) essential(prefixes []bool, df []float64, k int) ([]bool, float64) {
+	essential := make([]bool, len(w.bound))
+	order := make([]int, len(w.bound))
+	budget := 0.0
+	for i := range essential {
+		essential[i], order[i] = true, i
+		if df[i] >= float64(k) {
+			budget = max(budget, lightShare*w.bound[i])
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(w.bound[a], w.bound[b]) })
+	sum, used := 0.0, 0.0
+	for _, i := range order {
+		if prefixes[i] {
+			continue
+		}
+		if used+w.bound[i] > budget {
+			break
+		}
+		used += w.bound[i]
+		sum += w.bound[i] + bm25Quantum
+		essential[i] = false
+	}
+	return essential, sum
 }

@@ -398,3 +398,34 @@ func TestTextSearchTiesSumAlike(t *testing.T) {
 	}
 	requireTextCases(t, db, scope, docs, cases)
 }
+
+// TestTextSearchLightTermLifts: MaxScore leaves a word most entries hold (light) out of
+// the partial scores it ranks by, and scores it from the documents of the entries it
+// looks up. Forty entries hold "zephyr" in documents of one length; the oldest of them
+// also holds "lumen", which 1,000 other entries hold. It ranks first, though its partial
+// score ranks it last of the forty (ties by newest): the entries looked up must reach
+// every one within the light term's bound of the k-th, or it is missed.
+func TestTextSearchLightTermLifts(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	scope := runtime.Scope{TenantID: "t", ProjectID: "light"}
+	texts := make([]string, 1040)
+	for i := range texts {
+		switch {
+		case i == 0:
+			texts[i] = "zephyr lumen harbor glass"
+		case i < 40:
+			texts[i] = "zephyr kite harbor glass"
+		default:
+			texts[i] = fmt.Sprintf("lumen orchard %d", i)
+		}
+	}
+	docs := bm25Documents(scope, func(i int) string { return fmt.Sprintf("lt-%04d", i) }, texts)
+	for i := range docs {
+		docs[i].created = 1000 + int64(i)
+	}
+	copyBM25Docs(t, pool, scope, docs, texts)
+	require.Equal(t, "lt-0000", exactBM25(docs, "zephyr lumen", func(bm25Doc) bool { return true }, 1)[0].id)
+	requireTextCases(t, db, scope, docs, []textCase{{"zephyr lumen", false, 0, 1}, {"zephyr lumen", false, 0, 5}})
+}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,7 +67,7 @@ func TestScoreDocuments(t *testing.T) {
 		// A prefix term: ordinal 5 holds two of the terms it stands for.
 		{ord: 1, tf: 1, length: 2, created: 10}, {ord: 5, tf: 1, length: 8, created: 50}, {ord: 5, tf: 1, length: 8, created: 50}, {ord: 9, tf: 1, length: 4, created: 90},
 	}, terms: []int{2, 6}}
-	got := sc.score(w)
+	got := sc.score(w.idf, w.avgdl)
 	want := []textCandidate{
 		{ord: 1, created: 10, score: contribution(1, 1, 2, 4)},
 		{ord: 2, created: 20, score: contribution(2, 1, 4, 4)},
@@ -75,7 +76,7 @@ func TestScoreDocuments(t *testing.T) {
 	}
 	require.Equal(t, want, got)
 	sc.postings, sc.terms = sc.postings[2:3], []int{0, 1}
-	require.Equal(t, want[:1], sc.score(w), "the buffers are reused, and a term may have no posting")
+	require.Equal(t, want[:1], sc.score(w.idf, w.avgdl), "the buffers are reused, and a term may have no posting")
 	require.InDelta(t, 2*2.2/(1+1.2), contribution(2, 1, 4, 4), 1e-12, "a document of the mean length holding the term once")
 }
 
@@ -98,4 +99,41 @@ func TestBestCandidates(t *testing.T) {
 	best, rest = bestCandidates(rest, 5)
 	require.Equal(t, []int64{5, 1, 6}, ords(best), "all of them, sorted")
 	require.Empty(t, rest)
+}
+
+func TestBM25Essential(t *testing.T) {
+	t.Parallel()
+	w := bm25{bound: []float64{1, 5, 0.5, 0.01, 0.9}}
+	many := []float64{10, 10, 1e6, 1e6, 10}
+	essential, light := w.essential(make([]bool, 5), many, 10)
+	require.Equal(t, []bool{true, true, false, false, true}, essential,
+		"the lightest terms while their bounds stay within a quarter of the weightiest's (0.01 + 0.5, not + 0.9)")
+	require.InDelta(t, 0.51+2*bm25Quantum, light, 1e-15, "the light bounds, each with the rounding's margin")
+	essential, light = w.essential([]bool{false, false, true, false, false}, many, 10)
+	require.Equal(t, []bool{true, true, true, false, false}, essential, "a prefix term is never light; the next lightest is")
+	require.InDelta(t, 0.91+2*bm25Quantum, light, 1e-15)
+	essential, light = w.essential(make([]bool, 5), []float64{10, 1, 1e6, 1e6, 10}, 10)
+	require.Equal(t, []bool{true, true, true, false, true}, essential,
+		"the budget is set by the weightiest term that can fill the results (a quarter of 1, not of 5, which one entry holds)")
+	require.InDelta(t, 0.01+bm25Quantum, light, 1e-15)
+	essential, light = bm25{bound: []float64{3}}.essential([]bool{false}, []float64{5}, 10)
+	require.Equal(t, []bool{true}, essential, "no term fills the results: none is light")
+	require.Zero(t, light)
+}
+
+func TestMarginBatch(t *testing.T) {
+	t.Parallel()
+	cands := []textCandidate{
+		{ord: 1, score: 10}, {ord: 2, score: 9}, {ord: 3, score: 8.5}, {ord: 4, score: 7.9}, {ord: 5, score: 3},
+	}
+	batch, outside := marginBatch(cands, 2, 1)
+	var ords []int64
+	for _, c := range batch {
+		ords = append(ords, c.ord)
+	}
+	require.Equal(t, []int64{1, 2, 3}, ords, "the best two, and the third within the light bound of the second")
+	require.InDelta(t, 9.0, outside, 0, "what no document left out reaches: the second's partial score")
+	batch, outside = marginBatch(cands, 3, 6)
+	require.Len(t, batch, 5)
+	require.True(t, math.IsInf(outside, -1), "nothing left out")
 }
