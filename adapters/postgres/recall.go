@@ -22,7 +22,7 @@ type RecallStore struct {
 	db            DBTX
 	catalog       *vectorCatalog
 	searchTimeout time.Duration
-	fewRows       int        // fewFilterRows; tests lower it to take the other plans
+	fewRows       int        // fewFilterRows; tests set it to -1 to take the other plans
 	scratch       *sync.Pool // of *textScratch
 }
 
@@ -263,9 +263,9 @@ const textStatsSQL = `
 
 // bm25Contribution is a posting's contribution to its entry's score: the term's idf,
 // the posting's tf and its document's length, with the scope's mean length in $12,
-// rounded to a multiple of bm25Quantum. textFewSQL computes it with this expression,
-// the postings' scoring with contribution, its same operations, so that the same
-// posting weighs the same either way.
+// rounded to a multiple of bm25Quantum. textRankSQL computes it with this expression
+// for the light terms, from the documents; the postings' scoring with contribution,
+// its same operations, so that a term of a document weighs the same either way.
 func bm25Contribution(idf, tf, length string) string {
 	return fmt.Sprintf(`(round(%[5]s * %[6]s * %[1]v / (%[6]s + %[2]v * (%[3]v + %[4]v * %[7]s / $12::float8)) * %[8]v) / %[8]v)`,
 		bm25K1+1, bm25K1, 1-bm25B, bm25B, idf, tf, length, 1/bm25Quantum)
@@ -273,7 +273,7 @@ func bm25Contribution(idf, tf, length string) string {
 
 // bm25Quantum is the grid contributions are rounded to, 2^-40. An entry's score is a
 // sum of contributions added up in an order that depends on the path (the postings'
-// merge term by term, or textFewSQL's sum); floating-point addition is not
+// merge term by term, then the light terms' sum); floating-point addition is not
 // associative, and equal scores summed in two orders came out a unit in the last place
 // apart, which ranked them by that instead of by creation and ID. Multiples of 2^-40 add exactly in a
 // float8, in any order, while the sum stays below 2^13; a contribution is below
@@ -328,8 +328,8 @@ var textPostingsSQL = `
 // textRankSQL returns, of the documents $8 with their scores $10 (a batch of the
 // best, partial when light terms $14 with idf $15 are left out of them), the entries
 // that pass the filter $3 to $6 at $6, best first, up to $7: each scored in full, the
-// light terms' contributions computed from its own document as textFewSQL does (with
-// the mean length $12), with its coverage (the query's idf $9, its terms' own queries
+// light terms' contributions computed from its own document (tf its lexeme's
+// positions, its length, the mean length $12), with its coverage (the query's idf $9, its terms' own queries
 // $11, the idf's sum $13).
 func textRankSQL(asOf bool) string {
 	return `
@@ -354,54 +354,18 @@ func textCoverage(queries, sum int) string {
 	    WHERE e.search @@ q.query::tsquery)::float8 / $%[2]d::float8`, queries, sum)
 }
 
-// fewPassingSQL counts the scope's entries that pass the filter $3 to $6 at $6, up to
-// $7.
-func fewPassingSQL(asOf bool) string {
-	return `SELECT count(*) FROM (
-	    SELECT 1 FROM context_entries e
-	    WHERE ` + textPassing(asOf) + `
-	    LIMIT $7) x`
+// passingOrdsSQL selects the document numbers of up to $7 of the scope's entries that
+// pass the filter $3 to $6 at $6.
+func passingOrdsSQL(asOf bool) string {
+	return `SELECT e.text_ord FROM context_entries e WHERE ` + textPassing(asOf) + ` LIMIT $7`
 }
 
-// textFewSQL is the text half over the entries that pass the filter $3 to $6, when
-// there are few (at most $11 − 1): each is scored from its own document, its lexemes
-// matched to the query's terms $8 (idf $9, prefix flags $10) as the postings are
-// (without the scope's tag, tf the lexeme's positions, the document's length), with the
-// same contribution expression, so the scores are those of the other statements. All
-// their lexemes are joined to the terms at once (a hash join on the term, a scan of
-// the prefix terms): a score subquery per entry, tried first, ran twice per entry
-// (for the sort and for the filter on its value) and cost four times as much. The
-// mean length is $12, the coverage's queries and idf sum $13 and $14, the limit $7.
-func textFewSQL(asOf bool) string {
-	contribution := bm25Contribution("q.idf", "l.tf", "l.search_length")
-	return `
-	WITH q AS (
-	    SELECT * FROM unnest($8::text[], $9::float8[], $10::bool[]) AS q(term, idf, prefix)
-	), passing AS MATERIALIZED (
-	    SELECT e.* FROM context_entries e
-	    WHERE ` + textPassing(asOf) + `
-	    LIMIT $11
-	), lexemes AS MATERIALIZED (
-	    SELECT e.entry_id, e.search_length, substr(l.lexeme, 14) AS term, coalesce(cardinality(l.positions), 0) AS tf
-	    FROM passing e CROSS JOIN LATERAL unnest(e.search) AS l(lexeme, positions, weights)
-	), scored AS (
-	    SELECT x.entry_id, sum(x.c) AS score FROM (
-	        SELECT l.entry_id, ` + contribution + ` AS c FROM lexemes l JOIN q ON l.term = q.term AND NOT q.prefix
-	        UNION ALL
-	        SELECT l.entry_id, ` + contribution + ` FROM lexemes l JOIN q ON q.prefix AND starts_with(l.term, q.term)
-	    ) x
-	    GROUP BY x.entry_id
-	)
-	SELECT ` + entryColumns + `, s.score::float8, ` + textCoverage(13, 14) + ` AS coverage
-	FROM scored s JOIN passing e ON e.entry_id = s.entry_id
-	ORDER BY s.score DESC, e.created_at_ms DESC, e.entry_id
-	LIMIT $7`
-}
-
-// TextSearch implements memory.RecallStore. Under a filter on tags or a conversation
-// that few entries pass (fewRows at most, counted first), textFewSQL answers;
-// otherwise the postings of the query's terms are scored here, and the best entries
-// are looked up in batches (textRankSQL) until the limit is met or none is left.
+// TextSearch implements memory.RecallStore. The postings of the query's terms are
+// scored here and the best entries looked up (textRankSQL): first by MaxScore, which
+// leaves the light terms' postings unread, then, when it cannot tell its answer is the
+// best, over every term's postings, in batches until the limit is met or none is left.
+// Under a filter on tags or a conversation that few entries pass (fewRows at most,
+// read first through their indexes), only those entries' postings are scored.
 func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q memory.TextRecall) ([]memory.RecallHit, error) {
 	terms := recallTerms(q.Text)
 	hits := []memory.RecallHit{}
@@ -441,18 +405,28 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 			return translate(rows.Err())
 		}
 		filter := append([]any{scope.TenantID, scope.ProjectID}, recallFilterArgs(q.RecallFilter)...)
-		if len(q.Tags) > 0 || q.ConversationID != "" {
-			var passing int
-			if err := tx.QueryRow(ctx, fewPassingSQL(q.AsOfMs != nil), append(slices.Clone(filter), s.fewRows+1)...).Scan(&passing); err != nil {
-				return translate(err)
-			}
-			if passing <= s.fewRows {
-				return run(textFewSQL(q.AsOfMs != nil), append(slices.Clone(filter), q.Limit, lexemes, w.idf, prefixes,
-					s.fewRows+1, w.avgdl, queries, w.idfSum())...)
-			}
-		}
 		sc := s.scratch.Get().(*textScratch)
 		defer s.scratch.Put(sc)
+		sc.allowed = sc.allowed[:0]
+		restricted := false
+		if len(q.Tags) > 0 || q.ConversationID != "" {
+			rows, err := tx.Query(ctx, passingOrdsSQL(q.AsOfMs != nil), append(slices.Clone(filter), s.fewRows+1)...)
+			if err != nil {
+				return translate(err)
+			}
+			sc.allowed, err = pgx.AppendRows(sc.allowed, rows, pgx.RowTo[int64])
+			if err != nil {
+				return translate(err)
+			}
+			restricted = len(sc.allowed) <= s.fewRows
+			if !restricted {
+				sc.allowed = sc.allowed[:0]
+			}
+			slices.Sort(sc.allowed)
+		}
+		if restricted && len(sc.allowed) == 0 {
+			return nil
+		}
 		rank := func(batch []textCandidate, limit int, light termSet) error {
 			ords, scores := make([]int64, len(batch)), make([]float64, len(batch))
 			for i, c := range batch {
@@ -466,7 +440,7 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 			if err := sc.read(ctx, tx, scope, essential.lexemes, essential.prefixes); err != nil {
 				return err
 			}
-			cands := sc.score(essential.idf, w.avgdl)
+			cands := sc.score(essential.idf, w.avgdl, restricted)
 			for n := textBatch(q.Limit); ; n *= 4 {
 				batch, outside := marginBatch(cands, n, bound)
 				if len(batch) > maxScoreBatch {
@@ -488,7 +462,7 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		if err := sc.read(ctx, tx, scope, lexemes, prefixes); err != nil {
 			return err
 		}
-		cands := sc.score(w.idf, w.avgdl)
+		cands := sc.score(w.idf, w.avgdl, restricted)
 		for batch := textBatch(q.Limit); len(cands) > 0 && len(hits) < q.Limit; batch *= 4 {
 			var best []textCandidate
 			best, cands = bestCandidates(cands, batch)
@@ -564,6 +538,7 @@ func marginBatch(cands []textCandidate, n int, bound float64) (batch []textCandi
 type textScratch struct {
 	postings  []posting // every term's, one term after the other
 	terms     []int     // where each term's postings end in postings
+	allowed   []int64   // the documents a filter few entries pass leaves, sorted
 	acc, next []textCandidate
 }
 
@@ -615,17 +590,29 @@ type textCandidate struct {
 }
 
 // score sums the contributions of each document's postings, term by term: a merge of
-// the term's postings (sorted by ordinal) into the documents so far. A document holding
-// two terms a prefix term stands for counts both, as textFewSQL does.
-func (sc *textScratch) score(idf []float64, avgdl float64) []textCandidate {
+// the term's postings (sorted by ordinal) into the documents so far; when restricted,
+// of the allowed documents' only. A document holding two terms a prefix term stands
+// for counts both.
+func (sc *textScratch) score(idf []float64, avgdl float64, restricted bool) []textCandidate {
 	acc, next := sc.acc[:0], sc.next[:0]
 	start := 0
 	for t, end := range sc.terms {
 		ps := sc.postings[start:end]
 		start = end
 		next = slices.Grow(next[:0], len(acc)+len(ps))
-		i := 0
+		i, a := 0, 0
 		for _, p := range ps {
+			if restricted {
+				for a < len(sc.allowed) && sc.allowed[a] < p.ord {
+					a++
+				}
+				if a == len(sc.allowed) {
+					break
+				}
+				if sc.allowed[a] != p.ord {
+					continue
+				}
+			}
 			for i < len(acc) && acc[i].ord < p.ord {
 				next = append(next, acc[i])
 				i++

@@ -103,8 +103,9 @@ func requireBM25(t *testing.T, db *postgres.DB, scope runtime.Scope, q memory.Te
 	t.Helper()
 	stores := map[string]*postgres.RecallStore{"": db.Recall()}
 	if len(q.Tags) > 0 || q.ConversationID != "" {
-		// The entries passing the filter are few enough to be ranked on their own; the
-		// plans for many are checked on the same entries too.
+		// The entries passing the filter are few enough to be read first, and only their
+		// postings scored; the search for many, which leaves the filter to the lookups,
+		// is checked on the same entries too.
 		stores[" (walking)"] = postgres.RecallWalkingFilters(db)
 	}
 	for plan, store := range stores {
@@ -123,14 +124,14 @@ func requireBM25(t *testing.T, db *postgres.DB, scope runtime.Scope, q memory.Te
 }
 
 // TestTextSearchIsExactBM25: over 2,000 entries of the benchmark's corpus (every one
-// holding "note" and "service", the light terms the search looks up only for the
-// entries that can rank), the text half returns the top k of an Okapi BM25 computed
-// here from the documents: the same entries with the same scores, in order (ties by
-// newest, then ID), with and without a filter, for questions with rare terms, a single
-// term, and common terms only, and for a k larger than the entries holding the
-// essential terms (the search again with every term essential). The adversarial
-// shapes of the impact reads: a term fewer than k entries hold beside words every
-// entry holds, under no filter, a selective filter and asOfMs.
+// holding "note" and "service", light terms whose postings MaxScore leaves unread and
+// scores from the documents it looks up), the text half returns the top k of an Okapi
+// BM25 computed here from the documents: the same entries with the same scores, in
+// order (ties by newest, then ID), with and without a filter, for questions with rare
+// terms, a single term, and common terms only, and for a k larger than the entries
+// holding the essential terms (MaxScore cannot tell; every term is read). And a term
+// fewer than k entries hold beside words every entry holds (no term is light then),
+// under no filter, a selective filter and asOfMs.
 func TestTextSearchIsExactBM25(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
@@ -169,7 +170,7 @@ func TestTextSearchIsExactBM25(t *testing.T) {
 		{"note service", true, 10},
 		{"crawler leaks remotely in Lima", false, 200},
 		{"scheduler note", false, 200}, // fewer than k hold the essential term: every posting
-		// A term one entry holds beside words every entry holds: read by impact.
+		// A term one entry holds beside words every entry holds.
 		{"note 17 service", false, 10},
 		{"note 17 service", false, 40},
 		{"note 13 service", true, 10},
@@ -222,13 +223,13 @@ func copyBM25Docs(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, docs []
 	require.NoError(t, err)
 }
 
-// TestTextSearchImpactTies: the shape of the console's recall playground, where every
+// TestTextSearchPlaygroundTies: the shape of the console's recall playground, where every
 // entry holds the question's common words once in a document of the same length, so
 // all but the one holding the rare term tie and rank newest first (then by ID): the
 // text half answers exactly that, unfiltered, under a selective filter, and as of
 // instants before which some entries did not exist and after which some were
 // superseded.
-func TestTextSearchImpactTies(t *testing.T) {
+func TestTextSearchPlaygroundTies(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	db := newDB(t, pool)
@@ -266,8 +267,9 @@ func TestTextSearchImpactTies(t *testing.T) {
 
 // TestTextSearchTiesInOneInstant: entries created in the same millisecond (as an
 // import or a bulk load leaves them) tie on creation, so a tie on score is broken by
-// ID alone. The impact reads bound the band of the k-th score by the k-th's ID as well
-// as its creation; over 900 entries of one instant, most of them scoring alike for the
+// ID alone, which the lookups order; the service ranks documents by score and creation
+// only, so a batch takes every document ranking alike with its last. Over 900 entries
+// of one instant, most of them scoring alike for the
 // common words, the text half still returns the reference's top k, in order, for
 // questions of the recall playground's shape, under no filter, a selective filter, a
 // k beyond the tied entries and asOfMs.
@@ -354,9 +356,8 @@ func requireTextCases(t *testing.T, db *postgres.DB, scope runtime.Scope, docs [
 }
 
 // TestTextSearchTiesSumAlike: entries whose scores are equal add the same
-// contributions, but the text half reaches them by different reads (the k-th's
-// neighbours, the postings above a term's share of θ, lookups), each adding its
-// terms in its own order. Floating-point addition is not associative, so without
+// contributions, but the text half adds them in different orders (the postings' terms
+// merged one by one, then the light terms from the documents). Floating-point addition is not associative, so without
 // contributions that add exactly, such entries came back a unit in the last place
 // apart and ranked by that, not by creation and ID.
 func TestTextSearchTiesSumAlike(t *testing.T) {

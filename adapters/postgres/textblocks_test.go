@@ -67,7 +67,7 @@ func TestScoreDocuments(t *testing.T) {
 		// A prefix term: ordinal 5 holds two of the terms it stands for.
 		{ord: 1, tf: 1, length: 2, created: 10}, {ord: 5, tf: 1, length: 8, created: 50}, {ord: 5, tf: 1, length: 8, created: 50}, {ord: 9, tf: 1, length: 4, created: 90},
 	}, terms: []int{2, 6}}
-	got := sc.score(w.idf, w.avgdl)
+	got := sc.score(w.idf, w.avgdl, false)
 	want := []textCandidate{
 		{ord: 1, created: 10, score: contribution(1, 1, 2, 4)},
 		{ord: 2, created: 20, score: contribution(2, 1, 4, 4)},
@@ -75,8 +75,10 @@ func TestScoreDocuments(t *testing.T) {
 		{ord: 9, created: 90, score: contribution(1, 1, 4, 4)},
 	}
 	require.Equal(t, want, got)
+	sc.allowed = []int64{2, 9, 12}
+	require.Equal(t, []textCandidate{want[1], want[3]}, sc.score(w.idf, w.avgdl, true), "the allowed documents only")
 	sc.postings, sc.terms = sc.postings[2:3], []int{0, 1}
-	require.Equal(t, want[:1], sc.score(w.idf, w.avgdl), "the buffers are reused, and a term may have no posting")
+	require.Equal(t, want[:1], sc.score(w.idf, w.avgdl, false), "the buffers are reused, and a term may have no posting")
 	require.InDelta(t, 2*2.2/(1+1.2), contribution(2, 1, 4, 4), 1e-12, "a document of the mean length holding the term once")
 }
 
