@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -225,7 +224,7 @@ type DB struct {
 	queue   *river.Client[pgx.Tx]
 	opts    DBOptions
 	catalog *vectorCatalog
-	scratch *sync.Pool // of *textScratch: the text half's buffers
+	scratch scratchPool // the text half's buffers
 }
 
 // NewDB returns the database over pool; its methods named after the areas return their
@@ -245,7 +244,7 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 		return nil, fmt.Errorf("create the job queue client: %w", err)
 	}
 	return &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog(),
-		scratch: &sync.Pool{New: func() any { return new(textScratch) }}}, nil
+		scratch: make(scratchPool, scratchKept)}, nil
 }
 
 // quietDriver is River's pgx driver for the insert-only client, without its

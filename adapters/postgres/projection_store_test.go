@@ -839,3 +839,81 @@ func TestFoldBoundDuringBacklog(t *testing.T) {
 	ids := b.vectorIDs(t)[1]
 	require.Len(t, ids, 30)
 }
+
+// TestProjectionPacksText: a scope holding more text postings unpacked than the bound
+// is due for the sweep, and a projection run packs them until the bound holds; a
+// deleted entry's packed postings make the scope due again whatever the bound, and
+// the next run takes them out of the blocks. Recall finds the same entries throughout.
+func TestProjectionPacksText(t *testing.T) {
+	t.Parallel()
+	b := setupProjection(t, nil)
+	ctx := context.Background()
+	st := b.db.Memory().Stores().Projection
+	for i := range 30 {
+		b.create(t, fmt.Sprintf("e-%02d", i), fmt.Sprintf("the ledger service %d retries billing nightly", i))
+	}
+	count := func(query string) int {
+		t.Helper()
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, query, b.scope.TenantID, b.scope.ProjectID).Scan(&n))
+		return n
+	}
+	pending := func() int {
+		return count(`SELECT count(*) FROM entry_text_postings WHERE tenant_id = $1 AND project_id = $2`)
+	}
+	packed := func() int {
+		return count(`SELECT coalesce(sum(postings), 0) FROM entry_text_blocks WHERE tenant_id = $1 AND project_id = $2`)
+	}
+	recalled := func() []string {
+		t.Helper()
+		hits, err := b.db.Recall().TextSearch(ctx, b.scope, memory.TextRecall{
+			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()}, Text: "ledger 7", Limit: 3})
+		require.NoError(t, err)
+		return hitIDs(hits)
+	}
+	before := recalled()
+	require.Equal(t, "e-07", before[0])
+	total := pending()
+	require.Equal(t, 30*6, total, "six terms each (the stop word left out)")
+	const bound = 40
+	due, last, err := st.PendingTextScopes(ctx, nil, 10, bound)
+	require.NoError(t, err)
+	require.Equal(t, []runtime.Scope{b.scope}, due)
+	require.Equal(t, &b.scope, last)
+
+	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
+	p := memory.NewProjection(memory.ProjectionConfig{DB: b.db.Memory(), Embedders: set, Batch: 4, PendingPostings: bound})
+	done, err := p.EmbedBacklog(ctx, b.scope, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Zero(t, pending(), "a pack takes up to 20,000")
+	require.Equal(t, total, packed())
+	require.Equal(t, before, recalled())
+	b.create(t, "e-30", "the ledger service 30 retries billing nightly")
+	b.drain(t)
+	due, last, err = st.PendingTextScopes(ctx, nil, 10, bound)
+	require.NoError(t, err)
+	require.Empty(t, due, "within the bound")
+	require.Equal(t, &b.scope, last, "examined all the same")
+	total += 6
+
+	var packedOrd int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT min(first_ord) FROM entry_text_blocks WHERE tenant_id = $1`,
+		b.scope.TenantID).Scan(&packedOrd))
+	_, err = b.pool.Exec(ctx, `DELETE FROM context_entries WHERE text_ord = $1`, packedOrd)
+	require.NoError(t, err)
+	require.Equal(t, 6, count(`SELECT count(*) FROM entry_text_dropped WHERE tenant_id = $1 AND project_id = $2`))
+	due, _, err = st.PendingTextScopes(ctx, nil, 10, bound)
+	require.NoError(t, err)
+	require.Equal(t, []runtime.Scope{b.scope}, due, "a dropped posting makes the scope due")
+	jobs := b.projectionJobs(t)
+	finished, err := p.Sweep(ctx, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, finished)
+	require.Equal(t, jobs+1, b.projectionJobs(t), "the sweep enqueues the scope's job")
+	done, err = p.EmbedBacklog(ctx, b.scope, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Zero(t, count(`SELECT count(*) FROM entry_text_dropped WHERE tenant_id = $1 AND project_id = $2`))
+	require.Equal(t, total-6, pending()+packed(), "the deleted entry's postings are out of the blocks")
+}

@@ -212,7 +212,11 @@ type ProjectionConfig struct {
 	Unindexed int
 	// PendingPostings is how many text postings a scope may hold unpacked (default
 	// 20,000, about 1,500 entries of a few sentences): beyond it, a projection job
-	// packs them, so that recall's text half reads few of them one row each.
+	// packs them once its backlog is embedded, so that recall's text half reads few of
+	// them one row each. While a backlog is being embedded nothing is packed: packing
+	// (and counting what waits, after every stored batch) took the cores the embedder
+	// needed, and MaxScore reads the pending postings of a question's weighty terms
+	// only, which are few.
 	PendingPostings int
 }
 
@@ -242,8 +246,10 @@ const (
 	DefaultFoldBatch       = 256
 	DefaultUnindexed       = 10_000
 	DefaultPendingPostings = 20_000
-	// packBatch is how many text postings one pack takes.
-	packBatch = 50_000
+	// packBatch is how many text postings one pack takes: one step, well within a
+	// job's statement bound (50,000 took 0.34 s on an idle machine and several
+	// seconds beside a backlog's embedding, past the job's timeout).
+	packBatch = 20_000
 )
 
 // NewProjection returns the projection use cases.
@@ -470,8 +476,7 @@ type storeOutcome struct {
 }
 
 // storeBatch stores the vectors of a claimed batch and then folds a batch into the
-// graph when the scope holds more than the bound outside it, and packs a batch of text
-// postings when it holds more than their bound unpacked.
+// graph when the scope holds more than the bound outside it.
 func (p *Projection) storeBatch(ctx context.Context, scope runtime.Scope, b Backlog, vectors map[string][][]float32) storeOutcome {
 	err := p.store.StoreBacklog(ctx, scope, b.Claim, inputIDs(b.Entries), vectors)
 	switch {
@@ -480,9 +485,7 @@ func (p *Projection) storeBatch(ctx context.Context, scope runtime.Scope, b Back
 	case err != nil:
 		return storeOutcome{err: errors.Join(err, p.store.ReleaseBacklog(context.WithoutCancel(ctx), scope, b.Claim))}
 	}
-	if _, err = p.store.FoldVectors(ctx, scope, p.foldBatch, p.unindexed); err == nil {
-		_, err = p.store.PackText(ctx, scope, packBatch, p.pending)
-	}
+	_, err = p.store.FoldVectors(ctx, scope, p.foldBatch, p.unindexed)
 	return storeOutcome{err: err}
 }
 
