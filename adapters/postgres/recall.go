@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/agent-context/agent-context/runtime"
@@ -542,7 +543,9 @@ type textScratch struct {
 }
 
 // read reads the postings of the query's terms, each term's sorted by ordinal. A
-// block is decoded from the row's own buffer, not copied.
+// block is decoded from the row's own buffer, not copied, when it comes in binary (a
+// connection in the simple protocol, which a database URL may ask for, sends it as
+// text, decoded by pgx).
 func (sc *textScratch) read(ctx context.Context, tx pgx.Tx, scope runtime.Scope, lexemes []string, prefixes []bool) error {
 	rows, err := tx.Query(ctx, textPostingsSQL, scope.TenantID, scope.ProjectID, lexemes, prefixes)
 	if err != nil {
@@ -550,16 +553,30 @@ func (sc *textScratch) read(ctx context.Context, tx pgx.Tx, scope runtime.Scope,
 	}
 	defer rows.Close()
 	sc.postings, sc.terms = sc.postings[:0], append(sc.terms[:0], make([]int, len(lexemes))...)
-	for rows.Next() {
-		var i int64
-		var p posting
-		if err := rows.Scan(&i, nil, &p.ord, &p.tf, &p.length, &p.created); err != nil {
+	var i int64
+	var p posting
+	var text []byte
+	dest := []any{&i, nil, &p.ord, &p.tf, &p.length, &p.created}
+	asText := false
+	for first := true; rows.Next(); first = false {
+		if first && rows.FieldDescriptions()[1].Format == pgtype.TextFormatCode {
+			asText, dest[1] = true, &text
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return translate(err)
 		}
-		if data := rows.RawValues()[1]; data != nil {
+		data := rows.RawValues()[1]
+		if asText && data != nil {
+			data = text
+		}
+		if data != nil {
 			// tf is the block's count of postings.
+			had := len(sc.postings)
 			sc.postings = slices.Grow(sc.postings, int(p.tf))
-			if sc.postings, err = decodeBlock(sc.postings, data); err != nil {
+			if sc.postings, err = decodeBlock(sc.postings, data); err == nil && len(sc.postings)-had != int(p.tf) {
+				err = errCorruptBlock
+			}
+			if err != nil {
 				return fmt.Errorf("a block of term %q in %s/%s: %w", lexemes[i-1], scope.TenantID, scope.ProjectID, err)
 			}
 		} else {

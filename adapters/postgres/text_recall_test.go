@@ -430,3 +430,29 @@ func TestTextSearchLightTermLifts(t *testing.T) {
 	require.Equal(t, "lt-0000", exactBM25(docs, "zephyr lumen", func(bm25Doc) bool { return true }, 1)[0].id)
 	requireTextCases(t, db, scope, docs, []textCase{{"zephyr lumen", false, 0, 1}, {"zephyr lumen", false, 0, 5}})
 }
+
+// TestTextSearchOverTheSimpleProtocol: a database URL may ask pgx for the simple
+// protocol (as some poolers need), in which Postgres sends the packed blocks as text;
+// the text half answers the same as over the extended protocol's binary rows.
+func TestTextSearchOverTheSimpleProtocol(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	scope := runtime.Scope{TenantID: "t", ProjectID: "simple"}
+	texts := make([]string, 300)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("note %d: the ledger service retries billing nightly", i)
+	}
+	docs := bm25Documents(scope, func(i int) string { return fmt.Sprintf("sp-%03d", i) }, texts)
+	for i := range docs {
+		docs[i].created = 1000 + int64(i)
+	}
+	copyBM25Docs(t, pool, scope, docs, texts)
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	simple, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(simple.Close)
+	want := exactBM25(docs, "ledger note 17", func(d bm25Doc) bool { return d.active }, 10)
+	requireBM25(t, newDB(t, simple), scope, memory.TextRecall{
+		RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()}, Text: "ledger note 17", Limit: 10}, want, "simple protocol")
+}
