@@ -50,8 +50,9 @@ func RecallOver(db *DB, tx pgx.Tx) *RecallStore {
 	return s
 }
 
-// RecallWalkingFilters is db's recall store that never ranks the entries passing a
-// filter on their own, however few: both halves search as they do when many pass.
+// RecallWalkingFilters is db's recall store that never reads the entries passing a
+// filter first, however few: both halves search as they do when many pass, and the
+// filter is applied by the lookups.
 func RecallWalkingFilters(db *DB) *RecallStore {
 	s := db.Recall()
 	s.fewRows = -1
