@@ -600,15 +600,16 @@ func (sc *textScratch) read(ctx context.Context, tx pgx.Tx, scope runtime.Scope,
 }
 
 // scratchPool keeps up to scratchKept textScratch between searches, each at most
-// scratchPostings postings large (a larger one is left to the garbage collector, so
-// one question over a huge scope does not pin its memory). A sync.Pool gave its
-// buffers up at every garbage collection, and the search after it paid for growing
-// them again: the text half's p95 was twice its p50.
+// scratchPostings postings and candidates large (a larger one is left to the garbage
+// collector, so one question over a huge scope does not pin its memory): at most
+// about 80 MB kept. A sync.Pool gave its buffers up at every garbage collection, and
+// the search after it paid for growing them again: the text half's p95 was twice its
+// p50.
 type scratchPool chan *textScratch
 
 const (
-	scratchKept     = 8
-	scratchPostings = 1 << 20
+	scratchKept     = 4
+	scratchPostings = 1 << 18
 )
 
 func (p scratchPool) get() *textScratch {
