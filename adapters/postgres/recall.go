@@ -602,9 +602,8 @@ func (sc *textScratch) read(ctx context.Context, tx pgx.Tx, scope runtime.Scope,
 // scratchPool keeps up to scratchKept textScratch between searches, each at most
 // scratchPostings postings and candidates large (a larger one is left to the garbage
 // collector, so one question over a huge scope does not pin its memory): at most
-// about 80 MB kept. A sync.Pool gave its buffers up at every garbage collection, and
-// the search after it paid for growing them again: the text half's p95 was twice its
-// p50.
+// about 80 MB kept. A sync.Pool gives its buffers up at every garbage collection, and
+// the search after it pays for growing them again.
 type scratchPool chan *textScratch
 
 const (
