@@ -245,4 +245,19 @@ func TestMigrationConvertsVectorTables(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, folded)
 	require.Equal(t, []string{"new"}, recall("payments fail on mondays", 1))
+
+	// Migration 00030 rebuilds the graph over the vectors as halfvec; the rows stay in
+	// it, and recall finds them through it.
+	_, err = provider.UpTo(ctx, 30)
+	require.NoError(t, err)
+	var def string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE indexname = 'entry_vectors_7_hnsw'`).Scan(&def))
+	require.Contains(t, def, "USING hnsw (((embedding)::halfvec(384)) halfvec_cosine_ops) WITH (m='16', ef_construction='200') WHERE indexed")
+	require.Equal(t, []string{"new"}, recall("payments fail on mondays", 1))
+	require.Equal(t, []string{"e1"}, recall(texts[1], 1))
+
+	_, err = provider.DownTo(ctx, 29)
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE indexname = 'entry_vectors_7_hnsw'`).Scan(&def))
+	require.Contains(t, def, "USING hnsw (embedding vector_cosine_ops) WITH (m='16', ef_construction='200') WHERE indexed")
 }

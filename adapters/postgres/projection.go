@@ -41,9 +41,14 @@ import (
 // were. Tables without a graph (above 4,000 dimensions) store their rows as indexed:
 // there is nothing to fold them into.
 
-// Vector column types by dimensions: pgvector's HNSW index takes vector up to 2,000
-// dimensions and halfvec up to 4,000; above that a table has no HNSW index and recall
-// scans the scope's rows exactly.
+// Vector column types by dimensions: vector up to 2,000 dimensions, halfvec up to
+// 4,000 (pgvector's HNSW index takes halfvec up to 4,000), vector again above that, in
+// a table with no HNSW index whose scopes recall scans exactly. The graph indexes the
+// vectors as halfvec whatever the column (migration 00030): half the pages of a graph
+// of vectors, so twice as much of it stays in shared buffers, at the same recall@10
+// against an exact scan (docs/benchmarks.md, "The HNSW graph over halfvec"). It
+// orders the candidates only: their distances, and the order recall returns, are the
+// column's own.
 const (
 	maxVectorIndexDims  = 2000
 	maxHalfvecIndexDims = 4000
@@ -208,9 +213,9 @@ func (s *ProjectionStore) ensureModelLocked(ctx context.Context, tx DBTX, model 
 			pgx.Identifier{t.Name + "_unindexed"}.Sanitize(), t.ident()),
 		fmt.Sprintf(`COMMENT ON TABLE %s IS %s`, t.ident(), quoteLiteral("vectors of model "+model.ID)),
 	}
-	if ops := t.cosineOps(); ops != "" {
-		ddl = append(ddl, fmt.Sprintf(`CREATE INDEX %s ON %s USING hnsw (embedding %s) WITH (m = %d, ef_construction = %d) WHERE indexed`,
-			pgx.Identifier{t.Name + "_hnsw"}.Sanitize(), t.ident(), ops, hnswM, hnswEfConstruction))
+	if t.graphed() {
+		ddl = append(ddl, fmt.Sprintf(`CREATE INDEX %s ON %s USING hnsw (%s halfvec_cosine_ops) WITH (m = %d, ef_construction = %d) WHERE indexed`,
+			pgx.Identifier{t.Name + "_hnsw"}.Sanitize(), t.ident(), t.graphKey(""), hnswM, hnswEfConstruction))
 	}
 	for _, stmt := range ddl {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
@@ -225,15 +230,16 @@ func (s *ProjectionStore) ensureModelLocked(ctx context.Context, tx DBTX, model 
 	return t, nil
 }
 
-// cosineOps is the operator class of the table's HNSW index; "" when it has none.
-func (t vectorTable) cosineOps() string {
-	switch {
-	case t.Model.Dimensions <= maxVectorIndexDims:
-		return "vector_cosine_ops"
-	case t.Model.Dimensions <= maxHalfvecIndexDims:
-		return "halfvec_cosine_ops"
+// graphed reports whether the table has an HNSW graph.
+func (t vectorTable) graphed() bool { return t.Model.Dimensions <= maxHalfvecIndexDims }
+
+// graphKey is the expression the table's HNSW graph indexes, the embedding as halfvec,
+// with the table's alias in a query (alias "v." or "").
+func (t vectorTable) graphKey(alias string) string {
+	if t.Model.Dimensions <= maxVectorIndexDims {
+		return fmt.Sprintf("(%sembedding::halfvec(%d))", alias, t.Model.Dimensions)
 	}
-	return ""
+	return alias + "embedding"
 }
 
 func sameDimensions(t vectorTable, model memory.EmbeddingModel) error {
@@ -573,7 +579,7 @@ func (s *ProjectionStore) storeVectors(ctx context.Context, db DBTX, scope runti
 		  AND e.status = 'active' AND `+liveConversation("e")+`
 		FOR SHARE OF e
 		ON CONFLICT DO NOTHING`, t.ident(), t.column()),
-		scope.TenantID, scope.ProjectID, g.Number, ids, vecs, t.cosineOps() == "")
+		scope.TenantID, scope.ProjectID, g.Number, ids, vecs, !t.graphed())
 	return s.catalog.translate(t, err)
 }
 
@@ -591,7 +597,7 @@ func (s *ProjectionStore) FoldVectors(ctx context.Context, scope runtime.Scope, 
 	}
 	folded := 0
 	for t, gens := range tables {
-		if t.cosineOps() == "" {
+		if !t.graphed() {
 			continue
 		}
 		tag, err := s.db.Exec(ctx, fmt.Sprintf(`

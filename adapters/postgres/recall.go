@@ -90,7 +90,8 @@ type vectorPlan int
 
 const (
 	// vectorIndexed merges two searches: the HNSW index's nearest among the rows in
-	// its graph, with the filter applied inside the scan, and the nearest among the
+	// its graph (ordered by their halfvec distance, which the graph indexes, and
+	// returned with their own), with the filter applied inside the scan, and the nearest among the
 	// rows not yet folded into it, by the distance of each (found by the partial index
 	// of those rows, a bounded number per scope). Not exact.
 	vectorIndexed vectorPlan = iota
@@ -115,6 +116,7 @@ const fewFilterRows = 2000
 // more than the rows it still ranks exactly.
 func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 	distance := fmt.Sprintf("v.embedding <=> $3::vector::%s", t.column())
+	graphDistance := fmt.Sprintf("%s <=> $3::vector::halfvec(%d)", t.graphKey("v."), t.Model.Dimensions)
 	where := `v.tenant_id = $1 AND v.project_id = $2 AND v.generation = $4 AND ` + recallFilter("v", 5)
 	if asOf {
 		// The vector rows do not carry their entry's times: as of an instant, the entry
@@ -128,13 +130,13 @@ func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 		return fmt.Sprintf(`
 		(SELECT v.entry_id, %[1]s AS distance FROM %[2]s v
 		 WHERE v.indexed AND %[3]s%[4]s
-		 ORDER BY %[1]s
+		 ORDER BY %[5]s
 		 LIMIT $9)
 		UNION ALL
 		(SELECT v.entry_id, %[1]s AS distance FROM %[2]s v
 		 WHERE NOT v.indexed AND %[3]s%[4]s
 		 ORDER BY %[1]s
-		 LIMIT $9)`, distance, t.ident(), where, gate)
+		 LIMIT $9)`, distance, t.ident(), where, gate, graphDistance)
 	}
 	var nearest string
 	switch plan {
@@ -196,7 +198,7 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 		}
 		plan := vectorIndexed
 		switch {
-		case t.cosineOps() == "":
+		case !t.graphed():
 			plan = vectorExact
 		case len(q.Tags) > 0 || q.ConversationID != "":
 			plan = vectorFewFirst
