@@ -91,9 +91,9 @@ type vectorPlan int
 const (
 	// vectorIndexed merges two searches: the HNSW index's nearest among the rows in
 	// its graph (ordered by their halfvec distance, which the graph indexes, and
-	// returned with their own), with the filter applied inside the scan, and the nearest among the
-	// rows not yet folded into it, by the distance of each (found by the partial index
-	// of those rows, a bounded number per scope). Not exact.
+	// returned with their own), with the filter applied inside the scan, and the
+	// nearest among the rows not yet folded into it, by the distance of each (found
+	// by the partial index of those rows, a bounded number per scope). Not exact.
 	vectorIndexed vectorPlan = iota
 	// vectorExact ranks every row that passes the filter by its distance, wherever it
 	// is (the materialized CTE keeps the index out of the ordering).
