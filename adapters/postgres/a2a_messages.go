@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -82,13 +83,16 @@ const noPurgeLimit = 1 << 30
 // post can insert one meanwhile), and takes the message's and its event's sequences
 // from it; an identical retry writes nothing at all. Outside a unit of work the head is
 // locked from the batch's first statement to its commit with no round trip to the
-// client in between, which is what bounds one busy scope's posts.
+// client in between, which is what bounds one busy scope's posts. Its statements are
+// planned as key lookups (keyPlans), and the batch sets that back at its end, since it
+// may run inside a unit of work.
 func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope, m *contract.AgentMessage, maxLive int, nowMs int64, announce runtime.NewEvent) (contract.AgentMessage, bool, error) {
 	events, err := eventParams([]runtime.NewEvent{announce})
 	if err != nil {
 		return contract.AgentMessage{}, false, err
 	}
 	b := &pgx.Batch{}
+	queueSetLocal(b, keyPlans)
 	lockHead(b, scope)
 	b.Queue(purgeExpired, scope.TenantID, scope.ProjectID, nowMs, noPurgeLimit)
 	b.Queue(`
@@ -127,17 +131,18 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 		scope.TenantID, scope.ProjectID, maxLive)
 	b.Queue(`SELECT `+agentMessageColumns+` FROM a2a_messages m WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3`,
 		scope.TenantID, scope.ProjectID, m.ID)
+	queueResetLocal(b, keyPlans)
 	res := s.db.SendBatch(ctx, b)
 	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	var inserted int64
-	_, err = res.Exec()
+	err = execResults(res, 2) // the settings, the head's lock
 	for _, dst := range []any{nil, &inserted} {
 		if err == nil {
 			err = res.QueryRow().Scan(dst)
 		}
 	}
 	if err == nil {
-		_, err = res.Exec()
+		err = execResults(res, 1) // the eviction
 	}
 	var stored contract.AgentMessage
 	if err == nil {
@@ -146,6 +151,9 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 			// replica whose clock runs behind) goes first.
 			stored, err = *m, nil
 		}
+	}
+	if err == nil {
+		err = execResults(res, 1) // the settings' reset
 	}
 	// Closing ends the batch: outside a transaction, that is its commit.
 	if cerr := res.Close(); err == nil {
@@ -166,17 +174,17 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 // watermark. A concurrent read of the same agent that picked the same unread message
 // finds its mark taken (the insert waits for the other's commit) and leaves it out, so
 // no unread message is delivered twice.
-// The batch plans its statements generically (genericPlans, for its transaction
-// only): left to choose, Postgres planned the read and the watermark afresh on most
-// calls, about as costly as running them; both are written to stay key lookups
-// either way.
+// The batch plans its statements generically and as key lookups (genericPlans and
+// keyPlans, for its transaction only): left to choose, Postgres planned the read and
+// the watermark afresh on most calls, about as costly as running them, and a generic
+// plan made while the watermarks held a few rows scanned them all.
 // Expired messages are never returned; when the probe found some, a second batch
 // purges them under the head's lock, after the read's transaction ended (a read never
 // holds message locks while it waits for the head). Reads therefore run on their own,
 // never inside a unit of work.
 func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scope, q a2a.AgentMessageQuery) ([]contract.AgentMessage, error) {
 	b := &pgx.Batch{}
-	queueSetLocal(b, genericPlans)
+	queueSetLocal(b, keyPlans, genericPlans)
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3)`,
 		scope.TenantID, scope.ProjectID, q.NowMs)
 	sql, args := readMessagesSQL(scope, q)
@@ -186,7 +194,7 @@ func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scop
 	}
 	res := s.db.SendBatch(ctx, b)
 	var due bool
-	_, err := res.Exec()
+	err := execResults(res, 1) // the settings
 	if err == nil {
 		err = res.QueryRow().Scan(&due)
 	}
@@ -294,15 +302,16 @@ func readMessagesSQL(scope runtime.Scope, q a2a.AgentMessageQuery) (string, []an
 }
 
 // PurgeExpiredMessages implements a2a.AgentMessageStore with one batch: the head's
-// lock, then the purge.
+// lock, then the purge (planned as PostMessage's is).
 func (s *AgentMessageStore) PurgeExpiredMessages(ctx context.Context, scope runtime.Scope, nowMs int64, limit int) (int, error) {
 	b := &pgx.Batch{}
+	queueSetLocal(b, keyPlans)
 	lockHead(b, scope)
 	b.Queue(purgeExpired, scope.TenantID, scope.ProjectID, nowMs, limit)
 	res := s.db.SendBatch(ctx, b)
 	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	var n int64
-	_, err := res.Exec()
+	err := execResults(res, 2) // the settings, the head's lock
 	if err == nil {
 		err = res.QueryRow().Scan(&n)
 	}
@@ -313,9 +322,11 @@ func (s *AgentMessageStore) PurgeExpiredMessages(ctx context.Context, scope runt
 }
 
 // PurgeOrphanMarks implements a2a.AgentMessageStore: an anti join of the scope's
-// marks with its messages' sequences.
+// marks with its messages' sequences, in a batch that plans it by keys (keyPlans).
 func (s *AgentMessageStore) PurgeOrphanMarks(ctx context.Context, scope runtime.Scope, limit int) (int, error) {
-	tag, err := s.db.Exec(ctx, `
+	b := &pgx.Batch{}
+	queueSetLocal(b, keyPlans)
+	b.Queue(`
 		DELETE FROM a2a_message_reads
 		WHERE ctid = ANY (ARRAY(
 		    SELECT o.ctid FROM a2a_message_reads o
@@ -323,6 +334,16 @@ func (s *AgentMessageStore) PurgeOrphanMarks(ctx context.Context, scope runtime.
 		        SELECT 1 FROM a2a_messages m WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.seq = o.message_seq OFFSET 0)
 		    LIMIT $3))`,
 		scope.TenantID, scope.ProjectID, limit)
+	res := s.db.SendBatch(ctx, b)
+	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
+	err := execResults(res, 1)         // the settings
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = res.Exec()
+	}
+	if err == nil {
+		err = res.Close()
+	}
 	if err != nil {
 		return 0, translate(err)
 	}

@@ -161,6 +161,60 @@ func TestA2AMessagesBoundEvictsTheOldest(t *testing.T) {
 	}
 }
 
+// TestA2AMessagePlansNeverScanOtherScopes: a connection keeps a statement's generic
+// plan for its life, made on the statistics of the moment. Planned while the tables
+// held a few rows (as after a deployment, once autovacuum analyzed them), a post's and
+// a read's statements must still be key lookups once another scope has grown: a
+// sequential scan would read every tenant's messages on every post.
+func TestA2AMessagePlansNeverScanOtherScopes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// One connection: every statement below is planned and cached on it.
+	pool, err := postgres.NewPool(ctx, pgtest.NewDSN(t), postgres.PoolOptions{MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	b := setupA2AOn(t, pool)
+	tables := []string{"a2a_messages", "a2a_message_reads", "a2a_read_watermarks", "a2a_heads"}
+	for _, table := range tables {
+		// Autovacuum's ANALYZE of the grown table would replan and hide the stale plans.
+		_, err := pool.Exec(ctx, "ALTER TABLE "+table+" SET (autovacuum_enabled = false)")
+		require.NoError(t, err)
+	}
+	sender, reader := b.agent("sender"), b.agent("reader")
+	pair := func(i int) {
+		b.post(t, sender, contract.PostMessageRequest{MessageID: ptr(fmt.Sprintf("m%d", i))})
+		b.read(t, reader, contract.ReadMessagesRequest{})
+		b.clock.advance(time.Millisecond)
+	}
+	pair(0)
+	_, err = pool.Exec(ctx, "ANALYZE")
+	require.NoError(t, err)
+	// Past the five custom plans after which Postgres settles on a generic one.
+	for i := 1; i <= 10; i++ {
+		pair(i)
+	}
+	const others = 5000
+	_, err = pool.Exec(ctx, `INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id, from_agent,
+		    category, priority, privacy, content, created_at_ms, expires_at_ms)
+		SELECT 'tenant-other', 'project-other', 'o' || g, g, 'o' || g, 'someone', 'task_update', 'normal', 'team', 'elsewhere',
+		    $1::bigint, $1::bigint + 3600000
+		FROM generate_series(1, $2::int) g`, a2aStartMs, others)
+	require.NoError(t, err)
+	// Table counters of the one connection, flushed to the statistics on demand.
+	read := func() (seqRead int64) {
+		_, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()")
+		require.NoError(t, err)
+		require.NoError(t, pool.QueryRow(ctx, `SELECT sum(coalesce(seq_tup_read, 0))::bigint FROM pg_stat_user_tables
+			WHERE relname = ANY ($1)`, tables).Scan(&seqRead))
+		return seqRead
+	}
+	before := read()
+	for i := 11; i <= 15; i++ {
+		pair(i)
+	}
+	require.Less(t, read()-before, int64(others), "a post or a read scanned the table")
+}
+
 func TestA2AMessagesExpireAndArePurged(t *testing.T) {
 	t.Parallel()
 	b := setupA2A(t)

@@ -86,6 +86,16 @@ var customPlans = setting{"plan_cache_mode", "force_custom_plan"}
 // the cost of running them.
 var genericPlans = setting{"plan_cache_mode", "force_generic_plan"}
 
+// keyPlans keeps the planner off sequential scans, for batches whose every statement
+// is written as key lookups and stays one whatever the table's size. A connection
+// keeps a statement's generic plan for its life, made on the statistics of the
+// moment: left to choose, the deletes by row address of a post, planned while the
+// A2A tables held a few rows (once autovacuum had analyzed them after a deployment),
+// stayed scans of the whole table, every tenant's messages read on every post. Every
+// batch that runs such a statement applies it, so no connection caches the statement
+// planned without it.
+var keyPlans = setting{"enable_seqscan", "off"}
+
 // setLocalSQL applies the settings named in $1 with the values in $2 until the
 // transaction ends.
 const setLocalSQL = `SELECT set_config(s.name, s.value, true) FROM unnest($1::text[], $2::text[]) AS s(name, value)`
@@ -100,6 +110,26 @@ func setLocal(ctx context.Context, tx DBTX, settings ...setting) error {
 // batch's transaction (outside a transaction, a batch is one implicit transaction).
 func queueSetLocal(b *pgx.Batch, settings ...setting) {
 	b.Queue(setLocalSQL, settingArgs(settings)...)
+}
+
+// execResults reads the next n results of res, none of whose rows the caller wants.
+func execResults(res pgx.BatchResults, n int) error {
+	for range n {
+		if _, err := res.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queueResetLocal queues into b the statements that set settings back to their
+// session defaults for the rest of the batch's transaction: a batch that applied some
+// ends with them when it may run inside a unit of work, whose later statements are
+// not written for them.
+func queueResetLocal(b *pgx.Batch, settings ...setting) {
+	for _, s := range settings {
+		b.Queue("SET LOCAL " + pgx.Identifier{s.name}.Sanitize() + " TO DEFAULT")
+	}
 }
 
 // settingArgs are the arguments of setLocalSQL for settings.

@@ -361,7 +361,10 @@ const floorSelect = `SELECT message_id, content FROM a2a_messages
 //   - floor-8c and floor-16c: the floor in the same run, one committed insert and one
 //     indexed 50-row select per pair through a pgx pool of as many connections as
 //     clients; and floor-16c-notify-in-tx, the same with a pg_notify committed in the
-//     insert's transaction, as every event append did before wake-ups became hints.
+//     insert's transaction, as every event append did before wake-ups became hints;
+//   - floor-http-8c and floor-http-16c: the floor's pairs, each with two requests the
+//     service refuses without touching the database: the most a service over HTTP
+//     could reach on these cores if it sent nothing but the floor's statements.
 //
 // Compare each with the floor of its client count. Each tenant is warmed up first (a
 // few pairs, then ANALYZE).
@@ -380,7 +383,8 @@ func BenchmarkA2ATenants(b *testing.B) {
 	svc := startServiceProcess(b, dsn, fmt.Sprintf("AGENT_CONTEXT_DB_MAX_CONNS=%d", maxClients), "AGENT_CONTEXT_ALLOW_OPEN=true",
 		"AGENT_CONTEXT_RATE_LIMIT_GLOBAL_PER_MIN=0", "AGENT_CONTEXT_RATE_LIMIT_TOOL_PER_MIN=0", "AGENT_CONTEXT_JOB_WORKERS=0")
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * maxClients}}
-	post := func(path string, body []byte, headers ...string) {
+	// send posts body to path and expects one of the statuses want.
+	send := func(path string, body []byte, want []int, headers ...string) {
 		req, err := http.NewRequest(http.MethodPost, svc.base+path, bytes.NewReader(body))
 		require.NoError(b, err)
 		req.Header.Set("Content-Type", "application/json")
@@ -392,7 +396,10 @@ func BenchmarkA2ATenants(b *testing.B) {
 		defer resp.Body.Close()
 		data, err := io.ReadAll(resp.Body)
 		require.NoError(b, err)
-		require.Contains(b, []int{http.StatusOK, http.StatusCreated}, resp.StatusCode, "%s", data)
+		require.Contains(b, want, resp.StatusCode, "%s", data)
+	}
+	post := func(path string, body []byte, headers ...string) {
+		send(path, body, []int{http.StatusOK, http.StatusCreated}, headers...)
 	}
 	caller := func(tenant int, subject string) []string {
 		return []string{"x-infra-tenant-id", fmt.Sprintf("tenant-%d", tenant), "x-infra-project-id", "bench",
@@ -452,30 +459,51 @@ func BenchmarkA2ATenants(b *testing.B) {
 	require.NoError(b, err)
 	require.Contains(b, strings.Join(plan, "\n"), "Index Scan Backward using a2a_messages_by_time", "the floor's select is an index read")
 
+	floorPair := func(pool *pgxpool.Pool, run int64, c int, i int64) {
+		now := time.Now().UnixMilli()
+		_, err := pool.Exec(ctx, `INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id,
+			    from_agent, category, priority, privacy, content, created_at_ms, expires_at_ms)
+			VALUES ('floor', 'floor', $1, $2, $1, $3, 'task_update', 'normal', 'team', 'status update from the planner',
+			    $4::bigint, $4::bigint + 43200000)`,
+			fmt.Sprintf("f-%d-%d", run, i), run<<32|i, fmt.Sprintf("sender-%d", c), now)
+		require.NoError(b, err)
+		rows, err := pool.Query(ctx, floorSelect)
+		require.NoError(b, err)
+		rows.Close()
+		require.NoError(b, rows.Err())
+	}
 	floor := func(clients int) func(b *testing.B) {
 		return func(b *testing.B) {
 			pool, run := floors[clients], runIDs.Add(1)
+			parallelN(b, clients, "pairs/s", func(c int, i int64) { floorPair(pool, run, c, i) })
+		}
+	}
+	// The floor behind HTTP: the floor's pair and two requests the service answers
+	// without the database (a post it refuses as invalid, with its log line and error
+	// envelope), on the same cores: what a service that sent only the floor's
+	// statements could reach over HTTP here, at most.
+	refused := mustMarshal(b, map[string]any{"content": ""})
+	refusedPost := func(c int) {
+		send(contract.RouteA2AMessagesPost.Path, refused, []int{http.StatusBadRequest}, caller(c, fmt.Sprintf("sender-%d", c))...)
+	}
+	floorBehindHTTP := func(clients int) func(b *testing.B) {
+		return func(b *testing.B) {
+			pool, run := floors[clients], runIDs.Add(1)
 			parallelN(b, clients, "pairs/s", func(c int, i int64) {
-				now := time.Now().UnixMilli()
-				_, err := pool.Exec(ctx, `INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id,
-					    from_agent, category, priority, privacy, content, created_at_ms, expires_at_ms)
-					VALUES ('floor', 'floor', $1, $2, $1, $3, 'task_update', 'normal', 'team', 'status update from the planner',
-					    $4::bigint, $4::bigint + 43200000)`,
-					fmt.Sprintf("f-%d-%d", run, i), run<<32|i, fmt.Sprintf("sender-%d", c), now)
-				require.NoError(b, err)
-				rows, err := pool.Query(ctx, floorSelect)
-				require.NoError(b, err)
-				rows.Close()
-				require.NoError(b, rows.Err())
+				refusedPost(c)
+				floorPair(pool, run, c, i)
+				refusedPost(c)
 			})
 		}
 	}
 	b.Run("floor-8c", floor(8))
+	b.Run("floor-http-8c", floorBehindHTTP(8))
 	b.Run("messages-8c-1t", func(b *testing.B) {
 		run := runIDs.Add(1)
 		parallelN(b, 8, "pairs/s", func(c int, i int64) { pair(run, 0, c, i) })
 	})
 	b.Run("floor-16c", floor(16))
+	b.Run("floor-http-16c", floorBehindHTTP(16))
 	b.Run("messages-16c-16t", func(b *testing.B) {
 		run := runIDs.Add(1)
 		parallelN(b, 16, "pairs/s", func(c int, i int64) { pair(run, c, c, i) })
