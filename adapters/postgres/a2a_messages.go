@@ -84,8 +84,8 @@ const noPurgeLimit = 1 << 30
 // from it; an identical retry writes nothing at all. Outside a unit of work the head is
 // locked from the batch's first statement to its commit with no round trip to the
 // client in between, which is what bounds one busy scope's posts. Its statements are
-// planned as key lookups (keyPlans), and the batch sets that back at its end, since it
-// may run inside a unit of work.
+// planned as key lookups (keyPlans); inside a unit of work the batch sets that back at
+// its end.
 func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope, m *contract.AgentMessage, maxLive int, nowMs int64, announce runtime.NewEvent) (contract.AgentMessage, bool, error) {
 	events, err := eventParams([]runtime.NewEvent{announce})
 	if err != nil {
@@ -131,7 +131,12 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 		scope.TenantID, scope.ProjectID, maxLive)
 	b.Queue(`SELECT `+agentMessageColumns+` FROM a2a_messages m WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3`,
 		scope.TenantID, scope.ProjectID, m.ID)
-	queueResetLocal(b, keyPlans)
+	// Outside a unit of work the batch is its own transaction, and the setting ends
+	// with it; inside one, the unit's later statements are not written for it.
+	_, inUnit := s.db.(pgx.Tx)
+	if inUnit {
+		queueResetLocal(b, keyPlans)
+	}
 	res := s.db.SendBatch(ctx, b)
 	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	var inserted int64
@@ -152,8 +157,8 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 			stored, err = *m, nil
 		}
 	}
-	if err == nil {
-		err = execResults(res, 1) // the settings' reset
+	if err == nil && inUnit {
+		err = execResults(res, 1) // the setting's reset
 	}
 	// Closing ends the batch: outside a transaction, that is its commit.
 	if cerr := res.Close(); err == nil {

@@ -215,6 +215,31 @@ func TestA2AMessagePlansNeverScanOtherScopes(t *testing.T) {
 	require.Less(t, read()-before, int64(others), "a post or a read scanned the table")
 }
 
+// TestA2APostLeavesTheUnitOfWorkAsFound: a post plans its batch without sequential
+// scans; inside a unit of work, the statements after it run as they would without it.
+func TestA2APostLeavesTheUnitOfWorkAsFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	seqScans := func() (v string) {
+		require.NoError(t, tx.QueryRow(ctx, "SHOW enable_seqscan").Scan(&v))
+		return v
+	}
+	require.Equal(t, "on", seqScans())
+	scope := runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"}
+	m := contract.AgentMessage{ID: "m1", CorrelationID: "m1", FromAgent: "sender", Category: "task_update", Priority: "normal",
+		Privacy: "team", Content: "hello", CreatedAtMs: a2aStartMs, ExpiresAtMs: a2aStartMs + 60_000}
+	announce := runtime.EventOf(contract.EventMessagePosted, "sender", "m1", contract.ConsistencyStrong,
+		nil, map[string]string{"messageId": "m1"}, a2aStartMs)
+	_, created, err := postgres.AgentMessagesOver(tx).PostMessage(ctx, scope, &m, 100, a2aStartMs, announce)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, "on", seqScans())
+}
+
 func TestA2AMessagesExpireAndArePurged(t *testing.T) {
 	t.Parallel()
 	b := setupA2A(t)

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/memory"
 	"github.com/agent-context/agent-context/runtime/operation"
 )
@@ -14,6 +15,12 @@ import (
 // what its statements did within the transaction (pg_stat_xact_user_tables).
 func OperationStoresOver(tx pgx.Tx) operation.Stores {
 	return operation.Stores{Operations: &OperationStore{db: tx}}
+}
+
+// AgentMessagesOver returns the agent message store built over tx, as a unit of work
+// builds it.
+func AgentMessagesOver(tx pgx.Tx) a2a.AgentMessageStore {
+	return &AgentMessageStore{db: tx}
 }
 
 // EntryDocument is an entry's search document, for loaders of test data.
