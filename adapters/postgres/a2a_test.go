@@ -54,6 +54,15 @@ func setupA2A(t testing.TB, opts ...a2aOptions) *a2aBundle {
 	return setupA2AOn(t, pgtest.NewDB(t), opts...)
 }
 
+// setupA2AConns is setupA2A over a pool of its own of maxConns connections.
+func setupA2AConns(t testing.TB, maxConns int32) *a2aBundle {
+	t.Helper()
+	pool, err := postgres.NewPool(context.Background(), pgtest.NewDSN(t), postgres.PoolOptions{MaxConns: maxConns})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return setupA2AOn(t, pool)
+}
+
 func setupA2AOn(t testing.TB, pool *pgxpool.Pool, opts ...a2aOptions) *a2aBundle {
 	t.Helper()
 	var o a2aOptions
@@ -170,10 +179,8 @@ func TestA2AMessagePlansNeverScanOtherScopes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// One connection: every statement below is planned and cached on it.
-	pool, err := postgres.NewPool(ctx, pgtest.NewDSN(t), postgres.PoolOptions{MaxConns: 1})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	b := setupA2AOn(t, pool)
+	b := setupA2AConns(t, 1)
+	pool := b.pool
 	tables := []string{"a2a_messages", "a2a_message_reads", "a2a_read_watermarks", "a2a_heads"}
 	for _, table := range tables {
 		// Autovacuum's ANALYZE of the grown table would replan and hide the stale plans.
@@ -187,7 +194,7 @@ func TestA2AMessagePlansNeverScanOtherScopes(t *testing.T) {
 		b.clock.advance(time.Millisecond)
 	}
 	pair(0)
-	_, err = pool.Exec(ctx, "ANALYZE")
+	_, err := pool.Exec(ctx, "ANALYZE")
 	require.NoError(t, err)
 	// Past the five custom plans after which Postgres settles on a generic one.
 	for i := 1; i <= 10; i++ {
@@ -993,14 +1000,11 @@ func TestA2AReadWatermarkNeverSkips(t *testing.T) {
 func TestA2ACreateRetriesDuringUpdatesNeverFail(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := postgres.NewPool(ctx, pgtest.NewDSN(t), postgres.PoolOptions{MaxConns: 8})
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	b := setupA2AOn(t, pool)
+	b := setupA2AConns(t, 8)
 	creator, worker := b.agent("creator"), b.agent("worker")
 	req := contract.CreateTaskRequest{ID: ptr("contested"), ToAgent: "worker", Description: ptr("keep at it")}
 	b.createTask(t, creator, req)
-	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: "contested", State: contract.TaskWorking})
+	_, err := b.update(worker, contract.UpdateTaskRequest{TaskID: "contested", State: contract.TaskWorking})
 	require.NoError(t, err)
 
 	const creators, creates, toggles = 6, 25, 60
