@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 )
 
@@ -28,9 +29,6 @@ const csrfField = "csrf"
 // formTokenLen is the length of rand.Text's 128 random bits.
 const formTokenLen = 26
 
-// maxFormBytes bounds a console form (a token and a scope).
-const maxFormBytes = 16 << 10
-
 // viewer is who looks at a page: the principal its reads run as, and the CSRF token
 // its forms carry.
 type viewer struct {
@@ -42,25 +40,27 @@ type viewer struct {
 	sessionID string
 }
 
-// signedIn resolves the viewer of r, takes the request's rate-limit tokens and passes
-// it to h. In open mode everyone is the viewer of the chosen scope; otherwise a live
-// session is needed, and a missing, forged or expired one answers the sign-in form
-// with 401 (and takes no token: there is no one to charge it to).
-func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *viewer)) http.HandlerFunc {
+// signedIn resolves the viewer of r, has the gate admit the request (the rate limits,
+// then the capabilities of the routes the page reads) and passes it to h. In open
+// mode everyone is the viewer of the chosen scope; otherwise a live session is needed,
+// and a missing, forged or expired one answers the sign-in form with 401 (and takes no
+// token: there is no one to charge it to).
+func (c *Console) signedIn(routes []contract.Route, h func(http.ResponseWriter, *http.Request, *viewer)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		admitted := func(v *viewer) {
+			gate.RecordOf(r.Context()).Principal = &v.Principal
 			// The tool is the page's route pattern, such as "GET /console/windows/{id}".
 			tool := r.Pattern
 			if tool == "" {
 				tool = r.Method + " " + Prefix + "/"
 			}
-			if err := c.cfg.RateLimiter.Admit(r.Context(), tool, v.Principal); err != nil {
+			if err := c.cfg.Gate.Admit(r.Context(), v.Principal, tool, routes...); err != nil {
 				c.fail(w, r, v, err)
 				return
 			}
 			h(w, r, v)
 		}
-		if c.cfg.Auth.Open() {
+		if c.auth.Open() {
 			admitted(&viewer{Open: true, Principal: openPrincipal(r), CSRF: c.formToken(w, r)})
 			return
 		}
@@ -83,26 +83,22 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *viewer)) 
 	}
 }
 
-// openPrincipal is open mode's viewer: every capability, in the scope the scope form
-// chose (local/local until then).
+// openPrincipal is open mode's viewer: the trusted caller of open mode, in the scope
+// the scope form chose (local/local until then).
 func openPrincipal(r *http.Request) runtime.Principal {
-	p := runtime.Principal{Scope: runtime.Scope{TenantID: "local", ProjectID: "local"}, Subject: "service",
-		Capabilities: make(map[string]bool, len(contract.AllCapabilities)), TrustedHeaders: true}
-	for _, cap := range contract.AllCapabilities {
-		p.Capabilities[cap] = true
-	}
+	scope := runtime.Scope{TenantID: gate.DefaultTenant, ProjectID: gate.DefaultProject}
 	if cookie, err := r.Cookie(scopeCookie); err == nil {
 		tenant, project, ok := strings.Cut(cookie.Value, "/")
 		if ok && runtime.ValidateID("tenant", tenant) == nil && runtime.ValidateID("project", project) == nil {
-			p.TenantID, p.ProjectID = tenant, project
+			scope = runtime.Scope{TenantID: tenant, ProjectID: project}
 		}
 	}
-	return p
+	return gate.TrustedPrincipal(scope, gate.DefaultSubject)
 }
 
 // loginForm shows the sign-in form (open mode has none: it goes to the overview).
 func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.Auth.Open() {
+	if c.auth.Open() {
 		http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
 		return
 	}
@@ -118,26 +114,33 @@ type loginPage struct {
 }
 
 func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, message string) {
-	if c.cfg.Auth.Open() {
+	if c.auth.Open() {
 		c.render(w, r, status, "error", nil, errorPage{Status: status, Text: http.StatusText(status), Message: message})
 		return
 	}
 	c.render(w, r, status, "login", nil, loginPage{CSRF: c.formToken(w, r), Message: message,
-		StaticToken: c.cfg.Auth.StaticToken != "", Tenant: r.PostFormValue("tenant"), Project: r.PostFormValue("project")})
+		StaticToken: c.auth.StaticToken != "", Tenant: r.PostFormValue("tenant"), Project: r.PostFormValue("project")})
 }
 
 // login verifies the token of the form exactly as a bearer credential and starts a
 // session; a token that does not verify answers the form again with 401 and starts
-// nothing.
+// nothing. A client address with too many failed attempts in the last minute is
+// answered 429 until the minute has passed, whatever it sends.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.Auth.Open() {
+	if c.auth.Open() {
 		http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+		return
+	}
+	client := clientAddress(r)
+	if wait, ok := c.throttle.admit(client, time.Now()); !ok {
+		c.fail(w, r, nil, runtime.Errorf(contract.CodeRateLimited, "too many failed sign-ins from this address; try again later").
+			With("level", "sign-in").With("retryAfterMs", wait.Milliseconds()))
 		return
 	}
 	if !c.formPosted(w, r) {
 		return
 	}
-	p, exp, err := c.cfg.Auth.Login(r.Context(), r.PostFormValue("token"), strings.TrimSpace(r.PostFormValue("tenant")),
+	p, exp, _, err := c.auth.Login(r.Context(), r.PostFormValue("token"), strings.TrimSpace(r.PostFormValue("tenant")),
 		strings.TrimSpace(r.PostFormValue("project")))
 	if err != nil {
 		status := http.StatusUnauthorized
@@ -148,12 +151,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, r, nil, err)
 			return
 		}
+		c.throttle.failed(client, time.Now())
 		c.renderLogin(w, r, status, "The token was not accepted.")
 		return
 	}
 	s, err := c.cfg.Sessions.Start(r.Context(), p, exp)
 	if err != nil {
 		if runtime.ErrorCode(err) == contract.CodeTokenExpired {
+			c.throttle.failed(client, time.Now())
 			c.renderLogin(w, r, http.StatusUnauthorized, "The token was not accepted.")
 			return
 		}
@@ -184,8 +189,8 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, v *viewer) {
 
 // chooseScope is open mode's tenant/project form; it is remembered in a cookie.
 func (c *Console) chooseScope(w http.ResponseWriter, r *http.Request) {
-	if !c.cfg.Auth.Open() {
-		c.signedIn(func(w http.ResponseWriter, r *http.Request, v *viewer) {
+	if !c.auth.Open() {
+		c.signedIn(nil, func(w http.ResponseWriter, r *http.Request, v *viewer) {
 			c.fail(w, r, v, runtime.NotFound("path", "page"))
 		})(w, r)
 		return
@@ -207,8 +212,8 @@ func (c *Console) chooseScope(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
 }
 
-// formPosted parses a pre-session form and checks its CSRF token against the form
-// cookie; on failure it has answered (403, or 400 for a malformed form).
+// formPosted checks a pre-session form's CSRF token against the form cookie; on
+// failure it has answered 403.
 func (c *Console) formPosted(w http.ResponseWriter, r *http.Request) bool {
 	want := ""
 	if cookie, err := r.Cookie(formCookie); err == nil {
@@ -217,14 +222,9 @@ func (c *Console) formPosted(w http.ResponseWriter, r *http.Request) bool {
 	return c.csrfMatches(w, r, want)
 }
 
-// csrfMatches parses the form of r and checks its CSRF token against want; on
-// failure it has answered: 403 for a missing or wrong token, 400 for a malformed form.
+// csrfMatches checks the CSRF token of r's form (read by readForm) against want; on
+// failure it has answered 403.
 func (c *Console) csrfMatches(w http.ResponseWriter, r *http.Request, want string) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
-		c.fail(w, r, nil, runtime.Invalid("form", "the form is malformed or too large"))
-		return false
-	}
 	got := r.PostFormValue(csrfField)
 	if want == "" || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 		c.fail(w, r, nil, runtime.Errorf(contract.CodeTokenForbidden, "the form's CSRF token is missing or wrong; reload the page and try again"))

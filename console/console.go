@@ -4,14 +4,15 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -19,7 +20,6 @@ import (
 	"github.com/agent-context/agent-context/runtime/memory"
 	"github.com/agent-context/agent-context/runtime/operation"
 	"github.com/agent-context/agent-context/runtime/session"
-	"github.com/agent-context/agent-context/server"
 )
 
 // Prefix is where the console is served.
@@ -27,6 +27,11 @@ const Prefix = "/console"
 
 // maxQueryBytes bounds a page's query string: filters and a cursor fit well within it.
 const maxQueryBytes = 4 << 10
+
+// maxBodyBytes bounds a console request's body (a sign-in form: a token and a scope),
+// whether or not the request is signed in; a larger one is refused with 413 before a
+// byte of it is parsed.
+const maxBodyBytes = 64 << 10
 
 // contentSecurityPolicy admits the console's own scripts, styles and images only: no
 // inline script or style, nothing from elsewhere, no framing.
@@ -36,36 +41,39 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 //go:embed assets
 var assets embed.FS
 
-// Config is what the console reads through: the use cases of each area, the
-// server's credential verification and the session store.
+// Config is what the console reads through: the gate every door comes in by, the
+// session store and the use cases of each area.
 type Config struct {
 	Logger *slog.Logger
-	Auth   server.AuthConfig
-	// RateLimiter checks every signed-in request against the API's rate limits, as
-	// the tool "GET /console/<page>" (nil: none).
-	RateLimiter *server.RateLimiter
-	Sessions    *session.Sessions
-	Messages    *conversation.Messages
-	Windows     *conversation.Windows
-	Operations  *operation.Operations
-	Entries     *memory.Entries
-	Recall      *memory.Recall
-	A2A         *a2a.Service
-	Costs       *cost.Costs
-	Clock       runtime.Clock
+	// Gate verifies the sign-in token as a bearer credential, admits every signed-in
+	// request (the API's rate limits, as the tool "GET /console/<page>", then the
+	// capabilities of the routes the page reads) and bounds the bodies.
+	Gate       *gate.Gate
+	Sessions   *session.Sessions
+	Messages   *conversation.Messages
+	Windows    *conversation.Windows
+	Operations *operation.Operations
+	Entries    *memory.Entries
+	Recall     *memory.Recall
+	A2A        *a2a.Service
+	Costs      *cost.Costs
+	Clock      runtime.Clock
 }
 
 // Console is the console's http.Handler.
 type Console struct {
-	cfg   Config
-	log   *slog.Logger
-	mux   *http.ServeMux
-	pages *templates
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	pages    *templates
+	auth     gate.Auth
+	throttle *signInThrottle
 }
 
 // New builds the console.
 func New(cfg Config) *Console {
-	c := &Console{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), pages: parseTemplates()}
+	c := &Console{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), pages: parseTemplates(), auth: cfg.Gate.Auth(),
+		throttle: newSignInThrottle()}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -79,17 +87,17 @@ func New(cfg Config) *Console {
 	c.mux.Handle("GET "+Prefix+"/assets/", http.StripPrefix(Prefix+"/assets/", http.FileServerFS(static)))
 	c.mux.HandleFunc("GET "+Prefix+"/login", c.loginForm)
 	c.mux.HandleFunc("POST "+Prefix+"/login", c.login)
-	c.mux.HandleFunc("POST "+Prefix+"/logout", c.signedIn(c.logout))
+	c.mux.HandleFunc("POST "+Prefix+"/logout", c.signedIn(nil, c.logout))
 	c.mux.HandleFunc("POST "+Prefix+"/scope", c.chooseScope)
 	c.routes()
-	c.mux.HandleFunc(Prefix+"/", c.signedIn(func(w http.ResponseWriter, r *http.Request, v *viewer) {
+	c.mux.HandleFunc(Prefix+"/", c.signedIn(nil, func(w http.ResponseWriter, r *http.Request, v *viewer) {
 		c.fail(w, r, v, runtime.NotFound("path", "page"))
 	}))
 	return c
 }
 
 // ServeHTTP implements http.Handler: the safety headers on every answer, the bounds
-// of the query string, then the page.
+// of the body and the query string, then the page.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
@@ -99,6 +107,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	if r.URL.Path == Prefix {
 		http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+		return
+	}
+	if err := c.readForm(r); err != nil {
+		if !errors.Is(err, gate.ErrClientClosed) {
+			c.fail(w, r, nil, err)
+		}
 		return
 	}
 	if len(r.URL.RawQuery) > maxQueryBytes {
@@ -116,15 +130,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // console renders as an error page.
 type page func(ctx context.Context, r *http.Request, v *viewer) (string, any, error)
 
-// handle registers a GET page that needs caps.
-func (c *Console) handle(pattern string, caps []string, p page) {
-	c.mux.HandleFunc("GET "+Prefix+pattern, c.signedIn(func(w http.ResponseWriter, r *http.Request, v *viewer) {
-		for _, cap := range caps {
-			if !v.Principal.Can(cap) {
-				c.fail(w, r, v, needs(cap))
-				return
-			}
-		}
+// handle registers a GET page that reads routes: the viewer needs their capabilities.
+func (c *Console) handle(pattern string, routes []contract.Route, p page) {
+	c.mux.HandleFunc("GET "+Prefix+pattern, c.signedIn(routes, func(w http.ResponseWriter, r *http.Request, v *viewer) {
 		name, data, err := p(r.Context(), r, v)
 		var to redirectError
 		if errors.As(err, &to) {
@@ -142,23 +150,19 @@ func (c *Console) handle(pattern string, caps []string, p page) {
 // fail renders err as an error page with its contract status. The text of an internal
 // error stays in the log.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, err error) {
-	var re *runtime.Error
-	status, message := http.StatusInternalServerError, "The service could not answer this page. Try again shortly."
-	if errors.As(err, &re) {
-		if info, ok := contract.Codes[re.Code]; ok && info.Status < 500 {
-			status, message = info.Status, re.Message
-		} else if ok && info.Status == http.StatusServiceUnavailable {
-			status = info.Status
+	status, e := c.cfg.Gate.Refuse(r.Context(), err)
+	message := e.Message
+	switch {
+	case status >= 500:
+		message = "The service could not answer this page. Try again shortly."
+		if status != http.StatusServiceUnavailable {
+			status = http.StatusInternalServerError
 		}
+	case e.Code == contract.CodeTokenForbidden && e.Details["requiredCapability"] != nil:
+		message = fmt.Sprintf("This page needs the capability %v.", e.Details["requiredCapability"])
 	}
-	if re != nil && re.Code == contract.CodeRateLimited {
-		// As on the API: the wait in whole seconds, rounded up, at least 1.
-		if ms, ok := re.Details["retryAfterMs"].(int64); ok {
-			w.Header().Set("Retry-After", strconv.FormatInt(max(1, (ms+999)/1000), 10))
-		}
-	}
-	if status >= 500 {
-		c.log.ErrorContext(r.Context(), "console page failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+	if after, ok := gate.RetryAfter(e); ok {
+		w.Header().Set("Retry-After", after)
 	}
 	if status == http.StatusUnauthorized {
 		c.renderLogin(w, r, status, message)

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/operation"
 )
@@ -17,22 +18,23 @@ import (
 // pageSize is the rows of one page of every list.
 const pageSize = 50
 
-// routes registers the pages; each names the capabilities of the routes it reads.
+// routes registers the pages; each names the routes it reads, whose capabilities the
+// viewer needs.
 func (c *Console) routes() {
 	c.handle("/{$}", nil, c.overview)
-	c.handle("/conversations", []string{contract.CapMessagesRead}, c.conversations)
-	c.handle("/conversations/{id}", []string{contract.CapMessagesRead}, c.conversation)
-	c.handle("/windows/{id}", []string{contract.CapContextRead}, c.window)
-	c.handle("/invocations", []string{contract.CapContextRead}, c.invocations)
-	c.handle("/invocations/{id}", []string{contract.CapContextRead}, c.invocation)
-	c.handle("/entries", []string{contract.CapContextRead}, c.entries)
-	c.handle("/entries/{id}", []string{contract.CapContextRead}, c.entry)
-	c.handle("/recall", []string{contract.CapContextRetrieve}, c.recall)
-	c.handle("/a2a", []string{contract.CapA2ARead, contract.CapA2ATasks}, c.a2a)
-	c.handle("/a2a/tasks/{id}", []string{contract.CapA2ATasks}, c.task)
-	c.handle("/events", []string{contract.CapA2ARead}, c.events)
-	c.mux.HandleFunc("GET "+Prefix+"/events/tail", c.signedIn(c.eventsTail))
-	c.handle("/costs", []string{contract.CapCostsRead}, c.costs)
+	c.handle("/conversations", []contract.Route{contract.RouteConversationsList}, c.conversations)
+	c.handle("/conversations/{id}", []contract.Route{contract.RouteMessages}, c.conversation)
+	c.handle("/windows/{id}", []contract.Route{contract.RouteWindowsGet, contract.RouteWindowsLineage, contract.RouteModelInvocationsList}, c.window)
+	c.handle("/invocations", []contract.Route{contract.RouteModelInvocationsList}, c.invocations)
+	c.handle("/invocations/{id}", []contract.Route{contract.RouteModelInvocationsGet}, c.invocation)
+	c.handle("/entries", []contract.Route{contract.RouteEntriesList}, c.entries)
+	c.handle("/entries/{id}", []contract.Route{contract.RouteEntriesHistory}, c.entry)
+	c.handle("/recall", []contract.Route{contract.RouteRecall}, c.recall)
+	c.handle("/a2a", []contract.Route{contract.RouteA2AAgentsList, contract.RouteA2ATasksList, contract.RouteA2AMessagesRead}, c.a2a)
+	c.handle("/a2a/tasks/{id}", []contract.Route{contract.RouteA2ATasksGet}, c.task)
+	c.handle("/events", []contract.Route{contract.RouteA2AEventsPoll}, c.events)
+	c.mux.HandleFunc("GET "+Prefix+"/events/tail", c.signedIn(nil, c.eventsTail))
+	c.handle("/costs", []contract.Route{contract.RouteCosts}, c.costs)
 }
 
 // recentOperations is how many operations the overview lists.
@@ -161,8 +163,8 @@ func (c *Console) conversation(ctx context.Context, r *http.Request, v *viewer) 
 	}
 	scope := contract.ConversationScope{ConversationID: id}
 	if out.Query != "" {
-		if !v.Principal.Can(contract.CapMessagesSearch) {
-			return "", nil, needs(contract.CapMessagesSearch)
+		if err := gate.Permit(v.Principal, contract.RouteMessagesSearch); err != nil {
+			return "", nil, err
 		}
 		limit := contract.DefaultSearchLimit
 		res, err := c.cfg.Messages.Search(ctx, v.Principal.Scope, &contract.SearchMessagesRequest{Query: out.Query,
@@ -458,7 +460,7 @@ const tailWaitMs = 25_000
 // eventsTail answers the live tail's long poll with JSON: the events after the
 // cursor, waiting for one to commit.
 func (c *Console) eventsTail(w http.ResponseWriter, r *http.Request, v *viewer) {
-	if !v.Principal.Can(contract.CapA2ARead) {
+	if err := gate.Permit(v.Principal, contract.RouteA2AEventsPoll); err != nil {
 		jsonAnswer(w, http.StatusForbidden, map[string]string{"error": "this page needs the capability " + contract.CapA2ARead})
 		return
 	}
@@ -524,11 +526,6 @@ func (c *Console) costs(ctx context.Context, r *http.Request, v *viewer) (string
 	}
 	out.Report, out.Chart = rep, costChart(rep.Groups)
 	return "costs", out, nil
-}
-
-// needs is the 403 of a part of a page the viewer's capabilities do not reach.
-func needs(cap string) error {
-	return runtime.Errorf(contract.CodeTokenForbidden, "this page needs the capability %s", cap).With("requiredCapability", cap)
 }
 
 // redirectError sends the browser to another page (a form that opens a record).

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 )
 
@@ -106,19 +107,11 @@ func TestEncodeResultsLeavesTheRestToTheSDK(t *testing.T) {
 	require.JSONEq(t, `{"content":[{"type":"text","text":"x"}]}`, string(raw))
 }
 
-// fakeHost admits every call and shapes refusals as the code table says.
-type fakeHost struct{}
+// noCapabilities verifies every token as a caller holding no capability.
+type noCapabilities struct{}
 
-func (fakeHost) Admit(context.Context, runtime.Principal, string) error { return nil }
-
-func (fakeHost) Refusal(_ context.Context, err error) contract.ErrorBody {
-	var re *runtime.Error
-	if !errors.As(err, &re) {
-		return contract.ErrorBody{Code: contract.CodeInternal, Message: "internal error", Details: map[string]any{}}
-	}
-	info := contract.Codes[re.Code]
-	return contract.ErrorBody{Code: re.Code, Message: re.Message, Category: info.Category, Retryable: info.Retryable,
-		Details: re.Details}
+func (noCapabilities) Verify(context.Context, string) (runtime.TokenClaims, error) {
+	return runtime.TokenClaims{Subject: "agent", TenantID: "t", ProjectID: "p"}, nil
 }
 
 // recorder keeps the bodies of the answers an HTTP client received.
@@ -128,6 +121,8 @@ type recorder struct {
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer any")
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -151,12 +146,9 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // (resultType) are on the wire, and the SDK's per-session lines stay out of the log.
 func TestDoorThroughTheSDKClient(t *testing.T) {
 	var logs bytes.Buffer
-	door := New(Config{Host: fakeHost{}, Version: "test",
+	door := New(Config{Gate: gate.New(gate.Config{Auth: gate.Auth{Verifier: noCapabilities{}}}), Version: "test",
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	caller := runtime.Principal{Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}, Subject: "agent"}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		door.Handler().ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), caller)))
-	}))
+	srv := httptest.NewServer(door)
 	defer srv.Close()
 	rec := &recorder{}
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)

@@ -5,11 +5,12 @@
 //
 // A tool is another door to the use case its HTTP route calls, never a second
 // implementation: it turns its snake_case arguments into the route's request, calls
-// the same runtime use case and returns the route's answer unchanged. The host
-// (package server) authenticates the HTTP request, bounds its body and puts the
-// caller into the request's context (WithPrincipal); this package checks each call
-// against the capability of the route its tool wraps (contract.MCPToolRoutes) and
-// asks the host to rate-limit it and to shape its refusals.
+// the same runtime use case and returns the route's answer unchanged. The gate
+// authenticates the HTTP request, bounds its body and answers its refusals; this
+// package reads the JSON-RPC message once, serves only the contract's methods, checks
+// each call against the capability of the route its tool wraps (contract.MCPToolRoutes)
+// and has the gate rate-limit it.
 //
-// It imports the runtime areas and the contract, never SQL, adapters or the echo host.
+// It imports the gate, the runtime areas and the contract, never another door, SQL,
+// adapters or echo.
 package mcpserver

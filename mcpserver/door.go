@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -23,20 +24,10 @@ import (
 	"github.com/agent-context/agent-context/runtime/memory"
 )
 
-// Host is what the door needs of the HTTP host it is mounted in.
-type Host interface {
-	// Admit takes the rate-limit tokens of one call of tool (its rate-limit name,
-	// mcp:<tool>); it returns RATE_LIMITED when a bucket is empty.
-	Admit(ctx context.Context, p runtime.Principal, tool string) error
-	// Refusal turns what a call failed with into the error object the route would
-	// answer (an internal cause is logged there, never returned), and records the code
-	// for the request's log line and metrics.
-	Refusal(ctx context.Context, err error) contract.ErrorBody
-}
-
-// Config holds the use cases the tools call and the host.
+// Config holds the gate, the door's settings and the use cases the tools call.
 type Config struct {
-	Host      Host
+	// Gate authenticates, admits and answers every request, as for every door.
+	Gate      *gate.Gate
 	Logger    *slog.Logger
 	Version   string
 	Messages  *conversation.Messages
@@ -45,15 +36,24 @@ type Config struct {
 	Recall    *memory.Recall
 	Knowledge *knowledge.Service
 	A2A       *a2a.Service
-	// MaxBodyBytes bounds a request body, as the host's bound does (the host reads
-	// the body first; this is the SDK's own guard).
+	// MaxBodyBytes bounds a request body (AGENT_CONTEXT_MCP_MAX_BODY; default
+	// DefaultMaxBodyBytes): a larger one is refused with 413 before it is parsed.
 	MaxBodyBytes int64
+	// PublicURL is the base URL the protected resource metadata names; empty derives
+	// it from each request.
+	PublicURL string
+	// AuthorizationServers are the OAuth authorization servers the protected resource
+	// metadata names (may be none).
+	AuthorizationServers []string
 }
 
 // Door is the MCP endpoint: an SDK server with every tool, and its stateless
 // streamable HTTP handler.
 type Door struct {
-	host          Host
+	gate          *gate.Gate
+	maxBody       int64
+	publicURL     string
+	authServers   []string
 	server        *mcp.Server
 	handler       http.Handler
 	streamHandler http.Handler
@@ -70,6 +70,8 @@ type tool struct {
 	// required names the arguments a call must carry.
 	required []string
 	schema   *jsonschema.Resolved
+	// anyValue names the arguments that take any JSON value (json.RawMessage).
+	anyValue map[string]bool
 }
 
 type principalKey struct{}
@@ -95,7 +97,11 @@ func New(cfg Config) *Door {
 	// session every stateless request opens: three lines a call that the request log
 	// already covers. Its warnings and errors pass.
 	sdkLog := slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn})
-	d := &Door{host: cfg.Host, tools: map[string]*tool{}}
+	d := &Door{gate: cfg.Gate, maxBody: cfg.MaxBodyBytes, publicURL: cfg.PublicURL,
+		authServers: append([]string{}, cfg.AuthorizationServers...), tools: map[string]*tool{}}
+	if d.maxBody <= 0 {
+		d.maxBody = DefaultMaxBodyBytes
+	}
 	d.server = mcp.NewServer(&mcp.Implementation{Name: contract.MCPServerName, Title: "agent-context", Version: cfg.Version},
 		&mcp.ServerOptions{
 			Logger: sdkLog,
@@ -119,9 +125,9 @@ func New(cfg Config) *Door {
 				Stateless:           true,
 				JSONResponse:        jsonResponse,
 				Logger:              sdkLog,
-				MaxRequestBodyBytes: cfg.MaxBodyBytes,
+				MaxRequestBodyBytes: d.maxBody,
 				// Replicas sit behind a gateway that sets its own Host header, and the
-				// host authenticates every request: the credential, not the Host
+				// gate authenticates every request: the credential, not the Host
 				// header, guards the tools.
 				DisableLocalhostProtection: true,
 			})
@@ -150,14 +156,6 @@ func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
-
-// Handler serves the streamable HTTP transport, answering with application/json. The
-// request's context must carry the caller (WithPrincipal).
-func (d *Door) Handler() http.Handler { return d.handler }
-
-// StreamHandler is Handler answering with text/event-stream, for clients that accept
-// nothing else.
-func (d *Door) StreamHandler() http.Handler { return d.streamHandler }
 
 // Known reports whether name is a tool of the door.
 func (d *Door) Known(name string) bool { return d.tools[name] != nil }
@@ -193,20 +191,20 @@ func addTool[In any](d *Door, spec toolSpec, call func(ctx context.Context, p ru
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: tool %s: %v", spec.name, err))
 	}
-	t := &tool{name: spec.name, actions: spec.actions, required: schema.Required, schema: resolved}
+	t := &tool{name: spec.name, actions: spec.actions, required: schema.Required, schema: resolved, anyValue: anyValueArgs[In]()}
 	d.tools[spec.name] = t
 	annotations := &mcp.ToolAnnotations{ReadOnlyHint: spec.readOnly, IdempotentHint: spec.idempotent,
 		DestructiveHint: new(false), OpenWorldHint: new(false)}
 	d.server.AddTool(&mcp.Tool{Name: spec.name, Description: spec.description, InputSchema: schema, Annotations: annotations},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			in := new(In)
-			p, err := d.admit(ctx, t, req.Params.Arguments, in)
+			p, route, err := d.admit(ctx, t, req.Params.Arguments, in)
 			if err != nil {
 				return d.refusal(ctx, err), nil
 			}
 			out, err := call(ctx, p, in)
 			if err != nil {
-				return d.refusal(ctx, err), nil
+				return d.refusal(ctx, gate.Bound(route, err)), nil
 			}
 			res, err := answer(out)
 			if err != nil {
@@ -214,6 +212,20 @@ func addTool[In any](d *Door, spec toolSpec, call func(ctx context.Context, p ru
 			}
 			return res, nil
 		})
+}
+
+// anyValueArgs names the members of In that take any JSON value.
+func anyValueArgs[In any]() map[string]bool {
+	names := map[string]bool{}
+	in := reflect.TypeFor[In]()
+	for i := range in.NumField() {
+		f := in.Field(i)
+		if f.Type == reflect.TypeFor[json.RawMessage]() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			names[name] = true
+		}
+	}
+	return names
 }
 
 // inputSchema is the JSON Schema of In as the SDK would infer it (every property
@@ -244,62 +256,73 @@ func inputSchema[In any](spec toolSpec) *jsonschema.Schema {
 // request — the rate limit, the capability of the wrapped route (of the call's action,
 // for ctx_agent and ctx_task), then the arguments, strictly (unknown, duplicate or
 // mistyped members name the offending argument), against the tool's input schema last
-// — and decodes them into in. It returns the caller. Every refusal becomes a tool
+// — and decodes them into in. It returns the caller and the route the call serves
+// (whose bounds its refusals carry). Every refusal becomes a tool
 // result with isError, as the contract asks; an unknown tool never gets here (the SDK
 // answers it with JSON-RPC -32602).
-func (d *Door) admit(ctx context.Context, t *tool, raw json.RawMessage, in any) (runtime.Principal, error) {
+func (d *Door) admit(ctx context.Context, t *tool, raw json.RawMessage, in any) (runtime.Principal, contract.Route, error) {
+	var route contract.Route
 	p, ok := principalFrom(ctx)
 	if !ok {
-		return p, fmt.Errorf("mcpserver: a call of %s arrived without a principal", t.name)
+		return p, route, fmt.Errorf("mcpserver: a call of %s arrived without a principal", t.name)
 	}
-	if err := d.host.Admit(ctx, p, "mcp:"+t.name); err != nil {
-		return p, err
+	if err := d.gate.Admit(ctx, p, "mcp:"+t.name); err != nil {
+		return p, route, err
 	}
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage("{}")
 	}
 	members, err := topMembers(raw)
 	if err != nil {
-		return p, err
+		return p, route, err
 	}
 	action := ""
 	if t.actions != nil {
 		if action, err = actionOf(t, members); err != nil {
-			return p, err
+			return p, route, err
 		}
 	}
-	route, ok := contract.MCPToolRouteOf(t.name, action)
+	route, ok = contract.MCPToolRouteOf(t.name, action)
 	if !ok {
-		return p, fmt.Errorf("mcpserver: %s %q has no route in contract.MCPToolRoutes", t.name, action)
+		return p, route, fmt.Errorf("mcpserver: %s %q has no route in contract.MCPToolRoutes", t.name, action)
 	}
-	if !holdsAny(p, route.Capabilities) {
-		return p, runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
-			With("requiredCapability", route.Capabilities[0])
+	if err := gate.Permit(p, route); err != nil {
+		return p, route, err
 	}
 	if err := decodeArguments(raw, in); err != nil {
-		return p, err
+		return p, route, err
 	}
 	for _, name := range t.required {
 		if v, ok := members[name]; !ok || v.Kind() == 'n' {
-			return p, runtime.Invalid(name, "%s is required", name)
+			return p, route, runtime.Invalid(name, "%s is required", name)
 		}
 	}
 	if t.actions != nil {
 		takes := t.actions[action]
 		for name, v := range members {
 			if name != "action" && v.Kind() != 'n' && !slices.Contains(takes, name) {
-				return p, runtime.Invalid(name, "%s is not an argument of action %s (it takes %s)", name, action, orNone(takes))
+				return p, route, runtime.Invalid(name, "%s is not an argument of action %s (it takes %s)", name, action, orNone(takes))
 			}
 		}
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return p, runtime.Invalid("arguments", "malformed JSON")
+	// The schema is checked on a tree of the arguments but those that take any JSON
+	// value (metadata): the strict decoding above has read those as bytes, the schema
+	// says nothing of them, and a tree of a large one would cost many times its size.
+	tree := make(map[string]any, len(members))
+	for name, v := range members {
+		if t.anyValue[name] {
+			continue
+		}
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return p, route, runtime.Invalid(name, "malformed JSON")
+		}
+		tree[name] = x
 	}
-	if err := t.schema.Validate(v); err != nil {
-		return p, runtime.Invalid("arguments", "the arguments do not match the tool's input schema: %v", err)
+	if err := t.schema.Validate(tree); err != nil {
+		return p, route, runtime.Invalid("arguments", "the arguments do not match the tool's input schema: %v", err)
 	}
-	return p, nil
+	return p, route, nil
 }
 
 // actionOf reads the action of a call: present, a string and one of t's actions.
@@ -343,15 +366,6 @@ func decodeArguments(raw []byte, v any) error {
 	return err
 }
 
-func holdsAny(p runtime.Principal, caps []string) bool {
-	for _, c := range caps {
-		if p.Can(c) {
-			return true
-		}
-	}
-	return false
-}
-
 func orNone(names []string) string {
 	if len(names) == 0 {
 		return "no other argument"
@@ -363,7 +377,8 @@ func orNone(names []string) string {
 // as structuredContent, and a text item starting with the code (then the same JSON, for
 // clients that read text only).
 func (d *Door) refusal(ctx context.Context, err error) *mcp.CallToolResult {
-	body := contract.MCPToolError{Error: d.host.Refusal(ctx, err)}
+	_, refused := d.gate.Refuse(ctx, err)
+	body := contract.MCPToolError{Error: refused}
 	raw, merr := json.Marshal(body)
 	if merr != nil {
 		raw = []byte(`{"error":{"code":"` + contract.CodeInternal + `"}}`)

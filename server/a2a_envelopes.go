@@ -14,8 +14,7 @@ import (
 
 // envelopeRoutes registers POST /handoff and GET /versions (docs/a2a-protocol.md).
 func (s *Server) envelopeRoutes() {
-	s.handle(contract.RouteA2AHandoff, numberBounds(s.handoff,
-		fieldBounds(map[string]int64{"ttl_ms": contract.MaxEnvelopeTTLMs})))
+	s.handle(contract.RouteA2AHandoff, s.handoff)
 	s.handle(contract.RouteA2AVersions, noBody(func(_ context.Context, _ runtime.Principal) (int, any, error) {
 		return http.StatusOK, s.a2a.SupportedVersions(), nil
 	}))
@@ -26,18 +25,16 @@ func (s *Server) envelopeRoutes() {
 // strictly: a byte changed anywhere in a signed envelope is SIGNATURE_INVALID as long
 // as the body is still JSON.
 func (s *Server) handoff(c echo.Context) error {
-	hold := &bodyHold{budget: s.maxBody.budget}
-	defer hold.release()
-	raw, err := readBody(c.Request(), s.maxBody, hold)
+	raw, release, err := s.gate.ReadJSON(c.Request(), 0)
+	defer release()
 	if err != nil {
 		return err
 	}
 	var syntax jsontext.Value
-	if err := decodeJSON(raw, &syntax); err != nil {
+	if err := runtime.DecodeJSON(raw, &syntax); err != nil {
 		return err
 	}
-	p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
-	ack, err := s.a2a.Handoff(c.Request().Context(), p, &a2a.Handoff{Raw: raw, Decode: decodeJSON})
+	ack, err := s.a2a.Handoff(c.Request().Context(), principal(c), &a2a.Handoff{Raw: raw, Decode: runtime.DecodeJSON})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 )
 
@@ -80,16 +81,17 @@ type authSeen struct {
 func newAuthBundle(t *testing.T, static string, tokens map[string]runtime.TokenClaims) *authBundle {
 	t.Helper()
 	b := &authBundle{}
-	auth := AuthConfig{StaticToken: static}
+	auth := gate.Auth{StaticToken: static}
 	if tokens != nil {
 		b.verifier = &stubVerifier{tokens: tokens}
 		auth.Verifier = b.verifier
 	}
-	b.server = New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Auth: auth, Ready: authReady{}})
+	b.server = New(withDoors(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Gate: gate.New(gate.Config{Auth: auth}),
+		Ready: authReady{}}))
 	route := contract.Route{Method: http.MethodPost, Path: authRoutePath, Capabilities: []string{contract.CapMessagesAppend}}
 	b.server.echo.Add(route.Method, route.Path, func(c echo.Context) error {
 		b.reached.Add(1)
-		p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
+		p := principal(c)
 		var caps []string
 		for cap, ok := range p.Capabilities {
 			if ok {
@@ -215,12 +217,12 @@ func TestRuntimeTokenScopeHeaders(t *testing.T) {
 		headers []string
 		field   string
 	}{
-		{"other tenant", []string{headerTenant, "globex"}, headerTenant},
-		{"other project", []string{headerProject, "beta"}, headerProject},
-		{"other subject", []string{headerSubject, "agent-8"}, headerSubject},
-		{"tenant differing in case", []string{headerTenant, "ACME"}, headerTenant},
-		{"agreeing then disagreeing", []string{headerTenant, "acme", headerTenant, "globex"}, headerTenant},
-		{"empty tenant", []string{headerTenant, ""}, headerTenant},
+		{"other tenant", []string{gate.HeaderTenant, "globex"}, gate.HeaderTenant},
+		{"other project", []string{gate.HeaderProject, "beta"}, gate.HeaderProject},
+		{"other subject", []string{gate.HeaderSubject, "agent-8"}, gate.HeaderSubject},
+		{"tenant differing in case", []string{gate.HeaderTenant, "ACME"}, gate.HeaderTenant},
+		{"agreeing then disagreeing", []string{gate.HeaderTenant, "acme", gate.HeaderTenant, "globex"}, gate.HeaderTenant},
+		{"empty tenant", []string{gate.HeaderTenant, ""}, gate.HeaderTenant},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,7 +235,7 @@ func TestRuntimeTokenScopeHeaders(t *testing.T) {
 	t.Run("agreeing", func(t *testing.T) {
 		t.Parallel()
 		seen := b.do(t, http.MethodPost, authRoutePath, append(slices.Clone(bearer),
-			headerTenant, "acme", headerProject, "alpha", headerSubject, "agent-7")...).requireSeen(t)
+			gate.HeaderTenant, "acme", gate.HeaderProject, "alpha", gate.HeaderSubject, "agent-7")...).requireSeen(t)
 		require.Equal(t, "acme", seen.Tenant)
 		require.Equal(t, "alpha", seen.Project)
 		require.Equal(t, "agent-7", seen.Subject)
@@ -254,17 +256,17 @@ func TestTokenBinding(t *testing.T) {
 		headers []string
 		ok      bool
 	}{
-		{"bound, matching header", "bound.token.x", []string{headerUserAuthorization, "Bearer user-secret"}, true},
-		{"bound, scheme in another case", "bound.token.x", []string{headerUserAuthorization, "bearer user-secret"}, true},
+		{"bound, matching header", "bound.token.x", []string{gate.HeaderUserAuthorization, "Bearer user-secret"}, true},
+		{"bound, scheme in another case", "bound.token.x", []string{gate.HeaderUserAuthorization, "bearer user-secret"}, true},
 		{"bound, header absent", "bound.token.x", nil, false},
-		{"bound, another user token", "bound.token.x", []string{headerUserAuthorization, "Bearer user-secreT"}, false},
-		{"bound, the hash itself", "bound.token.x", []string{headerUserAuthorization, "Bearer " + bound.UserTokenHash}, false},
-		{"bound, no Bearer scheme", "bound.token.x", []string{headerUserAuthorization, "user-secret"}, false},
-		{"bound, other scheme", "bound.token.x", []string{headerUserAuthorization, "Basic user-secret"}, false},
-		{"bound, empty header", "bound.token.x", []string{headerUserAuthorization, ""}, false},
-		{"bound, header twice", "bound.token.x", []string{headerUserAuthorization, "Bearer user-secret", headerUserAuthorization, "Bearer other"}, false},
-		{"unbound, header present", "unbound.token.x", []string{headerUserAuthorization, "Bearer user-secret"}, false},
-		{"unbound, empty header present", "unbound.token.x", []string{headerUserAuthorization, ""}, false},
+		{"bound, another user token", "bound.token.x", []string{gate.HeaderUserAuthorization, "Bearer user-secreT"}, false},
+		{"bound, the hash itself", "bound.token.x", []string{gate.HeaderUserAuthorization, "Bearer " + bound.UserTokenHash}, false},
+		{"bound, no Bearer scheme", "bound.token.x", []string{gate.HeaderUserAuthorization, "user-secret"}, false},
+		{"bound, other scheme", "bound.token.x", []string{gate.HeaderUserAuthorization, "Basic user-secret"}, false},
+		{"bound, empty header", "bound.token.x", []string{gate.HeaderUserAuthorization, ""}, false},
+		{"bound, header twice", "bound.token.x", []string{gate.HeaderUserAuthorization, "Bearer user-secret", gate.HeaderUserAuthorization, "Bearer other"}, false},
+		{"unbound, header present", "unbound.token.x", []string{gate.HeaderUserAuthorization, "Bearer user-secret"}, false},
+		{"unbound, empty header present", "unbound.token.x", []string{gate.HeaderUserAuthorization, ""}, false},
 		{"unbound, no header", "unbound.token.x", nil, true},
 	}
 	for _, tc := range cases {
@@ -291,7 +293,7 @@ func TestTokenBinding(t *testing.T) {
 		for _, static := range []string{"s3cret", ""} {
 			sb := newAuthBundle(t, static, nil)
 			seen := sb.do(t, http.MethodPost, authRoutePath, "Authorization", "Bearer s3cret",
-				headerUserAuthorization, "Bearer anything at all").requireSeen(t)
+				gate.HeaderUserAuthorization, "Bearer anything at all").requireSeen(t)
 			require.Equal(t, "Bearer anything at all", seen.UserAuthorization)
 		}
 	})
@@ -300,10 +302,10 @@ func TestTokenBinding(t *testing.T) {
 func TestStaticAndRuntimeTokensTogether(t *testing.T) {
 	t.Parallel()
 	b := newAuthBundle(t, "s3cret", map[string]runtime.TokenClaims{"good.token.x": authClaims(contract.CapMessagesAppend)})
-	require.Equal(t, "runtime-token+static-token", b.server.auth.Mode())
+	require.Equal(t, "runtime-token+static-token", b.server.gate.Auth().Mode())
 
 	// The static token: scope from the trusted headers, every capability, no verifier call.
-	seen := b.do(t, http.MethodPost, authRoutePath, "Authorization", "Bearer s3cret", headerTenant, "globex").requireSeen(t)
+	seen := b.do(t, http.MethodPost, authRoutePath, "Authorization", "Bearer s3cret", gate.HeaderTenant, "globex").requireSeen(t)
 	require.Equal(t, "globex", seen.Tenant)
 	require.Equal(t, "service", seen.Subject)
 	require.Len(t, seen.Capabilities, len(contract.AllCapabilities))
@@ -341,10 +343,10 @@ func TestGarbageHeaders(t *testing.T) {
 		{"two Authorization headers, valid first", []string{"Authorization", "Bearer good.token.x", "Authorization", "Bearer s3cret"}},
 		{"two Authorization headers, valid last", []string{"Authorization", "Bearer nope", "Authorization", "Bearer good.token.x"}},
 		{"many Authorization headers", slices.Repeat([]string{"Authorization", "Bearer good.token.x"}, 1000)},
-		{"huge tenant header", []string{"Authorization", "Bearer s3cret", headerTenant, huge}},
-		{"non-ASCII tenant header", []string{"Authorization", "Bearer s3cret", headerTenant, "acme\u00a0corp"}},
-		{"tenant header with a newline", []string{"Authorization", "Bearer s3cret", headerSubject, "a\nb"}},
-		{"many tenant headers", append([]string{"Authorization", "Bearer s3cret"}, slices.Repeat([]string{headerTenant, "acme"}, 1000)...)},
+		{"huge tenant header", []string{"Authorization", "Bearer s3cret", gate.HeaderTenant, huge}},
+		{"non-ASCII tenant header", []string{"Authorization", "Bearer s3cret", gate.HeaderTenant, "acme\u00a0corp"}},
+		{"tenant header with a newline", []string{"Authorization", "Bearer s3cret", gate.HeaderSubject, "a\nb"}},
+		{"many tenant headers", append([]string{"Authorization", "Bearer s3cret"}, slices.Repeat([]string{gate.HeaderTenant, "acme"}, 1000)...)},
 	}
 	modes := map[string]*authBundle{
 		"runtime":        newAuthBundle(t, "", tokens),
@@ -481,7 +483,7 @@ func TestScopeHeaderIDRules(t *testing.T) {
 	}
 	for _, static := range []string{"s3cret", ""} {
 		b := newAuthBundle(t, static, nil)
-		for _, header := range []string{headerTenant, headerProject, headerSubject} {
+		for _, header := range []string{gate.HeaderTenant, gate.HeaderProject, gate.HeaderSubject} {
 			for _, tc := range cases {
 				t.Run(fmt.Sprintf("static=%t/%s/%s", static != "", header, tc.name), func(t *testing.T) {
 					t.Parallel()

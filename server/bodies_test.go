@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 )
 
 // testWait bounds how long a test waits for a condition it polls for; reaching it
@@ -70,14 +71,14 @@ func (p *pendingBody) finish(t *testing.T, size int) response {
 func TestInFlightBodyBudget(t *testing.T) {
 	t.Parallel()
 	const size = 1 << 10
-	b := setup(t, Config{Bodies: BodyLimits{MaxBytes: size, MaxInFlightBytes: 3 * size}})
-	budget := b.server.maxBody.budget
+	b := setup(t, Config{Gate: gate.New(gate.Config{MaxBodyBytes: size, MaxInFlightBodyBytes: 3 * size})})
+	budget := b.server.gate
 
 	pending := make([]*pendingBody, 3)
 	for i := range pending {
 		pending[i] = b.startBody(size, true)
 	}
-	require.Eventually(t, func() bool { used, _ := budget.usage(); return used == 3*size }, testWait, testPoll)
+	require.Eventually(t, func() bool { used, _ := budget.InFlightBodyBytes(); return used == 3*size }, testWait, testPoll)
 
 	// Refused on the declared length, unread.
 	var read atomic.Bool
@@ -104,14 +105,14 @@ func TestInFlightBodyBudget(t *testing.T) {
 	for _, r := range responses {
 		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	}
-	used, peak := budget.usage()
+	used, peak := budget.InFlightBodyBytes()
 	require.Zero(t, used, "every reservation is given back")
 	require.Equal(t, int64(3*size), peak, "never more than the bound")
 
 	// The room is back: a chunked body as large as the limit allows is served.
 	r := b.startBody(size, false).finish(t, size)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	used, peak = budget.usage()
+	used, peak = budget.InFlightBodyBytes()
 	require.Zero(t, used)
 	require.LessOrEqual(t, peak, int64(3*size))
 }
@@ -121,7 +122,7 @@ func TestInFlightBodyBudget(t *testing.T) {
 func TestInFlightBodyBudgetUnderLoad(t *testing.T) {
 	t.Parallel()
 	const size = 4 << 10
-	b := setup(t, Config{Bodies: BodyLimits{MaxBytes: size, MaxInFlightBytes: 5 * size}})
+	b := setup(t, Config{Gate: gate.New(gate.Config{MaxBodyBytes: size, MaxInFlightBodyBytes: 5 * size})})
 	responses := make([]response, 64)
 	var wg sync.WaitGroup
 	for i := range responses {
@@ -141,7 +142,7 @@ func TestInFlightBodyBudgetUnderLoad(t *testing.T) {
 		require.Equal(t, "overloaded", e.Details["reason"])
 	}
 	require.Positive(t, served)
-	used, peak := b.server.maxBody.budget.usage()
+	used, peak := b.server.gate.InFlightBodyBytes()
 	require.Zero(t, used)
 	require.LessOrEqual(t, peak, int64(5*size))
 }

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 )
 
 // TestClientGoneIsNot5xx: a request whose client went away (its context canceled)
@@ -42,7 +43,7 @@ func TestClientGoneIsNot5xx(t *testing.T) {
 	require.NoError(t, err)
 	counts := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() != MetricsNamespace+"_http_requests_total" && f.GetName() != MetricsNamespace+"_http_errors_total" {
+		if f.GetName() != gate.MetricsNamespace+"_http_requests_total" && f.GetName() != gate.MetricsNamespace+"_http_errors_total" {
 			continue
 		}
 		for _, m := range f.GetMetric() {

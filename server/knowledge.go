@@ -14,12 +14,12 @@ func (s *Server) knowledgeRoutes() {
 		func(context.Context, runtime.Principal) (int, any, error) {
 			return http.StatusOK, s.knowledge.Capabilities(), nil
 		}))
-	s.handle(contract.RouteKnowledgeQuery, numberBounds(jsonBody(s.maxBody,
+	s.handle(contract.RouteKnowledgeQuery, jsonBody(s.gate,
 		func(ctx context.Context, p runtime.Principal, req *contract.KnowledgeQueryRequest) (int, any, error) {
 			res, err := s.knowledge.Query(ctx, p, req)
 			return http.StatusOK, res, err
-		}), fieldBound("topK", contract.MaxKnowledgeTopK)))
-	s.handle(contract.RouteKnowledgeResolve, jsonBody(s.maxBody,
+		}))
+	s.handle(contract.RouteKnowledgeResolve, jsonBody(s.gate,
 		func(ctx context.Context, p runtime.Principal, req *contract.ResolveResourcesRequest) (int, any, error) {
 			res, err := s.knowledge.Resolve(ctx, p, req)
 			return http.StatusOK, res, err

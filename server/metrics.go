@@ -12,10 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-)
 
-// MetricsNamespace prefixes every metric of the service (docs/observability.md).
-const MetricsNamespace = "agent_context"
+	"github.com/agent-context/agent-context/gate"
+)
 
 // latencyBuckets span a cached read (1 ms) to a long poll (60 s).
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
@@ -33,20 +32,20 @@ func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
 	f := promauto.With(reg)
 	return &requestMetrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Subsystem: "http", Name: "requests_total",
+			Namespace: gate.MetricsNamespace, Subsystem: "http", Name: "requests_total",
 			Help: "HTTP requests by method, route template (\"unmatched\" for unknown paths) and status; 499 = the client went away.",
 		}, []string{"method", "route", "status"}),
 		latency: f.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: MetricsNamespace, Subsystem: "http", Name: "request_duration_seconds",
+			Namespace: gate.MetricsNamespace, Subsystem: "http", Name: "request_duration_seconds",
 			Help:    "HTTP request latency by method, route template and status.",
 			Buckets: latencyBuckets,
 		}, []string{"method", "route", "status"}),
 		errors: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Subsystem: "http", Name: "errors_total",
+			Namespace: gate.MetricsNamespace, Subsystem: "http", Name: "errors_total",
 			Help: "Error responses by route template and the contract's error code.",
 		}, []string{"route", "code"}),
 		inFlight: f.NewGauge(prometheus.GaugeOpts{
-			Namespace: MetricsNamespace, Subsystem: "http", Name: "requests_in_flight",
+			Namespace: gate.MetricsNamespace, Subsystem: "http", Name: "requests_in_flight",
 			Help: "Requests being served now.",
 		}),
 	}
@@ -65,7 +64,7 @@ func (m *requestMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		label := strconv.Itoa(status)
 		m.requests.WithLabelValues(c.Request().Method, route, label).Inc()
 		m.latency.WithLabelValues(c.Request().Method, route, label).Observe(time.Since(start).Seconds())
-		if code, ok := c.Get(ctxKeyErrorCode).(string); ok && status != StatusClientClosedRequest {
+		if code := record(c).Code; code != "" && status != StatusClientClosedRequest {
 			m.errors.WithLabelValues(route, code).Inc()
 		}
 		return err
@@ -78,7 +77,7 @@ func (m *requestMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 // wrote (or did not write).
 func finalStatus(c echo.Context) int {
 	resp := c.Response()
-	if c.Get(ctxKeyClientGone) != nil ||
+	if record(c).ClientGone ||
 		errors.Is(c.Request().Context().Err(), context.Canceled) && (!resp.Committed || resp.Status >= 500) {
 		return StatusClientClosedRequest
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/gate"
 )
 
 // recoverMiddleware turns a handler panic into a 500 envelope (never a dropped
@@ -57,7 +57,7 @@ func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 		err := next(c)
 		gone := err != nil && !c.Response().Committed && clientGone(c.Request(), err)
 		if gone {
-			c.Set(ctxKeyClientGone, true)
+			record(c).ClientGone = true
 		} else if err != nil {
 			c.Error(err)
 		}
@@ -69,10 +69,11 @@ func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.Int("status", status),
 			slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000),
 		}
-		if code, ok := c.Get(ctxKeyErrorCode).(string); ok {
-			attrs = append(attrs, slog.String("code", code))
+		rec := record(c)
+		if rec.Code != "" {
+			attrs = append(attrs, slog.String("code", rec.Code))
 		}
-		if p, ok := c.Get(ctxKeyPrincipal).(runtime.Principal); ok {
+		if p := rec.Principal; p != nil {
 			attrs = append(attrs, slog.String("tenant", p.TenantID), slog.String("project", p.ProjectID),
 				slog.String("subject", p.Subject))
 			if p.TokenID != "" {
@@ -83,7 +84,7 @@ func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if status >= 500 {
 			level = slog.LevelWarn
 		}
-		if c.Get(ctxKeyServerFault) != nil {
+		if rec.Fault {
 			level = slog.LevelError
 		}
 		s.log.LogAttrs(c.Request().Context(), level, "request", attrs...)
@@ -98,7 +99,7 @@ func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 // body failed, or the request's context was canceled (net/http cancels it when the
 // connection closes) and the handler stopped because of that.
 func clientGone(r *http.Request, err error) bool {
-	if errors.Is(err, errClientClosed) {
+	if errors.Is(err, gate.ErrClientClosed) {
 		return true
 	}
 	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
@@ -120,7 +121,7 @@ func dropConnection(c echo.Context) {
 // routeLabel is the matched route template, or "unmatched" so that scanners probing
 // random paths cannot blow up log and metric cardinality.
 func routeLabel(c echo.Context) string {
-	if label, ok := c.Get(ctxKeyRouteLabel).(string); ok {
+	if label := record(c).Route; label != "" {
 		return label
 	}
 	if p := c.Path(); p != "" && c.Get(ctxKeyRouteMatched) != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 )
 
@@ -59,7 +60,7 @@ func TestClientGoneIsLogged499(t *testing.T) {
 	b := setup(t, Config{Logger: slog.New(recordHandler{records}), Instruments: Instruments{Registerer: reg, Gatherer: reg}})
 	waiting := make(chan struct{}, 1)
 	const blockingPath = "/internal/v1/test/blocking"
-	b.server.echo.Add(http.MethodPost, blockingPath, jsonBody(b.server.maxBody,
+	b.server.echo.Add(http.MethodPost, blockingPath, jsonBody(b.server.gate,
 		func(ctx context.Context, _ runtime.Principal, _ *echoRequest) (int, any, error) {
 			waiting <- struct{}{}
 			<-ctx.Done()
@@ -110,11 +111,11 @@ func TestClientGoneIsLogged499(t *testing.T) {
 		}
 		for _, f := range families {
 			for _, m := range f.GetMetric() {
-				if f.GetName() == MetricsNamespace+"_http_errors_total" {
+				if f.GetName() == gate.MetricsNamespace+"_http_errors_total" {
 					out["errors"] += m.GetCounter().GetValue()
 				}
 				for _, l := range m.GetLabel() {
-					if f.GetName() == MetricsNamespace+"_http_requests_total" && l.GetName() == "status" {
+					if f.GetName() == gate.MetricsNamespace+"_http_requests_total" && l.GetName() == "status" {
 						out[l.GetValue()] += m.GetCounter().GetValue()
 					}
 				}

@@ -11,7 +11,7 @@ import (
 // operationRoutes registers conversation deletion, retention, operation lookup and the
 // maintenance status (docs/operations.md).
 func (s *Server) operationRoutes() {
-	s.handle(contract.RouteConversationsDelete, jsonBody(s.maxBody,
+	s.handle(contract.RouteConversationsDelete, jsonBody(s.gate,
 		func(ctx context.Context, p runtime.Principal, req *contract.DeleteConversationRequest) (int, any, error) {
 			res, created, err := s.operations.DeleteConversation(ctx, p.Scope, req)
 			if !created {
@@ -19,12 +19,12 @@ func (s *Server) operationRoutes() {
 			}
 			return http.StatusAccepted, res, err
 		}))
-	s.handle(contract.RouteConversationsRetention, jsonBody(s.maxBody,
+	s.handle(contract.RouteConversationsRetention, jsonBody(s.gate,
 		func(ctx context.Context, p runtime.Principal, req *contract.RetentionRequest) (int, any, error) {
 			res, err := s.operations.Retention(ctx, p.Scope, req)
 			return http.StatusAccepted, res, err
 		}))
-	s.handle(contract.RouteOperations, jsonBody(s.maxBody,
+	s.handle(contract.RouteOperations, jsonBody(s.gate,
 		func(ctx context.Context, p runtime.Principal, req *contract.GetOperationRequest) (int, any, error) {
 			res, err := s.operations.Get(ctx, p, req)
 			return http.StatusOK, res, err

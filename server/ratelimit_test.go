@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/ratelimit/memory"
 	"github.com/agent-context/agent-context/adapters/ratelimit/ratelimittest"
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
@@ -20,10 +20,12 @@ import (
 func rateBundle(t *testing.T, limits ratelimit.RateLimits) (*testBundle, *ratelimittest.Clock) {
 	t.Helper()
 	clock := ratelimittest.NewClock()
-	b := setup(t, Config{Auth: AuthConfig{StaticToken: "secret"}, RateLimiter: NewRateLimiter(RateLimiting{
+	reg := prometheus.NewRegistry()
+	b := setup(t, Config{Gate: gate.New(gate.Config{Auth: gate.Auth{StaticToken: "secret"}, RateLimiter: gate.NewRateLimiter(gate.RateLimiting{
 		Limits:     ratelimit.NewRateLimit(memory.NewLimiter(clock), limits),
-		Registerer: prometheus.NewRegistry(),
-	})})
+		Registerer: reg,
+	})})})
+	b.registry = reg
 	return b, clock
 }
 
@@ -34,7 +36,20 @@ func (b *testBundle) echo(t *testing.T, subject string) response {
 }
 
 func (b *testBundle) refusals(level string) float64 {
-	return testutil.ToFloat64(b.server.rateLimiter.refused.WithLabelValues(level))
+	families, _ := b.registry.Gather()
+	for _, f := range families {
+		if f.GetName() != gate.MetricsNamespace+"_ratelimit_refusals_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "level" && l.GetValue() == level {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // TestRateLimitRefusal: the budget's requests pass, the next is 429 RATE_LIMITED with

@@ -6,32 +6,23 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 )
 
-const (
-	headerRequestID = "X-Request-Id"
-	ctxKeyRequestID = "agent-context.request-id"
-	ctxKeyErrorCode = "agent-context.error-code"
-	ctxKeyPrincipal = "agent-context.principal"
-	// ctxKeyRouteLabel replaces the route template in the request's log line, metrics
-	// and span: mcp:<tool> for an MCP tool call.
-	ctxKeyRouteLabel = "agent-context.route-label"
-	// ctxKeyClientGone marks a request whose client went away before its answer.
-	ctxKeyClientGone = "agent-context.client-gone"
-	// ctxKeyServerFault marks a request whose failure was logged as an error.
-	ctxKeyServerFault = "agent-context.server-fault"
-)
+const headerRequestID = "X-Request-Id"
 
 // requestIDMiddleware keeps a caller's valid X-Request-Id (1–128 visible ASCII
-// characters) and replaces a missing or invalid one with a fresh ID.
+// characters) and replaces a missing or invalid one with a fresh ID. It opens the
+// request's gate.Record, which every door fills in for the log line, the metrics and
+// the span.
 func requestIDMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Request().Header.Get(headerRequestID)
 		if !validRequestID(id) {
 			id = runtime.NewID()
 		}
-		c.Set(ctxKeyRequestID, id)
+		c.SetRequest(c.Request().WithContext(gate.WithRecord(c.Request().Context(), &gate.Record{RequestID: id})))
 		c.Response().Header().Set(headerRequestID, id)
 		return next(c)
 	}
@@ -49,9 +40,9 @@ func validRequestID(id string) bool {
 	return true
 }
 
-func requestIDFrom(c echo.Context) string {
-	id, _ := c.Get(ctxKeyRequestID).(string)
-	return id
-}
+// record is the gate.Record of c's request.
+func record(c echo.Context) *gate.Record { return gate.RecordOf(c.Request().Context()) }
+
+func requestIDFrom(c echo.Context) string { return record(c).RequestID }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -8,29 +8,27 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 )
-
-const ctxKeyRouteMatched = "agent-context.route"
 
 // Handler is a use case behind a JSON route: it gets the authenticated caller and the
 // strictly decoded request and returns the status and body to send.
 type Handler[Req any] func(ctx context.Context, p runtime.Principal, req *Req) (int, any, error)
 
-// jsonBody adapts a Handler to echo. The body is decoded only after the route's
-// middleware has authenticated the caller and checked the capability; the memory
+// jsonBody adapts a Handler to echo. The body is decoded by the gate only after the
+// route's middleware has authenticated the caller and admitted the request; the memory
 // reserved for it is held until the response is written, since the decoded request
 // lives that long.
-func jsonBody[Req any](limits bodyLimits, h Handler[Req]) echo.HandlerFunc {
+func jsonBody[Req any](g *gate.Gate, h Handler[Req]) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		hold := &bodyHold{budget: limits.budget}
-		defer hold.release()
 		var req Req
-		if err := decodeBody(c.Request(), &req, limits, hold); err != nil {
+		release, err := g.Decode(c.Request(), &req)
+		defer release()
+		if err != nil {
 			return err
 		}
-		p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
-		status, body, err := h(c.Request().Context(), p, &req)
+		status, body, err := h(c.Request().Context(), principal(c), &req)
 		if err != nil {
 			return err
 		}
@@ -41,8 +39,7 @@ func jsonBody[Req any](limits bodyLimits, h Handler[Req]) echo.HandlerFunc {
 // noBody adapts a handler of a GET route.
 func noBody(h func(ctx context.Context, p runtime.Principal) (int, any, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
-		status, body, err := h(c.Request().Context(), p)
+		status, body, err := h(c.Request().Context(), principal(c))
 		if err != nil {
 			return err
 		}
@@ -50,13 +47,37 @@ func noBody(h func(ctx context.Context, p runtime.Principal) (int, any, error)) 
 	}
 }
 
+// principal is the authenticated caller of c's request (the zero principal on a
+// public route).
+func principal(c echo.Context) runtime.Principal {
+	if p := gate.RecordOf(c.Request().Context()).Principal; p != nil {
+		return *p
+	}
+	return runtime.Principal{}
+}
+
+// writeJSON writes an answer the one way every door does (gate.WriteJSON).
+func writeJSON(c echo.Context, status int, v any) error {
+	return gate.WriteJSON(c.Response(), c.Request(), status, v)
+}
+
 // handle registers route with its handler. The capability comes from the route table
-// in contract, never from the call site, and is enforced before the handler runs.
+// in contract, never from the call site, and is enforced by the gate before the
+// handler runs.
 func (s *Server) handle(route contract.Route, h echo.HandlerFunc) {
+	s.add(route, h, s.routeMiddleware(route))
+}
+
+// mount registers route as served by another door's handler, which authenticates and
+// admits its requests through the gate itself.
+func (s *Server) mount(route contract.Route, h http.Handler) {
+	s.add(route, echo.WrapHandler(h), matched)
+}
+
+func (s *Server) add(route contract.Route, h echo.HandlerFunc, mw echo.MiddlewareFunc) {
 	if !declared(route) {
 		panic(fmt.Sprintf("route %s %s is not in contract.Routes", route.Method, route.Path))
 	}
-	mw := s.routeMiddleware(route)
 	s.echo.Add(route.Method, route.Path, h, mw)
 	if route.Method == http.MethodGet {
 		// HEAD is GET without the body (RFC 9110 §9.3.2); monitors and probes use it.
@@ -74,44 +95,37 @@ func declared(route contract.Route) bool {
 	return false
 }
 
-// routeMiddleware runs after routing (so an unknown route is ROUTE_NOT_FOUND with or
-// without a credential): authentication, the rate limits, then the capability check.
-// A per-call route (POST /internal/v1/mcp) is only authenticated here: its handler
-// rate-limits and checks each call it carries.
-func (s *Server) routeMiddleware(route contract.Route) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			c.Set(ctxKeyRouteMatched, true)
-			if route.Public() {
-				return next(c)
-			}
-			p, err := s.auth.authenticate(c.Request())
-			if err != nil {
-				return err
-			}
-			c.Set(ctxKeyPrincipal, p)
-			if route.PerCall() {
-				return next(c)
-			}
-			if err := s.rateLimiter.Admit(c.Request().Context(), route.Method+" "+route.Path, p); err != nil {
-				return err
-			}
-			if !holdsAny(p, route.Capabilities) {
-				return runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
-					With("requiredCapability", route.Capabilities[0])
-			}
-			return next(c)
-		}
+const ctxKeyRouteMatched = "agent-context.route"
+
+// matched marks the request as routed, so its log line and metrics name the route.
+func matched(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Set(ctxKeyRouteMatched, true)
+		return next(c)
 	}
 }
 
-func holdsAny(p runtime.Principal, caps []string) bool {
-	for _, c := range caps {
-		if p.Can(c) {
-			return true
-		}
+// routeMiddleware runs after routing (so an unknown route is ROUTE_NOT_FOUND with or
+// without a credential): the gate authenticates the caller and admits the request
+// (the rate limits, then the capability) before a byte of the body is read; a number
+// the route bounds is answered with its bound.
+func (s *Server) routeMiddleware(route contract.Route) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return matched(func(c echo.Context) error {
+			if route.Public() {
+				return next(c)
+			}
+			r := c.Request()
+			p, err := s.gate.Authenticate(r)
+			if err != nil {
+				return err
+			}
+			if err := s.gate.Admit(r.Context(), p, gate.RateName(route), route); err != nil {
+				return err
+			}
+			return gate.Bound(route, next(c))
+		})
 	}
-	return false
 }
 
 // checkRoutes compares the routes the router serves with the contract's table: every

@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
-	"github.com/agent-context/agent-context/mcpserver"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -26,27 +26,22 @@ type ReadinessChecker interface {
 	Versions(ctx context.Context) (current, latest int64, err error)
 }
 
-// Config is what the host needs: its cross-cutting collaborators and limits, then the
-// use cases of each area, grouped as runtime's packages are.
+// Config is what the host needs: its cross-cutting collaborators, the other doors it
+// mounts, then the use cases of each area, grouped as runtime's packages are.
 type Config struct {
 	Logger *slog.Logger
-	Auth   AuthConfig
-	Ready  ReadinessChecker
+	// Gate authenticates, admits, reads and answers every request (the same gate as
+	// every mounted door's).
+	Gate  *gate.Gate
+	Ready ReadinessChecker
 	// Instruments are the request metrics, tracing and what GET /metrics serves.
 	Instruments Instruments
-	// RateLimiter limits every authenticated request (nil: none); the console, when
-	// mounted, is given the same one.
-	RateLimiter *RateLimiter
-	Bodies      BodyLimits
-	// Version is the build's version, shown in the agent card.
-	Version string
-	// MCPAuthorizationServers are the OAuth authorization servers the MCP endpoint's
-	// protected resource metadata names (may be none).
-	MCPAuthorizationServers []string
-	// Console, when set, is the operator console, served at /console/. It authenticates
-	// its viewers itself (with its own sessions), so the API's credential check does
-	// not apply to it; it checks the rate limits of its signed-in requests with the
-	// RateLimiter it was built with (the same as RateLimiter).
+	// Doors are the other doors served on the same listener (the MCP tools, Google
+	// A2A JSON-RPC): each serves its routes through the gate itself; the host routes
+	// to them, and logs, counts and traces their requests as its own.
+	Doors []Door
+	// Console, when set, is the operator console, served at /console/ and below. It
+	// signs its viewers in itself (with its own sessions), through the same gate.
 	Console http.Handler
 
 	Conversation ConversationConfig
@@ -58,14 +53,11 @@ type Config struct {
 	Cost         CostConfig
 }
 
-// BodyLimits bound the request bodies.
-type BodyLimits struct {
-	// MaxBytes bounds every request body (default 32 MiB, the contract's limit).
-	MaxBytes int64
-	// MaxInFlightBytes bounds the bytes all requests together hold for their bodies
-	// (default DefaultMaxInFlightBodyBytes); beyond it a request is refused with 503
-	// SERVICE_UNAVAILABLE, reason overloaded.
-	MaxInFlightBytes int64
+// Door is another door served on the host's listener: the routes of contract.Routes it
+// serves and its handler.
+type Door struct {
+	Routes  []contract.Route
+	Handler http.Handler
 }
 
 // ConversationConfig serves the conversation routes.
@@ -89,19 +81,9 @@ type MemoryConfig struct {
 	Projection *memory.Projection
 }
 
-// A2AConfig serves the agent-to-agent routes, the envelopes and the Google A2A
-// endpoint.
+// A2AConfig serves the agent-to-agent routes and the envelopes.
 type A2AConfig struct {
 	Service *a2a.Service
-	// PublicURL is the base URL the agent card advertises; empty derives it from
-	// each request.
-	PublicURL string
-	// StreamMax is how long a stream of POST /a2a lives at most (default
-	// DefaultA2AStreamMax).
-	StreamMax time.Duration
-	// StreamKeepAlive is how long a stream stays silent at most (default
-	// DefaultA2AStreamKeepAlive).
-	StreamKeepAlive time.Duration
 }
 
 // TransferConfig serves export, export artifacts, import and the advanced operations.
@@ -123,69 +105,38 @@ type CostConfig struct {
 type Server struct {
 	echo     *echo.Echo
 	log      *slog.Logger
-	auth     AuthConfig
+	gate     *gate.Gate
 	ready    ReadinessChecker
-	maxBody  bodyLimits
 	draining atomic.Bool
 
-	messages    *conversation.Messages
-	windows     *conversation.Windows
-	operations  *operation.Operations
-	knowledge   *knowledge.Service
-	a2a         *a2a.Service
-	costs       *cost.Costs
-	rateLimiter *RateLimiter
-	entries     *memory.Entries
-	recall      *memory.Recall
-	projection  *memory.Projection
-	publicURL   string
-	version     string
-	exports     *transfer.Exports
-	// mcp is the MCP door and mcpAuthServers what its metadata names.
-	mcp            *mcpserver.Door
-	mcpAuthServers []string
-	streamMax      time.Duration
-	// streamKeepAlive is how long a stream stays silent at most.
-	streamKeepAlive time.Duration
+	messages   *conversation.Messages
+	windows    *conversation.Windows
+	operations *operation.Operations
+	knowledge  *knowledge.Service
+	a2a        *a2a.Service
+	costs      *cost.Costs
+	entries    *memory.Entries
+	recall     *memory.Recall
+	projection *memory.Projection
+	exports    *transfer.Exports
 }
 
 // New builds the host with every route of contract.Routes registered.
 func New(cfg Config) *Server {
-	s := &Server{
-		echo:    echo.New(),
-		log:     cfg.Logger,
-		auth:    cfg.Auth,
-		ready:   cfg.Ready,
-		maxBody: bodyLimits{maxBytes: cfg.Bodies.MaxBytes},
-	}
+	s := &Server{echo: echo.New(), log: cfg.Logger, gate: cfg.Gate, ready: cfg.Ready}
 	s.messages, s.windows = cfg.Conversation.Messages, cfg.Conversation.Windows
 	s.operations = cfg.Operation.Operations
 	s.entries, s.recall, s.projection = cfg.Memory.Entries, cfg.Memory.Recall, cfg.Memory.Projection
-	s.a2a, s.publicURL = cfg.A2A.Service, cfg.A2A.PublicURL
+	s.a2a = cfg.A2A.Service
 	s.exports = cfg.Transfer.Exports
 	s.knowledge = cfg.Knowledge.Service
 	s.costs = cfg.Cost.Costs
-	s.rateLimiter = cfg.RateLimiter
-	s.version = cfg.Version
-	s.streamMax = cfg.A2A.StreamMax
-	if s.streamMax <= 0 {
-		s.streamMax = DefaultA2AStreamMax
-	}
-	s.streamKeepAlive = cfg.A2A.StreamKeepAlive
-	if s.streamKeepAlive <= 0 {
-		s.streamKeepAlive = DefaultA2AStreamKeepAlive
-	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.maxBody.maxBytes <= 0 {
-		s.maxBody.maxBytes = contract.MaxRequestBodyBytes
+	if s.gate == nil {
+		s.gate = gate.New(gate.Config{Logger: s.log})
 	}
-	inFlight := cfg.Bodies.MaxInFlightBytes
-	if inFlight <= 0 {
-		inFlight = DefaultMaxInFlightBodyBytes
-	}
-	s.maxBody.budget = newBodyBudget(inFlight)
 	s.echo.HideBanner = true
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = s.errorHandler
@@ -206,9 +157,12 @@ func New(cfg Config) *Server {
 	s.costRoutes()
 	s.entryRoutes()
 	s.envelopeRoutes()
-	s.protocolRoutes()
 	s.exportRoutes()
-	s.mcpRoutes(cfg.MCPAuthorizationServers)
+	for _, d := range cfg.Doors {
+		for _, route := range d.Routes {
+			s.mount(route, d.Handler)
+		}
+	}
 	if cfg.Console != nil {
 		console := echo.WrapHandler(cfg.Console)
 		s.echo.Any(consolePrefix, console)

@@ -15,9 +15,11 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 )
 
@@ -46,6 +48,8 @@ const testRoutePath = "/internal/v1/test/echo"
 type testBundle struct {
 	server *Server
 	logs   *strings.Builder
+	// registry holds the gate's rate-limit metrics, when the test gave it one.
+	registry *prometheus.Registry
 }
 
 func setup(t *testing.T, cfg Config) *testBundle {
@@ -59,7 +63,7 @@ func setup(t *testing.T, cfg Config) *testBundle {
 	}
 	s := New(cfg)
 	route := contract.Route{Method: http.MethodPost, Path: testRoutePath, Capabilities: []string{contract.CapMessagesAppend}}
-	s.echo.Add(route.Method, route.Path, jsonBody(s.maxBody, func(_ context.Context, p runtime.Principal, req *echoRequest) (int, any, error) {
+	s.echo.Add(route.Method, route.Path, jsonBody(s.gate, func(_ context.Context, p runtime.Principal, req *echoRequest) (int, any, error) {
 		if req.Name == "panic" {
 			panic("boom")
 		}
@@ -177,7 +181,7 @@ func TestRequestID(t *testing.T) {
 
 func TestRoutingErrors(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{Auth: StaticTokenForTest("secret")})
+	b := setup(t, Config{Gate: staticToken("secret")})
 	// Routing comes first: unknown routes are 404 with or without a credential.
 	requireEnvelope(t, b.do(t, http.MethodPost, "/internal/v1/context/nope", "application/json", "{}"), http.StatusNotFound, contract.CodeRouteNotFound)
 	requireEnvelope(t, b.do(t, http.MethodGet, "/nope", "", "", "Authorization", "Bearer secret"), http.StatusNotFound, contract.CodeRouteNotFound)
@@ -185,12 +189,69 @@ func TestRoutingErrors(t *testing.T) {
 	requireEnvelope(t, b.do(t, http.MethodPost, "/health", "application/json", "{}"), http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed)
 }
 
-// StaticTokenForTest returns an AuthConfig in static-token mode.
-func StaticTokenForTest(token string) AuthConfig { return AuthConfig{StaticToken: token} }
+// staticToken is a gate in static-token mode.
+func staticToken(token string) *gate.Gate {
+	return gate.New(gate.Config{Auth: gate.Auth{StaticToken: token}})
+}
+
+// foreignRoutes are the routes of contract.Routes that the host does not serve itself:
+// other doors (MCP, Google A2A) serve them, mounted by the binary.
+func foreignRoutes() []contract.Route {
+	s := New(Config{Ready: stubReady{}})
+	served := map[string]bool{}
+	for _, r := range s.echo.Routes() {
+		served[r.Method+" "+r.Path] = true
+	}
+	var out []contract.Route
+	for _, r := range contract.Routes() {
+		if !served[r.Method+" "+r.Path] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// gateDoor stands in for another door: like every door it authenticates and admits
+// its requests through the gate (the route's capability), then answers 200.
+type gateDoor struct {
+	gate   *gate.Gate
+	routes []contract.Route
+}
+
+func (d gateDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, route := range d.routes {
+		if route.Method != r.Method || route.Path != r.URL.Path {
+			continue
+		}
+		if !route.Public() {
+			p, err := d.gate.Authenticate(r)
+			if err == nil {
+				err = d.gate.Admit(r.Context(), p, gate.RateName(route), route)
+			}
+			if err != nil {
+				d.gate.WriteError(w, r, err)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	http.NotFound(w, r)
+}
+
+// withDoors is cfg with a stand-in for every other door, over cfg's gate.
+func withDoors(cfg Config) Config {
+	if cfg.Gate == nil {
+		cfg.Gate = gate.New(gate.Config{})
+	}
+	routes := foreignRoutes()
+	cfg.Doors = []Door{{Routes: routes, Handler: gateDoor{gate: cfg.Gate, routes: routes}}}
+	return cfg
+}
 
 func TestStaticTokenMode(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{Auth: StaticTokenForTest("s3cret")})
+	b := setup(t, Config{Gate: staticToken("s3cret")})
 	body := `{"name":"x"}`
 	requireEnvelope(t, b.do(t, http.MethodPost, testRoutePath, "application/json", body), http.StatusUnauthorized, contract.CodeTokenMissing)
 	requireEnvelope(t, b.do(t, http.MethodPost, testRoutePath, "application/json", body, "Authorization", "Bearer wrong"), http.StatusUnauthorized, contract.CodeTokenInvalid)
@@ -221,7 +282,7 @@ func TestOpenMode(t *testing.T) {
 
 func TestDecodingErrors(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{Bodies: BodyLimits{MaxBytes: 1 << 10}})
+	b := setup(t, Config{Gate: gate.New(gate.Config{MaxBodyBytes: 1 << 10})})
 	cases := []struct {
 		name        string
 		contentType string
@@ -316,7 +377,7 @@ func (f failingReader) Read([]byte) (int, error) {
 
 func TestDeclaredLengthOverLimitIsRefusedUnread(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{Bodies: BodyLimits{MaxBytes: 1 << 10}})
+	b := setup(t, Config{Gate: gate.New(gate.Config{MaxBodyBytes: 1 << 10})})
 	var read atomic.Bool
 	req := httptest.NewRequest(http.MethodPost, testRoutePath, failingReader{t: t, read: &read})
 	req.ContentLength = 1<<10 + 1
@@ -336,7 +397,7 @@ func TestDeclaredLengthOverLimitIsRefusedUnread(t *testing.T) {
 // a trailing slash is another path.
 func TestMethods(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{Auth: StaticTokenForTest("s3cret")})
+	b := setup(t, Config{Gate: staticToken("s3cret")})
 
 	// (net/http drops the body of a HEAD answer; the end-to-end test sees that.)
 	r := b.do(t, http.MethodHead, "/health", "", "")
@@ -412,7 +473,7 @@ func TestPanicBecomes500(t *testing.T) {
 
 func TestRequestLogLine(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{Auth: StaticTokenForTest("tok-must-not-be-logged")})
+	b := setup(t, Config{Gate: staticToken("tok-must-not-be-logged")})
 	r := b.do(t, http.MethodPost, testRoutePath, "application/json", `{"name":"content-must-not-be-logged"}`,
 		"Authorization", "Bearer tok-must-not-be-logged", "X-Request-Id", "req-log", "x-infra-tenant-id", "acme")
 	require.Equal(t, http.StatusOK, r.status)
@@ -438,7 +499,7 @@ func TestRequestLogLine(t *testing.T) {
 
 func TestEveryRouteDeclaresACapability(t *testing.T) {
 	t.Parallel()
-	s := New(Config{Ready: stubReady{}})
+	s := New(withDoors(Config{Ready: stubReady{}}))
 	require.NoError(t, checkRoutes(s.echo.Routes(), contract.Routes()))
 	for _, r := range contract.Routes() {
 		if r.Public() {
@@ -489,7 +550,7 @@ func TestBodyNotReadBeforeCapabilityCheck(t *testing.T) {
 		_, _ = io.ReadAll(c.Request().Body)
 		return nil
 	}, b.server.routeMiddleware(route))
-	b.server.auth = AuthConfig{Verifier: denyAllCaps{}}
+	b.server.gate = gate.New(gate.Config{Auth: gate.Auth{Verifier: denyAllCaps{}}})
 	// The body is a reader that records any read: neither the middleware nor the
 	// handler may touch it.
 	var bodyRead atomic.Bool

@@ -43,7 +43,7 @@ func tracingMiddleware(tp trace.TracerProvider, prop propagation.TextMapPropagat
 			} else {
 				attrs = append(attrs, semconv.URLPath(req.URL.Path))
 			}
-			if code, ok := c.Get(ctxKeyErrorCode).(string); ok {
+			if code := record(c).Code; code != "" {
 				attrs = append(attrs, attrErrorCode.String(code))
 			}
 			span.SetAttributes(attrs...)

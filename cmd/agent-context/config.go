@@ -21,12 +21,12 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/memory"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 	"github.com/agent-context/agent-context/runtime/transfer"
-	"github.com/agent-context/agent-context/server"
 )
 
 // Config is the service configuration, read from AGENT_CONTEXT_* variables.
@@ -123,6 +123,8 @@ type Config struct {
 	A2ADefaultAgent  string
 	A2ALive          A2ALiveConfig
 	PublicURL        string
+	// MCPMaxBodyBytes bounds an MCP request body (AGENT_CONTEXT_MCP_MAX_BODY).
+	MCPMaxBodyBytes int64
 	// MCPAuthorizationServers are named by the MCP endpoint's protected resource
 	// metadata (docs/mcp.md).
 	MCPAuthorizationServers []string
@@ -388,7 +390,7 @@ func loadExportConfig(getenv func(string) string, cfg *Config) []string {
 // held at once.
 func loadServerConfig(getenv func(string) string, cfg *Config) []string {
 	e := envReader{getenv: getenv}
-	cfg.Bind, cfg.MaxInFlightBodyBytes = "127.0.0.1:5120", server.DefaultMaxInFlightBodyBytes
+	cfg.Bind, cfg.MaxInFlightBodyBytes = "127.0.0.1:5120", gate.DefaultMaxInFlightBodyBytes
 	if v := getenv("AGENT_CONTEXT_MAX_INFLIGHT_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < contract.MaxRequestBodyBytes {

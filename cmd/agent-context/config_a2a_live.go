@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-context/agent-context/server"
+	"github.com/agent-context/agent-context/a2arpc"
 )
 
 // A2ALiveConfig configures the live half of the Google A2A endpoint: streams and push
@@ -27,7 +27,7 @@ type A2ALiveConfig struct {
 // AGENT_CONTEXT_A2A_PUSH_ALLOW_HOSTS into cfg and returns one message per bad value.
 func loadA2ALiveConfig(getenv func(string) string, cfg *Config) []string {
 	var errs []string
-	cfg.A2ALive.StreamMax, cfg.A2ALive.StreamKeepAlive = server.DefaultA2AStreamMax, server.DefaultA2AStreamKeepAlive
+	cfg.A2ALive.StreamMax, cfg.A2ALive.StreamKeepAlive = a2arpc.DefaultStreamMax, a2arpc.DefaultStreamKeepAlive
 	if v := getenv("AGENT_CONTEXT_A2A_STREAM_MAX"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

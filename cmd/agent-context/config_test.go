@@ -9,14 +9,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/a2arpc"
 	"github.com/agent-context/agent-context/adapters/embedding/openai"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
+	"github.com/agent-context/agent-context/mcpserver"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 	"github.com/agent-context/agent-context/runtime/transfer"
-	"github.com/agent-context/agent-context/server"
 )
 
 // With nothing set, every section has its defaults.
@@ -29,7 +31,7 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, Config{
 		Bind: "127.0.0.1:5120", DataDir: dataDir, AutoMigrate: true, LogLevel: slog.LevelInfo, LogFormat: "json",
 		StatementTimeout: 30 * time.Second, DrainDelay: 5 * time.Second, DrainTimeout: 20 * time.Second,
-		MaxInFlightBodyBytes: server.DefaultMaxInFlightBodyBytes,
+		MaxInFlightBodyBytes: gate.DefaultMaxInFlightBodyBytes,
 		TokenIssuer:          jwtauth.DefaultIssuer, TokenMaxTTL: jwtauth.DefaultMaxTTL, TokenAlgorithms: jwtauth.DefaultAlgorithms,
 		JWKSMaxStaleness:  jwtauth.DefaultMaxStaleness,
 		RetentionInterval: time.Hour, JobWorkers: postgres.DefaultJobWorkers, JobRescueAfter: postgres.DefaultRescueAfter,
@@ -39,9 +41,10 @@ func TestConfigDefaults(t *testing.T) {
 		A2AEventRetention: a2a.DefaultA2AEventRetention, A2ASweepInterval: time.Minute,
 		RateLimits: ratelimit.DefaultRateLimits, RateLimitBackend: RateLimitMemory,
 		ExportTTL: transfer.DefaultExportTTL, ExportPurgeInterval: DefaultExportPurgeInterval,
-		MetricsRefresh: postgres.DefaultMetricsRefresh,
-		A2ALive:        A2ALiveConfig{StreamMax: server.DefaultA2AStreamMax, StreamKeepAlive: server.DefaultA2AStreamKeepAlive},
-		Tracing:        cfg.Tracing, // telemetry's own defaults, tested there
+		MetricsRefresh:  postgres.DefaultMetricsRefresh,
+		A2ALive:         A2ALiveConfig{StreamMax: a2arpc.DefaultStreamMax, StreamKeepAlive: a2arpc.DefaultStreamKeepAlive},
+		MCPMaxBodyBytes: mcpserver.DefaultMaxBodyBytes,
+		Tracing:         cfg.Tracing, // telemetry's own defaults, tested there
 	}, cfg)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agent-context/agent-context/adapters/telemetry"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/server"
 )
 
@@ -67,7 +68,7 @@ func (m *Main) stopInstruments() error {
 // buildInfo is agent_context_build_info: always 1, the build in its labels.
 func buildInfo() prometheus.Collector {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: server.MetricsNamespace, Name: "build_info",
+		Namespace: gate.MetricsNamespace, Name: "build_info",
 		Help:        "The running build: version, commit and Go version in the labels; always 1.",
 		ConstLabels: prometheus.Labels{"version": version, "revision": revision(), "goversion": goruntime.Version()},
 	})

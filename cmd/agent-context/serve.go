@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agent-context/agent-context/a2arpc"
 	"github.com/agent-context/agent-context/adapters/embedding"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
 	providers "github.com/agent-context/agent-context/adapters/knowledge"
@@ -23,6 +24,8 @@ import (
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/adapters/webhook"
 	"github.com/agent-context/agent-context/console"
+	"github.com/agent-context/agent-context/gate"
+	"github.com/agent-context/agent-context/mcpserver"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -86,7 +89,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	auth := server.AuthConfig{StaticToken: cfg.ServiceToken}
+	auth := gate.Auth{StaticToken: cfg.ServiceToken}
 	if m.verifier != nil {
 		auth.Verifier = m.verifier
 	}
@@ -169,7 +172,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
-		MaxEnvelopes: cfg.A2AMaxEnvelopes, Webhooks: webhooks, PushBody: server.A2APushBody,
+		MaxEnvelopes: cfg.A2AMaxEnvelopes, Webhooks: webhooks, PushBody: a2arpc.A2APushBody,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
 		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
 	if cfg.A2APeersFile != "" {
@@ -185,23 +188,29 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	costs := cost.NewCosts(db.Costs(), pricing)
-	limiter := server.NewRateLimiter(server.RateLimiting{Limits: rateLimits, Registerer: m.registry})
-	operatorConsole := console.New(console.Config{Logger: m.Log, Auth: auth, RateLimiter: limiter,
+	limiter := gate.NewRateLimiter(gate.RateLimiting{Limits: rateLimits, Registerer: m.registry})
+	entrance := gate.New(gate.Config{Auth: auth, RateLimiter: limiter, MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
+		Logger: m.Log})
+	knowledgeService := knowledge.New(m.knowledgeProviders)
+	operatorConsole := console.New(console.Config{Logger: m.Log, Gate: entrance,
 		Sessions: session.NewSessions(db.Sessions(), runtime.SystemClock{}), Messages: messages, Windows: windows,
 		Operations: operations, Entries: entries, Recall: recall, A2A: coordination, Costs: costs})
+	tools := mcpserver.New(mcpserver.Config{Gate: entrance, Logger: m.Log, Version: version,
+		MaxBodyBytes: cfg.MCPMaxBodyBytes, PublicURL: cfg.PublicURL, AuthorizationServers: cfg.MCPAuthorizationServers,
+		Messages: messages, Windows: windows, Entries: entries, Recall: recall, Knowledge: knowledgeService, A2A: coordination})
+	protocol := a2arpc.New(a2arpc.Config{Gate: entrance, Service: coordination, Logger: m.Log, Version: version,
+		PublicURL: cfg.PublicURL, StreamMax: cfg.A2ALive.StreamMax, StreamKeepAlive: cfg.A2ALive.StreamKeepAlive})
 	m.server = server.New(server.Config{
-		Logger: m.Log, Auth: auth, Ready: db, Instruments: m.serverInstruments(),
-		RateLimiter: limiter,
-		Bodies:      server.BodyLimits{MaxInFlightBytes: cfg.MaxInFlightBodyBytes},
-		Version:     version, MCPAuthorizationServers: cfg.MCPAuthorizationServers, Console: operatorConsole,
+		Logger: m.Log, Gate: entrance, Ready: db, Instruments: m.serverInstruments(),
+		Doors:        []server.Door{{Routes: tools.Routes(), Handler: tools}, {Routes: protocol.Routes(), Handler: protocol}},
+		Console:      operatorConsole,
 		Conversation: server.ConversationConfig{Messages: messages, Windows: windows},
 		Operation:    server.OperationConfig{Operations: operations},
 		Memory:       server.MemoryConfig{Entries: entries, Recall: recall, Projection: projection},
-		A2A: server.A2AConfig{Service: coordination, PublicURL: cfg.PublicURL, StreamMax: cfg.A2ALive.StreamMax,
-			StreamKeepAlive: cfg.A2ALive.StreamKeepAlive},
-		Transfer:  server.TransferConfig{Exports: exports},
-		Knowledge: server.KnowledgeConfig{Service: knowledge.New(m.knowledgeProviders)},
-		Cost:      server.CostConfig{Costs: costs},
+		A2A:          server.A2AConfig{Service: coordination},
+		Transfer:     server.TransferConfig{Exports: exports},
+		Knowledge:    server.KnowledgeConfig{Service: knowledgeService},
+		Cost:         server.CostConfig{Costs: costs},
 	})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
 	if cfg.JobWorkers > 0 {

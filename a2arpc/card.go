@@ -1,47 +1,25 @@
-package server
+package a2arpc
 
 import (
 	"net/http"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 )
-
-// protocolRoutes registers the agent card (three paths, one body) and POST /a2a.
-func (s *Server) protocolRoutes() {
-	for _, route := range []contract.Route{contract.RouteA2AAgentCard, contract.RouteWellKnownAgentCard, contract.RouteWellKnownAgentJSON} {
-		s.handle(route, s.agentCard)
-	}
-	s.handle(contract.RouteA2AJSONRPC, s.jsonRPC)
-}
-
-// baseURL is the URL the service is reached at: AGENT_CONTEXT_PUBLIC_URL, else the
-// request's scheme and Host.
-func (s *Server) baseURL(c echo.Context) string {
-	if s.publicURL != "" {
-		return s.publicURL
-	}
-	scheme := "http"
-	if c.Request().TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + c.Request().Host
-}
 
 // agentCard serves the hybrid card (docs/a2a-protocol.md) whatever the request's headers: the SDKs
 // send no A2A-Version on the card request, so each generation reads its own members.
 // The URLs are AGENT_CONTEXT_PUBLIC_URL, else the request's scheme and Host, so a test
 // server on port 0 advertises a reachable URL.
-func (s *Server) agentCard(c echo.Context) error {
-	public := s.baseURL(c)
+func (d *Door) agentCard(w http.ResponseWriter, r *http.Request) {
+	public := gate.BaseURL(r, d.publicURL)
 	endpoint := public + contract.PathA2AJSONRPC
 	modes := []string{"text/plain", "application/json"}
-	return writeJSON(c, http.StatusOK, contract.AgentCard{
+	if err := gate.WriteJSON(w, r, http.StatusOK, contract.AgentCard{
 		ProtocolVersion: contract.AgentCardProtocolVersion,
 		Name:            "agent-context",
 		Description:     "Context and coordination infrastructure for agents: tasks between agents, with their messages, artifacts and history.",
-		Version:         s.version,
+		Version:         d.version,
 		Provider:        contract.AgentProvider{Organization: "agent-context", URL: public},
 		URL:             endpoint, PreferredTransport: "JSONRPC",
 		SupportedInterfaces: []contract.AgentInterface{
@@ -57,5 +35,7 @@ func (s *Server) agentCard(c echo.Context) error {
 		Skills: []contract.AgentSkill{{ID: "tasks", Name: "Tasks",
 			Description: "Send a task to another agent, continue it with messages, read its state and cancel it.",
 			Tags:        []string{"tasks"}}},
-	})
+	}); err != nil {
+		d.gate.WriteError(w, r, err)
+	}
 }

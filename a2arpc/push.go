@@ -1,4 +1,4 @@
-package server
+package a2arpc
 
 import (
 	"context"
@@ -36,14 +36,14 @@ type pushConfigParams struct {
 }
 
 // rpcPush serves the push config methods.
-func (s *Server) rpcPush(ctx context.Context, p runtime.Principal, method string, params jsontext.Value, gen generation) (any, *rpcFailure, error) {
+func (d *Door) rpcPush(ctx context.Context, p runtime.Principal, method string, params jsontext.Value, gen generation) (any, *rpcFailure, error) {
 	var req pushParams
 	if fail := decodeParams(params, &req); fail != nil {
 		return nil, fail, nil
 	}
 	switch method {
 	case contract.MethodV03PushSet, contract.MethodV1CreatePushConfig:
-		return s.rpcPushSet(ctx, p, &req, gen)
+		return d.rpcPushSet(ctx, p, &req, gen)
 	}
 	// The task is params.id in 0.3 and params.taskId in 1.0, where params.id is the
 	// config.
@@ -56,7 +56,7 @@ func (s *Server) rpcPush(ctx context.Context, p runtime.Principal, method string
 	}
 	switch method {
 	case contract.MethodV03PushList, contract.MethodV1ListPushConfigs:
-		configs, err := s.a2a.PushConfigs(ctx, p, *taskID, nil)
+		configs, err := d.a2a.PushConfigs(ctx, p, *taskID, nil)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -69,7 +69,7 @@ func (s *Server) rpcPush(ctx context.Context, p runtime.Principal, method string
 		}
 		return out, nil, nil
 	case contract.MethodV03PushGet, contract.MethodV1GetPushConfig:
-		configs, err := s.a2a.PushConfigs(ctx, p, *taskID, configID)
+		configs, err := d.a2a.PushConfigs(ctx, p, *taskID, configID)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -81,13 +81,13 @@ func (s *Server) rpcPush(ctx context.Context, p runtime.Principal, method string
 	if configID == nil {
 		return nil, rpcFail(contract.RPCInvalidParams, "params.%s names the config", map[generation]string{gen03: "pushNotificationConfigId", gen10: "id"}[gen]), nil
 	}
-	if err := s.a2a.DeletePushConfig(ctx, p, *taskID, *configID); err != nil {
+	if err := d.a2a.DeletePushConfig(ctx, p, *taskID, *configID); err != nil {
 		return nil, nil, err
 	}
 	return nil, nil, nil
 }
 
-func (s *Server) rpcPushSet(ctx context.Context, p runtime.Principal, req *pushParams, gen generation) (any, *rpcFailure, error) {
+func (d *Door) rpcPushSet(ctx context.Context, p runtime.Principal, req *pushParams, gen generation) (any, *rpcFailure, error) {
 	if req.TaskID == nil {
 		return nil, rpcFail(contract.RPCInvalidParams, "params.taskId is required"), nil
 	}
@@ -116,7 +116,7 @@ func (s *Server) rpcPushSet(ctx context.Context, p runtime.Principal, req *pushP
 	default:
 		return nil, rpcFail(contract.RPCInvalidParams, "the config's authentication must be an object"), nil
 	}
-	stored, err := s.a2a.SetPushConfig(ctx, p, &c)
+	stored, err := d.a2a.SetPushConfig(ctx, p, &c)
 	if err != nil {
 		return nil, nil, err
 	}

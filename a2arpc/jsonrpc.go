@@ -1,21 +1,19 @@
-package server
+package a2arpc
 
 import (
-	"bytes"
 	"context"
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"regexp"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 )
@@ -98,28 +96,41 @@ func rpcFail(code int, format string, args ...any) *rpcFailure {
 
 var nullID = jsontext.Value("null")
 
-// jsonRPC serves POST /a2a.
-func (s *Server) jsonRPC(c echo.Context) error {
-	p, _ := c.Get(ctxKeyPrincipal).(runtime.Principal)
-	headerGen, headerOK := headerGeneration(c.Request().Header.Get(contract.HeaderA2AVersion))
+// jsonRPC serves POST /a2a: the gate authenticates the caller and admits the request
+// (the rate limits, a2a:tasks), then every answer is HTTP 200 with a JSON-RPC body.
+func (d *Door) jsonRPC(w http.ResponseWriter, r *http.Request) {
+	p, err := d.gate.Authenticate(r)
+	if err == nil {
+		err = d.gate.Admit(r.Context(), p, gate.RateName(contract.RouteA2AJSONRPC), contract.RouteA2AJSONRPC)
+	}
+	if err != nil {
+		d.gate.WriteError(w, r, err)
+		return
+	}
+	headerGen, headerOK := headerGeneration(r.Header.Get(contract.HeaderA2AVersion))
 	notification := false
-	answer := func(id jsontext.Value, gen generation, result any, fail *rpcFailure) error {
+	answer := func(id jsontext.Value, gen generation, result any, fail *rpcFailure) {
+		if fail != nil {
+			gate.RecordOf(r.Context()).Code = contract.RPCReasons[fail.code]
+		}
 		if notification {
 			// JSON-RPC 2.0: a notification (a request without an id) gets no reply,
 			// not even an error.
-			return c.NoContent(http.StatusAccepted)
+			w.WriteHeader(http.StatusAccepted)
+			return
 		}
 		resp, err := rpcResponse(id, gen, result, fail)
-		if err != nil {
-			return err
+		if err == nil {
+			err = gate.WriteJSON(w, r, http.StatusOK, resp)
 		}
-		return writeJSON(c, http.StatusOK, resp)
+		if err != nil {
+			d.gate.WriteError(w, r, err)
+		}
 	}
-	hold := &bodyHold{budget: s.maxBody.budget}
-	defer hold.release()
-	body, fail, err := readRPCBody(c.Request(), s.maxBody, hold)
-	if err != nil {
-		return err
+	body, release, fail := d.readBody(r)
+	defer release()
+	if fail == errGone {
+		return
 	}
 	id, method, params := nullID, "", jsontext.Value(nil)
 	if fail == nil {
@@ -132,36 +143,40 @@ func (s *Server) jsonRPC(c echo.Context) error {
 	}
 	switch {
 	case fail != nil:
-		return answer(id, gen, nil, fail)
+		answer(id, gen, nil, fail)
+		return
 	case !headerOK:
-		return answer(id, gen, nil, rpcFail(contract.RPCVersionNotSupported, "A2A-Version %q is not supported; send 0.3 or 1.0",
-			c.Request().Header.Get(contract.HeaderA2AVersion)))
+		answer(id, gen, nil, rpcFail(contract.RPCVersionNotSupported, "A2A-Version %q is not supported; send 0.3 or 1.0",
+			r.Header.Get(contract.HeaderA2AVersion)))
+		return
 	case !known:
-		return answer(id, gen, nil, rpcFail(contract.RPCMethodNotFound, "method %q not found", method))
+		answer(id, gen, nil, rpcFail(contract.RPCMethodNotFound, "method %q not found", method))
+		return
 	}
 	if m.op == opStream || m.op == opSubscribe {
 		// A stream may last long: it gives its body's share of the budget back now.
-		hold.release()
-		return s.rpcStream(c, p, id, m, params)
+		release()
+		d.rpcStream(w, r, p, id, m, params)
+		return
 	}
-	ctx := c.Request().Context()
+	ctx := r.Context()
 	var result any
 	switch m.op {
 	case opPush:
-		result, fail, err = s.rpcPush(ctx, p, method, params, gen)
+		result, fail, err = d.rpcPush(ctx, p, method, params, gen)
 	case opUnsupported:
 		fail = rpcFail(contract.RPCUnsupportedOperation, "method %q is not supported", method)
 	case opSend:
-		result, fail, err = s.rpcSend(ctx, p, params, gen)
+		result, fail, err = d.rpcSend(ctx, p, params, gen)
 	case opGet:
-		result, fail, err = s.rpcGet(ctx, p, params, gen)
+		result, fail, err = d.rpcGet(ctx, p, params, gen)
 	case opCancel:
-		result, fail, err = s.rpcCancel(ctx, p, params, gen)
+		result, fail, err = d.rpcCancel(ctx, p, params, gen)
 	}
 	if err != nil {
-		fail = s.rpcFailureOf(c, err, m.op)
+		fail = d.rpcFailureOf(ctx, err, m.op)
 	}
-	return answer(id, gen, result, fail)
+	answer(id, gen, result, fail)
 }
 
 // rpcResponse is the JSON-RPC answer to the request id: result, or fail shaped for gen.
@@ -183,21 +198,25 @@ func rpcResponse(id jsontext.Value, gen generation, result any, fail *rpcFailure
 	return resp, nil
 }
 
-// readRPCBody buffers the body under hold like every other request body. A body over
-// the limit, or one the in-flight budget cannot hold, is a JSON-RPC failure; err is set
-// only when the client is gone and there is no one to answer.
-func readRPCBody(r *http.Request, l bodyLimits, hold *bodyHold) (body []byte, fail *rpcFailure, err error) {
-	body, err = l.readBody(r, hold)
+// errGone marks a request whose client went away before its body arrived: there is
+// no one to answer.
+var errGone = &rpcFailure{}
+
+// readBody buffers the body through the gate like every other request body. A body
+// over the limit, or one the in-flight budget cannot hold, is a JSON-RPC failure.
+func (d *Door) readBody(r *http.Request) (body []byte, release func(), fail *rpcFailure) {
+	body, release, err := d.gate.ReadBody(r, 0)
 	var e *runtime.Error
 	switch {
 	case err == nil:
-		return body, nil, nil
-	case errors.Is(err, errClientClosed):
-		return nil, nil, err
+		return body, release, nil
+	case errors.Is(err, gate.ErrClientClosed):
+		gate.RecordOf(r.Context()).ClientGone = true
+		return nil, release, errGone
 	case errors.As(err, &e) && e.Code == contract.CodeServiceUnavailable:
-		return nil, rpcFail(contract.RPCInternalError, "%s", e.Message), nil
+		return nil, release, rpcFail(contract.RPCInternalError, "%s", e.Message)
 	}
-	return nil, rpcFail(contract.RPCInvalidRequest, "the request is larger than %d bytes", l.maxBytes), nil
+	return nil, release, rpcFail(contract.RPCInvalidRequest, "the request is larger than %d bytes", d.gate.MaxBodyBytes())
 }
 
 // parseRPCRequest reads body as a JSON-RPC request: the id to echo (null when it cannot
@@ -206,7 +225,7 @@ func readRPCBody(r *http.Request, l bodyLimits, hold *bodyHold) (body []byte, fa
 // request (answered with id null however it reads: it was not understood).
 func parseRPCRequest(body []byte) (id jsontext.Value, method string, params jsontext.Value, notification bool, fail *rpcFailure) {
 	id = nullID
-	body = bytes.TrimSpace(bytes.TrimPrefix(body, utf8BOM))
+	body = gate.TrimJSON(body)
 	if !jsontext.Value(body).IsValid() {
 		return id, "", nil, false, rpcFail(contract.RPCParseError, "the request is not valid JSON")
 	}
@@ -258,7 +277,7 @@ func decodeParams(params jsontext.Value, v any) *rpcFailure {
 // not see is not found; a continuation of a terminal task is unsupported; a cancel the
 // caller may not make, or of a terminal task, is not cancelable; bad values are
 // invalid params; anything else is internal and logged, its text never sent.
-func (s *Server) rpcFailureOf(c echo.Context, err error, op rpcOp) *rpcFailure {
+func (d *Door) rpcFailureOf(ctx context.Context, err error, op rpcOp) *rpcFailure {
 	var e *runtime.Error
 	if !errors.As(err, &e) {
 		e = &runtime.Error{Code: contract.CodeInternal}
@@ -285,14 +304,13 @@ func (s *Server) rpcFailureOf(c echo.Context, err error, op rpcOp) *rpcFailure {
 		}
 		return rpcFail(contract.RPCInvalidParams, "%s", msg)
 	}
-	s.log.ErrorContext(c.Request().Context(), "JSON-RPC call failed", slog.String("requestId", requestIDFrom(c)),
-		slog.Any("error", err))
+	d.gate.Refuse(ctx, err)
 	return rpcFail(contract.RPCInternalError, "internal error")
 }
 
 // rpcSend serves message/send, tasks/send and SendMessage.
-func (s *Server) rpcSend(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (any, *rpcFailure, error) {
-	t, fail, err := s.rpcSendTask(ctx, p, params, gen)
+func (d *Door) rpcSend(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (any, *rpcFailure, error) {
+	t, fail, err := d.rpcSendTask(ctx, p, params, gen)
 	if fail != nil || err != nil {
 		return nil, fail, err
 	}
@@ -304,7 +322,7 @@ func (s *Server) rpcSend(ctx context.Context, p runtime.Principal, params jsonte
 }
 
 // rpcSendTask starts or continues the task a send names and returns it.
-func (s *Server) rpcSendTask(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (*contract.Task, *rpcFailure, error) {
+func (d *Door) rpcSendTask(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (*contract.Task, *rpcFailure, error) {
 	var req struct {
 		Message *struct {
 			TaskID    *string          `json:"taskId"`
@@ -356,12 +374,12 @@ func (s *Server) rpcSendTask(ctx context.Context, p runtime.Principal, params js
 		}
 		send.Parts = append(send.Parts, part)
 	}
-	t, err := s.a2a.SendProtocolMessage(ctx, p, &send)
+	t, err := d.a2a.SendProtocolMessage(ctx, p, &send)
 	return t, nil, err
 }
 
 // rpcGet serves tasks/get and GetTask.
-func (s *Server) rpcGet(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (any, *rpcFailure, error) {
+func (d *Door) rpcGet(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (any, *rpcFailure, error) {
 	var req struct {
 		ID            *string `json:"id"`
 		HistoryLength *int    `json:"historyLength"`
@@ -375,7 +393,7 @@ func (s *Server) rpcGet(ctx context.Context, p runtime.Principal, params jsontex
 	if req.HistoryLength != nil && *req.HistoryLength < 0 {
 		return nil, rpcFail(contract.RPCInvalidParams, "params.historyLength must not be negative"), nil
 	}
-	t, err := s.a2a.GetTask(ctx, p, &contract.TaskRequest{TaskID: *req.ID})
+	t, err := d.a2a.GetTask(ctx, p, &contract.TaskRequest{TaskID: *req.ID})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -383,7 +401,7 @@ func (s *Server) rpcGet(ctx context.Context, p runtime.Principal, params jsontex
 }
 
 // rpcCancel serves tasks/cancel and CancelTask.
-func (s *Server) rpcCancel(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (any, *rpcFailure, error) {
+func (d *Door) rpcCancel(ctx context.Context, p runtime.Principal, params jsontext.Value, gen generation) (any, *rpcFailure, error) {
 	var req struct {
 		ID *string `json:"id"`
 	}
@@ -393,7 +411,7 @@ func (s *Server) rpcCancel(ctx context.Context, p runtime.Principal, params json
 	if req.ID == nil {
 		return nil, rpcFail(contract.RPCInvalidParams, "params.id is required"), nil
 	}
-	t, err := s.a2a.CancelTask(ctx, p, &contract.CancelTaskRequest{TaskID: *req.ID})
+	t, err := d.a2a.CancelTask(ctx, p, &contract.CancelTaskRequest{TaskID: *req.ID})
 	if err != nil {
 		return nil, nil, err
 	}

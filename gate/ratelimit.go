@@ -1,4 +1,4 @@
-package server
+package gate
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
 
+// MetricsNamespace prefixes every metric of the service (docs/observability.md).
+const MetricsNamespace = "agent_context"
+
 // RateLimiting configures the rate limiting of authenticated requests
 // (docs/rate-limits.md).
 type RateLimiting struct {
@@ -19,9 +22,9 @@ type RateLimiting struct {
 	Registerer prometheus.Registerer
 }
 
-// RateLimiter is the host's side of rate limiting: the check and its refusal counter.
-// One serves every door of a process (the API, MCP and the console), so that a
-// subject's budget is one budget whichever door it comes through. A nil
+// RateLimiter is the gate's side of rate limiting: the check and its refusal counter.
+// One serves every door of a process (the API, MCP, JSON-RPC and the console), so that
+// a subject's budget is one budget whichever door it comes through. A nil
 // *RateLimiter admits every request.
 type RateLimiter struct {
 	limits  *ratelimit.RateLimit
@@ -45,12 +48,9 @@ func NewRateLimiter(cfg RateLimiting) *RateLimiter {
 	return r
 }
 
-// Admit takes the tokens a request of p on the tool named name needs ("POST <path>"
-// for a route, mcp:<tool> for an MCP tool call, "GET /console/<page>" for a console
-// page), or refuses it with RATE_LIMITED. It runs right after authentication, so that
-// every authenticated request counts, including those the capability check then
-// refuses.
-func (r *RateLimiter) Admit(ctx context.Context, name string, p runtime.Principal) error {
+// take takes the tokens a request of p on the tool named name needs, or refuses it
+// with RATE_LIMITED.
+func (r *RateLimiter) take(ctx context.Context, name string, p runtime.Principal) error {
 	if r == nil || r.limits == nil {
 		return nil
 	}

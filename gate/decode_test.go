@@ -1,4 +1,4 @@
-package server
+package gate
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ func TestDecodingErrorsAreClassifiedByType(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var v request
-			err := decodeJSON([]byte(tc.body), &v)
+			err := runtime.DecodeJSON([]byte(tc.body), &v)
 			var re *runtime.Error
 			require.ErrorAs(t, err, &re)
 			require.Equal(t, contract.CodeValidationFailed, re.Code)
@@ -56,7 +56,7 @@ func TestDecodingErrorsAreClassifiedByType(t *testing.T) {
 	}
 	// A duplicate member named "" at the top level has an empty path.
 	var top map[string]int
-	err := decodeJSON([]byte(`{"":1,"":2}`), &top)
+	err := runtime.DecodeJSON([]byte(`{"":1,"":2}`), &top)
 	var re *runtime.Error
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, "body", re.Details["field"])
@@ -94,7 +94,7 @@ func TestIntegersAreBoundedToTheSafeRange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var v request
-			err := decodeJSON([]byte(tc.body), &v)
+			err := runtime.DecodeJSON([]byte(tc.body), &v)
 			var re *runtime.Error
 			require.ErrorAs(t, err, &re)
 			require.Equal(t, contract.CodeValidationFailed, re.Code)
@@ -108,11 +108,11 @@ func TestIntegersAreBoundedToTheSafeRange(t *testing.T) {
 		})
 	}
 	var v request
-	require.NoError(t, decodeJSON([]byte(`{"a":-9007199254740991,"p":9007199254740991,"items":[{"n":0}],"metadata":{"big":1e400}}`), &v))
+	require.NoError(t, runtime.DecodeJSON([]byte(`{"a":-9007199254740991,"p":9007199254740991,"items":[{"n":0}],"metadata":{"big":1e400}}`), &v))
 	require.Equal(t, int64(-runtime.MaxSequence), v.A)
 	require.Equal(t, int64(runtime.MaxSequence), *v.P)
 	require.Equal(t, []item{{N: 0}}, v.Items)
-	require.NoError(t, decodeJSON([]byte(`{"p":null}`), &v))
+	require.NoError(t, runtime.DecodeJSON([]byte(`{"p":null}`), &v))
 	require.Nil(t, v.P)
 }
 
@@ -128,14 +128,13 @@ func fuzzTargets() []any {
 // accepted by encoding/json with the same meaning, and survives a round trip.
 func FuzzDecodeBody(f *testing.F) {
 	const maxBytes = 64 << 10
-	limits := bodyLimits{maxBytes: maxBytes, budget: newBodyBudget(maxBytes)}
+	g := New(Config{MaxBodyBytes: maxBytes, MaxInFlightBodyBytes: maxBytes})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, v := range fuzzTargets() {
 			req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			hold := &bodyHold{budget: limits.budget}
-			err := decodeBody(req, v, limits, hold)
-			hold.release()
+			release, err := g.Decode(req, v)
+			release()
 			if err != nil {
 				var re *runtime.Error
 				require.True(t, errors.As(err, &re), "not a runtime.Error: %v", err)
@@ -160,7 +159,7 @@ func FuzzDecodeBody(f *testing.F) {
 
 			// Re-encoded, it decodes strictly to the same value.
 			again := zeroOf(v)
-			require.NoError(t, decodeJSON(want, again))
+			require.NoError(t, runtime.DecodeJSON(want, again))
 			round, err := stdjson.Marshal(again)
 			require.NoError(t, err)
 			require.JSONEq(t, string(want), string(round))

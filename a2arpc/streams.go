@@ -1,4 +1,4 @@
-package server
+package a2arpc
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -22,22 +21,13 @@ import (
 // text/event-stream, errors included (a client reading a stream reads no JSON body):
 // each `data:` line is a JSON-RPC response with the request's id.
 
-// Defaults of the streams.
-const (
-	// DefaultA2AStreamMax is how long a stream lives at most
-	// (AGENT_CONTEXT_A2A_STREAM_MAX).
-	DefaultA2AStreamMax = 30 * time.Minute
-	// DefaultA2AStreamKeepAlive is how long a stream stays silent at most: then it
-	// writes a comment, which also re-checks the log for a lost wake-up.
-	DefaultA2AStreamKeepAlive = 15 * time.Second
-	// streamWriteWait bounds one write to a stream's client; the server's write
-	// timeout does not apply to streams.
-	streamWriteWait = 30 * time.Second
-)
+// streamWriteWait bounds one write to a stream's client; the server's write timeout
+// does not apply to streams.
+const streamWriteWait = 30 * time.Second
 
 // sseStream writes server-sent events to one response.
 type sseStream struct {
-	c   echo.Context
+	w   http.ResponseWriter
 	rc  *http.ResponseController
 	id  jsontext.Value
 	gen generation
@@ -46,15 +36,15 @@ type sseStream struct {
 
 // start writes the stream's headers.
 func (w *sseStream) start() error {
-	h := w.c.Response().Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
+	h := w.w.Header()
+	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	// nginx and similar proxies pass the events on as they come.
 	h.Set("X-Accel-Buffering", "no")
 	if err := w.rc.SetWriteDeadline(time.Now().Add(streamWriteWait)); err != nil {
 		return err
 	}
-	w.c.Response().WriteHeader(http.StatusOK)
+	w.w.WriteHeader(http.StatusOK)
 	return w.rc.Flush()
 }
 
@@ -81,7 +71,7 @@ func (w *sseStream) write(b []byte) error {
 	if err := w.rc.SetWriteDeadline(time.Now().Add(streamWriteWait)); err != nil {
 		return err
 	}
-	if _, err := w.c.Response().Write(b); err != nil {
+	if _, err := w.w.Write(b); err != nil {
 		return err
 	}
 	return w.rc.Flush()
@@ -90,33 +80,33 @@ func (w *sseStream) write(b []byte) error {
 // rpcStream serves the four streaming methods: it sends (opStream) or names
 // (opSubscribe) the task, then follows it until it is terminal, the stream's time is
 // up, the client leaves or the replica shuts down.
-func (s *Server) rpcStream(c echo.Context, p runtime.Principal, id jsontext.Value, m rpcMethod, params jsontext.Value) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.streamMax)
+func (d *Door) rpcStream(rw http.ResponseWriter, r *http.Request, p runtime.Principal, id jsontext.Value, m rpcMethod, params jsontext.Value) {
+	ctx, cancel := context.WithTimeout(r.Context(), d.streamMax)
 	defer cancel()
-	w := &sseStream{c: c, rc: http.NewResponseController(c.Response()), id: id, gen: m.gen}
+	w := &sseStream{w: rw, rc: http.NewResponseController(rw), id: id, gen: m.gen}
 	if err := w.start(); err != nil {
-		return nil
+		return
 	}
 	var taskID string
 	var fail *rpcFailure
 	var err error
 	if m.op == opStream {
 		var t *contract.Task
-		if t, fail, err = s.rpcSendTask(ctx, p, params, m.gen); t != nil {
+		if t, fail, err = d.rpcSendTask(ctx, p, params, m.gen); t != nil {
 			taskID = t.ID
 		}
 	} else {
 		taskID, fail = subscribeTaskID(params)
 	}
 	if err != nil {
-		fail = s.rpcFailureOf(c, err, m.op)
+		fail = d.rpcFailureOf(ctx, err, m.op)
 	}
 	if fail != nil {
 		_ = w.send(nil, fail)
-		return nil
+		return
 	}
 	started := false
-	err = s.a2a.FollowTask(ctx, p, taskID, s.streamKeepAlive, func(u *a2a.StreamUpdate) error {
+	err = d.a2a.FollowTask(ctx, p, taskID, d.streamKeepAlive, func(u *a2a.StreamUpdate) error {
 		if u.Kind == a2a.StreamIdle {
 			return w.keepAlive()
 		}
@@ -131,15 +121,15 @@ func (s *Server) rpcStream(c echo.Context, p runtime.Principal, id jsontext.Valu
 	switch {
 	case err == nil, ctx.Err() != nil, errors.Is(err, a2a.ErrFollowStopped):
 	case !started:
-		_ = w.send(nil, s.rpcFailureOf(c, err, m.op))
+		_ = w.send(nil, d.rpcFailureOf(ctx, err, m.op))
 	default:
 		// A client that left, or a failure mid-stream: the stream ends; a client
 		// resubscribes and starts again from the task as it stands.
 		if runtime.ErrorCode(err) != "" {
-			_ = w.send(nil, s.rpcFailureOf(c, err, m.op))
+			_ = w.send(nil, d.rpcFailureOf(ctx, err, m.op))
 		}
 	}
-	return nil
+	return
 }
 
 // subscribeTaskID reads the task ID of tasks/resubscribe and SubscribeToTask.
