@@ -63,6 +63,8 @@ type Main struct {
 	ratePool  *pgxpool.Pool
 	stopSweep func()
 	rateClock runtime.Clock
+	// stopSessionSweep stops the sweep of the console's expired sessions.
+	stopSessionSweep func()
 }
 
 // NewMain returns a Main for cfg.
@@ -186,8 +188,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	costs := cost.NewCosts(db.Costs(), pricing)
 	limiter := server.NewRateLimiter(server.RateLimiting{Limits: rateLimits, Registerer: m.registry})
+	sessions := session.NewSessions(db.Sessions(), runtime.SystemClock{}, cfg.ServiceToken)
+	m.startSessionSweep(sessions)
 	operatorConsole := console.New(console.Config{Logger: m.Log, Auth: auth, RateLimiter: limiter,
-		Sessions: session.NewSessions(db.Sessions(), runtime.SystemClock{}), Messages: messages, Windows: windows,
+		Sessions: sessions, Messages: messages, Windows: windows,
 		Operations: operations, Entries: entries, Recall: recall, A2A: coordination, Costs: costs})
 	m.server = server.New(server.Config{
 		Logger: m.Log, Auth: auth, Ready: db, Instruments: m.serverInstruments(),
@@ -230,6 +234,33 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { m.served <- m.http.Serve(m.listener) }()
 	m.Log.Info("agent-context serving", slog.String("addr", m.listener.Addr().String()))
 	return nil
+}
+
+// sessionSweepInterval is how often serve deletes the console's expired sessions: a
+// sign-in deletes a bounded batch only, and there may be none for long.
+const sessionSweepInterval = 5 * time.Minute
+
+// startSessionSweep sweeps the console's expired sessions every sessionSweepInterval
+// until Shutdown. Every replica sweeps: the deletions of two sweeps do not conflict.
+func (m *Main) startSessionSweep(sessions *session.Sessions) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	m.stopSessionSweep = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(sessionSweepInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				if _, err := sessions.Sweep(ctx); err != nil && ctx.Err() == nil {
+					m.Log.Warn("sweeping expired console sessions failed", slog.Any("error", err))
+				}
+			}
+		}
+	}()
 }
 
 // prepareProjection creates the configured embedder's vector table. A database whose
@@ -341,6 +372,10 @@ func (m *Main) Shutdown(ctx context.Context) error {
 	if m.stopSweep != nil {
 		m.stopSweep()
 		m.stopSweep = nil
+	}
+	if m.stopSessionSweep != nil {
+		m.stopSessionSweep()
+		m.stopSessionSweep = nil
 	}
 	if m.ratePool != nil {
 		m.ratePool.Close()
