@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -229,5 +230,30 @@ func TestMCPStdioUnforwarded(t *testing.T) {
 		`3`: "no method", `4`: "HTTP 200", `"late"`: "larger than"} {
 		require.NotNil(t, answers[id].Error, id)
 		require.Contains(t, answers[id].Error.Message, want, id)
+	}
+}
+
+// TestRPCIDScanner: the scanner finds the top-level id wherever it sits, fed in pieces
+// of any size, past strings and nested values that hold look-alikes; without a valid
+// one it finds none.
+func TestRPCIDScanner(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":12,"method":"m"}`:                                        `12`,
+		`{"method":"m","params":{"id":1,"s":"\"id\":2,"},"jsonrpc":"2.0","id":"a\"}b"}`: `"a\"}b"`,
+		`{ "params" : [ {"id":3} ] , "id" : -4.5 }`:                                     `-4.5`,
+		`{"idx":5,"xid":6,"id":"7"}`:                                                    `"7"`,
+		`{"method":"m","id":null}`:                                                      ``,
+		`{"method":"m","id":{"a":1}}`:                                                   ``,
+		`{"method":"m","params":{"id":8}}`:                                              ``,
+		`["id",9]`:                                                                      ``,
+	} {
+		for _, piece := range []int{1, 3, len(msg)} {
+			var scan rpcIDScanner
+			for chunk := range slices.Chunk([]byte(msg), piece) {
+				scan.feed(chunk)
+			}
+			require.Equal(t, want, string(scan.id()), "%s in pieces of %d", msg, piece)
+		}
 	}
 }
