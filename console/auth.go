@@ -140,7 +140,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if !c.formPosted(w, r) {
 		return
 	}
-	p, exp, _, err := c.auth.Login(r.Context(), r.PostFormValue("token"), strings.TrimSpace(r.PostFormValue("tenant")),
+	p, exp, err := c.auth.Login(r.Context(), r.PostFormValue("token"), strings.TrimSpace(r.PostFormValue("tenant")),
 		strings.TrimSpace(r.PostFormValue("project")))
 	if err != nil {
 		status := http.StatusUnauthorized

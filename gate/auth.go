@@ -221,40 +221,40 @@ func boundUserAuthorization(r *http.Request, wantHash string) (string, error) {
 // sign-in). The static token carries no scope: tenant and project set it (empty:
 // local), as the trusted headers do. A runtime token's scope is its claims', and a
 // tenant or project that disagrees with them is refused as a disagreeing header is.
-// It returns the caller, when the credential expires (zero for the static token) and
-// whether it was the static token. Open mode has no credential to verify:
-// INTERNAL_TOKEN_INVALID.
-func (a Auth) Login(ctx context.Context, token, tenant, project string) (p runtime.Principal, expires time.Time, static bool, err error) {
+// It returns the caller (a static token's is a trusted principal, as the headers'
+// callers are) and when the credential expires (zero for the static token). Open mode
+// has no credential to verify: INTERNAL_TOKEN_INVALID.
+func (a Auth) Login(ctx context.Context, token, tenant, project string) (p runtime.Principal, expires time.Time, err error) {
 	if token == "" {
-		return runtime.Principal{}, time.Time{}, false, runtime.Errorf(contract.CodeTokenMissing, "a token is required")
+		return runtime.Principal{}, time.Time{}, runtime.Errorf(contract.CodeTokenMissing, "a token is required")
 	}
 	if a.isStatic(token) {
 		var scope runtime.Scope
 		if scope.TenantID, err = loginScope(HeaderTenant, tenant, DefaultTenant); err != nil {
-			return runtime.Principal{}, time.Time{}, false, err
+			return runtime.Principal{}, time.Time{}, err
 		}
 		if scope.ProjectID, err = loginScope(HeaderProject, project, DefaultProject); err != nil {
-			return runtime.Principal{}, time.Time{}, false, err
+			return runtime.Principal{}, time.Time{}, err
 		}
-		return TrustedPrincipal(scope, DefaultSubject), time.Time{}, true, nil
+		return TrustedPrincipal(scope, DefaultSubject), time.Time{}, nil
 	}
 	if a.Verifier == nil {
-		return runtime.Principal{}, time.Time{}, false, runtime.Errorf(contract.CodeTokenInvalid, "the token is not valid")
+		return runtime.Principal{}, time.Time{}, runtime.Errorf(contract.CodeTokenInvalid, "the token is not valid")
 	}
 	claims, err := a.Verifier.Verify(ctx, token)
 	if err != nil {
-		return runtime.Principal{}, time.Time{}, false, err
+		return runtime.Principal{}, time.Time{}, err
 	}
 	for _, f := range []struct{ name, got, want string }{
 		{HeaderTenant, tenant, claims.TenantID},
 		{HeaderProject, project, claims.ProjectID},
 	} {
 		if f.got != "" && f.got != f.want {
-			return runtime.Principal{}, time.Time{}, false, runtime.Errorf(contract.CodeScopeForbidden,
+			return runtime.Principal{}, time.Time{}, runtime.Errorf(contract.CodeScopeForbidden,
 				"the %s does not match the runtime token", f.name).With("field", f.name)
 		}
 	}
-	return claimsPrincipal(claims), claims.ExpiresAt, false, nil
+	return claimsPrincipal(claims), claims.ExpiresAt, nil
 }
 
 func loginScope(name, value, fallback string) (string, error) {

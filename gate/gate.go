@@ -96,13 +96,7 @@ func Permit(p runtime.Principal, route contract.Route) error {
 			return nil
 		}
 	}
-	return Forbidden(route.Capabilities[0])
-}
-
-// Forbidden is the refusal of a caller that lacks capability.
-func Forbidden(capability string) *runtime.Error {
-	return runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
-		With("requiredCapability", capability)
+	return runtime.Forbidden(route.Capabilities[0])
 }
 
 // BaseURL is the URL the service is reached at: public (AGENT_CONTEXT_PUBLIC_URL) when

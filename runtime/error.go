@@ -78,6 +78,14 @@ func TooLarge(field string, limit int64) *Error {
 		With("field", field).With("limit", limit)
 }
 
+// Forbidden is the refusal of a caller that lacks capability (INTERNAL_TOKEN_FORBIDDEN
+// naming it): the one form of it, whether a door's admission or a use case that needs
+// more for a part of its work (an admin's view) refuses.
+func Forbidden(capability string) *Error {
+	return Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
+		With("requiredCapability", capability)
+}
+
 // NotFound returns the NOT_FOUND error for a record absent from the caller's scope.
 // The message is the same whether the record is missing or belongs to another scope.
 func NotFound(field, what string) *Error {

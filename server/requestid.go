@@ -1,8 +1,6 @@
 package server
 
 import (
-	"strconv"
-
 	"github.com/labstack/echo/v4"
 
 	"github.com/agent-context/agent-context/contract"
@@ -44,5 +42,3 @@ func validRequestID(id string) bool {
 func record(c echo.Context) *gate.Record { return gate.RecordOf(c.Request().Context()) }
 
 func requestIDFrom(c echo.Context) string { return record(c).RequestID }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

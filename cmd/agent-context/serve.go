@@ -66,6 +66,8 @@ type Main struct {
 	ratePool  *pgxpool.Pool
 	stopSweep func()
 	rateClock runtime.Clock
+	// stopSessionSweep stops the sweep of the console's expired sessions.
+	stopSessionSweep func()
 }
 
 // NewMain returns a Main for cfg.
@@ -192,8 +194,10 @@ func (m *Main) Run(ctx context.Context) error {
 	entrance := gate.New(gate.Config{Auth: auth, RateLimiter: limiter, MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
 		Logger: m.Log})
 	knowledgeService := knowledge.New(m.knowledgeProviders)
+	sessions := session.NewSessions(db.Sessions(), runtime.SystemClock{}, cfg.ServiceToken)
+	m.startSessionSweep(sessions)
 	operatorConsole := console.New(console.Config{Logger: m.Log, Gate: entrance,
-		Sessions: session.NewSessions(db.Sessions(), runtime.SystemClock{}), Messages: messages, Windows: windows,
+		Sessions: sessions, Messages: messages, Windows: windows,
 		Operations: operations, Entries: entries, Recall: recall, A2A: coordination, Costs: costs})
 	tools := mcpserver.New(mcpserver.Config{Gate: entrance, Logger: m.Log, Version: version,
 		MaxBodyBytes: cfg.MCPMaxBodyBytes, PublicURL: cfg.PublicURL, AuthorizationServers: cfg.MCPAuthorizationServers,
@@ -239,6 +243,33 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { m.served <- m.http.Serve(m.listener) }()
 	m.Log.Info("agent-context serving", slog.String("addr", m.listener.Addr().String()))
 	return nil
+}
+
+// sessionSweepInterval is how often serve deletes the console's expired sessions: a
+// sign-in deletes a bounded batch only, and there may be none for long.
+const sessionSweepInterval = 5 * time.Minute
+
+// startSessionSweep sweeps the console's expired sessions every sessionSweepInterval
+// until Shutdown. Every replica sweeps: the deletions of two sweeps do not conflict.
+func (m *Main) startSessionSweep(sessions *session.Sessions) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	m.stopSessionSweep = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(sessionSweepInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				if _, err := sessions.Sweep(ctx); err != nil && ctx.Err() == nil {
+					m.Log.Warn("sweeping expired console sessions failed", slog.Any("error", err))
+				}
+			}
+		}
+	}()
 }
 
 // prepareProjection creates the configured embedder's vector table. A database whose
@@ -350,6 +381,10 @@ func (m *Main) Shutdown(ctx context.Context) error {
 	if m.stopSweep != nil {
 		m.stopSweep()
 		m.stopSweep = nil
+	}
+	if m.stopSessionSweep != nil {
+		m.stopSessionSweep()
+		m.stopSessionSweep = nil
 	}
 	if m.ratePool != nil {
 		m.ratePool.Close()

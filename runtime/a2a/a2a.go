@@ -160,8 +160,7 @@ func requireAdmin(p runtime.Principal) error {
 	if p.Can(contract.CapA2AAdmin) {
 		return nil
 	}
-	return runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
-		With("requiredCapability", contract.CapA2AAdmin)
+	return runtime.Forbidden(contract.CapA2AAdmin)
 }
 
 // optionalID validates an optional ID member; nil is absent.

@@ -259,8 +259,7 @@ func (o *Operations) Get(ctx context.Context, p runtime.Principal, req *contract
 		return nil, err
 	}
 	if op.Kind != contract.OperationConversationDelete && op.Kind != contract.OperationRetention && !p.Can(contract.CapContextAdmin) {
-		return nil, runtime.Errorf(contract.CodeTokenForbidden, "the credential lacks the required capability").
-			With("requiredCapability", contract.CapContextAdmin)
+		return nil, runtime.Forbidden(contract.CapContextAdmin)
 	}
 	return &contract.OperationResponse{Operation: op}, nil
 }

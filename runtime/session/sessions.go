@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -17,9 +18,17 @@ import (
 // whichever comes first.
 const MaxLifetime = 8 * time.Hour
 
+// MaxSessionsPerPrincipal bounds the live sessions of one principal (tenant, project,
+// subject): a sign-in beyond it ends the oldest.
+const MaxSessionsPerPrincipal = 20
+
 // purgeBatch bounds how many expired sessions one sign-in deletes, so that the
-// clean-up a sign-in does stays small however many sessions expired meanwhile.
-const purgeBatch = 100
+// clean-up a sign-in does stays small however many sessions expired meanwhile;
+// sweepBatch bounds one statement of the background sweep.
+const (
+	purgeBatch = 100
+	sweepBatch = 1000
+)
 
 // Record is a session as stored: the hash of its ID, never the ID.
 type Record struct {
@@ -30,19 +39,25 @@ type Record struct {
 	CSRFToken    string
 	CreatedAt    time.Time
 	ExpiresAt    time.Time
+	// TokenFingerprint is the fingerprint of the static token a session of the static
+	// token (or of open mode) came from; nil for a runtime token's.
+	TokenFingerprint []byte
 }
 
 // Store keeps the sessions.
 type Store interface {
-	// CreateSession stores rec.
-	CreateSession(ctx context.Context, rec Record) error
+	// CreateSession stores rec and ends the oldest sessions of its principal live at
+	// rec.CreatedAt beyond keep, rec included, atomically with concurrent sign-ins of
+	// the same principal.
+	CreateSession(ctx context.Context, rec Record, keep int) error
 	// SessionByHash returns the session whose ID hashes to idHash and that has not
 	// expired at now; NOT_FOUND otherwise.
 	SessionByHash(ctx context.Context, idHash []byte, now time.Time) (Record, error)
 	// DeleteSession deletes the session whose ID hashes to idHash, if any.
 	DeleteSession(ctx context.Context, idHash []byte) error
-	// PurgeExpiredSessions deletes up to limit sessions expired at now.
-	PurgeExpiredSessions(ctx context.Context, now time.Time, limit int) error
+	// PurgeExpiredSessions deletes up to limit sessions expired at now and returns how
+	// many it deleted.
+	PurgeExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error)
 }
 
 // Session is a signed-in console user.
@@ -59,15 +74,37 @@ type Session struct {
 type Sessions struct {
 	store Store
 	clock runtime.Clock
+	// fingerprint is the current static token's (empty in open mode and with runtime
+	// tokens only, which is a fingerprint too: a token set later ends open mode's
+	// sessions).
+	fingerprint []byte
 }
 
-// NewSessions returns the use cases over store.
-func NewSessions(store Store, clock runtime.Clock) *Sessions {
-	return &Sessions{store: store, clock: clock}
+// NewSessions returns the use cases over store. staticToken is the service's current
+// static token (AGENT_CONTEXT_SERVICE_TOKEN, empty without one): the sessions another
+// one started end.
+func NewSessions(store Store, clock runtime.Clock, staticToken string) *Sessions {
+	return &Sessions{store: store, clock: clock, fingerprint: tokenFingerprint(staticToken)}
+}
+
+// tokenFingerprint is HMAC-SHA256 keyed with the static token over a fixed label: it
+// tells two tokens apart and does not reveal either. The token is the key because it
+// is the one secret every replica shares before reading the database (a key kept in
+// the database would sit beside the fingerprints it protects), and the label keeps the
+// value from matching any other digest of the token. A reader of the table can still
+// test guesses of the token offline: the fingerprint is as hard to reverse as the
+// token is to guess.
+func tokenFingerprint(token string) []byte {
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write([]byte("agent-context console session static token v1"))
+	return mac.Sum(nil)
 }
 
 // Start keeps p as a new session that ends at tokenExpiry (zero: none) or after
-// MaxLifetime, whichever is first.
+// MaxLifetime, whichever is first. A principal of the static token or of open mode
+// (TrustedHeaders) records the current static token's fingerprint; one of a runtime
+// token records none. The principal's oldest live sessions beyond
+// MaxSessionsPerPrincipal end.
 func (s *Sessions) Start(ctx context.Context, p runtime.Principal, tokenExpiry time.Time) (Session, error) {
 	now := s.clock.Now()
 	expires := now.Add(MaxLifetime)
@@ -92,19 +129,22 @@ func (s *Sessions) Start(ctx context.Context, p runtime.Principal, tokenExpiry t
 		}
 	}
 	slices.Sort(caps)
-	if err := s.store.PurgeExpiredSessions(ctx, now, purgeBatch); err != nil {
+	if _, err := s.store.PurgeExpiredSessions(ctx, now, purgeBatch); err != nil {
 		return Session{}, err
 	}
 	rec := Record{IDHash: hashID(id), Scope: p.Scope, Subject: p.Subject, Capabilities: caps,
 		CSRFToken: csrf, CreatedAt: now, ExpiresAt: expires}
-	if err := s.store.CreateSession(ctx, rec); err != nil {
+	if p.TrustedHeaders {
+		rec.TokenFingerprint = s.fingerprint
+	}
+	if err := s.store.CreateSession(ctx, rec, MaxSessionsPerPrincipal); err != nil {
 		return Session{}, err
 	}
 	return Session{ID: id, Principal: principalOf(rec), CSRFToken: csrf, ExpiresAt: expires}, nil
 }
 
 // Resume returns the live session of id; NOT_FOUND for an unknown, forged or expired
-// one.
+// one, and for one of a static token the service no longer has, which it deletes.
 func (s *Sessions) Resume(ctx context.Context, id string) (Session, error) {
 	if id == "" || len(id) > 128 {
 		return Session{}, runtime.NotFound("session", "session")
@@ -112,6 +152,12 @@ func (s *Sessions) Resume(ctx context.Context, id string) (Session, error) {
 	rec, err := s.store.SessionByHash(ctx, hashID(id), s.clock.Now())
 	if err != nil {
 		return Session{}, err
+	}
+	if rec.TokenFingerprint != nil && !hmac.Equal(rec.TokenFingerprint, s.fingerprint) {
+		if err := s.store.DeleteSession(ctx, rec.IDHash); err != nil {
+			return Session{}, err
+		}
+		return Session{}, runtime.NotFound("session", "session")
 	}
 	return Session{ID: id, Principal: principalOf(rec), CSRFToken: rec.CSRFToken, ExpiresAt: rec.ExpiresAt}, nil
 }
@@ -122,6 +168,21 @@ func (s *Sessions) End(ctx context.Context, id string) error {
 		return nil
 	}
 	return s.store.DeleteSession(ctx, hashID(id))
+}
+
+// Sweep deletes the sessions expired now, in batches until none is left, and returns
+// how many it deleted. A periodic caller keeps the table to the live sessions between
+// sign-ins, which delete a bounded batch only.
+func (s *Sessions) Sweep(ctx context.Context) (int, error) {
+	now := s.clock.Now()
+	deleted := 0
+	for {
+		n, err := s.store.PurgeExpiredSessions(ctx, now, sweepBatch)
+		deleted += n
+		if err != nil || n < sweepBatch {
+			return deleted, err
+		}
+	}
 }
 
 func principalOf(rec Record) runtime.Principal {
