@@ -23,9 +23,12 @@ const (
 // Config is what the door needs: the gate, the A2A use cases and its settings.
 type Config struct {
 	// Gate authenticates, admits, reads and answers every request, as for every door.
-	Gate    *gate.Gate
-	Service *a2a.Service
-	Logger  *slog.Logger
+	Gate *gate.Gate
+	// Protocol, Tasks and Events are the A2A concepts the methods serve.
+	Protocol *a2a.Protocol
+	Tasks    *a2a.Tasks
+	Events   *a2a.Events
+	Logger   *slog.Logger
 	// Version is the build's version, shown in the agent card.
 	Version string
 	// PublicURL is the base URL the agent card advertises; empty derives it from
@@ -42,7 +45,9 @@ type Config struct {
 // streams and push notification configs.
 type Door struct {
 	gate            *gate.Gate
-	a2a             *a2a.Service
+	protocol        *a2a.Protocol
+	tasks           *a2a.Tasks
+	events          *a2a.Events
 	log             *slog.Logger
 	version         string
 	publicURL       string
@@ -52,7 +57,7 @@ type Door struct {
 
 // New returns the door of cfg.
 func New(cfg Config) *Door {
-	d := &Door{gate: cfg.Gate, a2a: cfg.Service, log: cfg.Logger, version: cfg.Version, publicURL: cfg.PublicURL,
+	d := &Door{gate: cfg.Gate, protocol: cfg.Protocol, tasks: cfg.Tasks, events: cfg.Events, log: cfg.Logger, version: cfg.Version, publicURL: cfg.PublicURL,
 		streamMax: cfg.StreamMax, streamKeepAlive: cfg.StreamKeepAlive}
 	if d.log == nil {
 		d.log = slog.Default()

@@ -374,7 +374,7 @@ func (d *Door) rpcSendTask(ctx context.Context, p runtime.Principal, params json
 		}
 		send.Parts = append(send.Parts, part)
 	}
-	t, err := d.a2a.SendProtocolMessage(ctx, p, &send)
+	t, err := d.protocol.SendProtocolMessage(ctx, p, &send)
 	return t, nil, err
 }
 
@@ -393,7 +393,7 @@ func (d *Door) rpcGet(ctx context.Context, p runtime.Principal, params jsontext.
 	if req.HistoryLength != nil && *req.HistoryLength < 0 {
 		return nil, rpcFail(contract.RPCInvalidParams, "params.historyLength must not be negative"), nil
 	}
-	t, err := d.a2a.GetTask(ctx, p, &contract.TaskRequest{TaskID: *req.ID})
+	t, err := d.tasks.GetTask(ctx, p, &contract.TaskRequest{TaskID: *req.ID})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -411,7 +411,7 @@ func (d *Door) rpcCancel(ctx context.Context, p runtime.Principal, params jsonte
 	if req.ID == nil {
 		return nil, rpcFail(contract.RPCInvalidParams, "params.id is required"), nil
 	}
-	t, err := d.a2a.CancelTask(ctx, p, &contract.CancelTaskRequest{TaskID: *req.ID})
+	t, err := d.tasks.CancelTask(ctx, p, &contract.CancelTaskRequest{TaskID: *req.ID})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -56,7 +56,7 @@ func (d *Door) rpcPush(ctx context.Context, p runtime.Principal, method string, 
 	}
 	switch method {
 	case contract.MethodV03PushList, contract.MethodV1ListPushConfigs:
-		configs, err := d.a2a.PushConfigs(ctx, p, *taskID, nil)
+		configs, err := d.protocol.PushConfigs(ctx, p, *taskID, nil)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -69,7 +69,7 @@ func (d *Door) rpcPush(ctx context.Context, p runtime.Principal, method string, 
 		}
 		return out, nil, nil
 	case contract.MethodV03PushGet, contract.MethodV1GetPushConfig:
-		configs, err := d.a2a.PushConfigs(ctx, p, *taskID, configID)
+		configs, err := d.protocol.PushConfigs(ctx, p, *taskID, configID)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -81,7 +81,7 @@ func (d *Door) rpcPush(ctx context.Context, p runtime.Principal, method string, 
 	if configID == nil {
 		return nil, rpcFail(contract.RPCInvalidParams, "params.%s names the config", map[generation]string{gen03: "pushNotificationConfigId", gen10: "id"}[gen]), nil
 	}
-	if err := d.a2a.DeletePushConfig(ctx, p, *taskID, *configID); err != nil {
+	if err := d.protocol.DeletePushConfig(ctx, p, *taskID, *configID); err != nil {
 		return nil, nil, err
 	}
 	return nil, nil, nil
@@ -116,7 +116,7 @@ func (d *Door) rpcPushSet(ctx context.Context, p runtime.Principal, req *pushPar
 	default:
 		return nil, rpcFail(contract.RPCInvalidParams, "the config's authentication must be an object"), nil
 	}
-	stored, err := d.a2a.SetPushConfig(ctx, p, &c)
+	stored, err := d.protocol.SetPushConfig(ctx, p, &c)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -106,7 +106,7 @@ func (d *Door) rpcStream(rw http.ResponseWriter, r *http.Request, p runtime.Prin
 		return
 	}
 	started := false
-	err = d.a2a.FollowTask(ctx, p, taskID, d.streamKeepAlive, func(u *a2a.StreamUpdate) error {
+	err = d.events.FollowTask(ctx, p, taskID, d.streamKeepAlive, func(u *a2a.StreamUpdate) error {
 		if u.Kind == a2a.StreamIdle {
 			return w.keepAlive()
 		}

@@ -52,11 +52,14 @@ type Config struct {
 	Sessions   *session.Sessions
 	Messages   *conversation.Messages
 	Windows    *conversation.Windows
-	Operations *operation.Operations
+	Operations *operation.Maintenance
 	Entries    *memory.Entries
 	Recall     *memory.Recall
-	A2A        *a2a.Service
-	Costs      *cost.Costs
+	Agents        *a2a.Agents
+	AgentMessages *a2a.Messages
+	Tasks         *a2a.Tasks
+	Events        *a2a.Events
+	Costs      *cost.Attribution
 	Clock      runtime.Clock
 }
 

@@ -86,7 +86,7 @@ func (c *Console) overview(ctx context.Context, _ *http.Request, v *viewer) (str
 	}
 	if p.Can(contract.CapA2ATasks) {
 		g.Go(func() (err error) {
-			out.Tasks, err = c.cfg.A2A.TaskInfo(ctx, p, &contract.TaskInfoRequest{})
+			out.Tasks, err = c.cfg.Tasks.TaskInfo(ctx, p, &contract.TaskInfoRequest{})
 			return err
 		})
 	} else {
@@ -396,17 +396,17 @@ type taskColumn struct {
 func (c *Console) a2a(ctx context.Context, r *http.Request, v *viewer) (string, any, error) {
 	p := v.Principal
 	limit := pageSize
-	agents, err := c.cfg.A2A.ListAgents(ctx, p, &contract.ListAgentsRequest{Cursor: optional(trimmed(r, "agents")), Limit: &limit})
+	agents, err := c.cfg.Agents.ListAgents(ctx, p, &contract.ListAgentsRequest{Cursor: optional(trimmed(r, "agents")), Limit: &limit})
 	if err != nil {
 		return "", nil, err
 	}
 	taskLimit := 100
-	tasks, err := c.cfg.A2A.ListTasks(ctx, p, &contract.ListTasksRequest{Cursor: optional(trimmed(r, "tasks")), Limit: &taskLimit})
+	tasks, err := c.cfg.Tasks.ListTasks(ctx, p, &contract.ListTasksRequest{Cursor: optional(trimmed(r, "tasks")), Limit: &taskLimit})
 	if err != nil {
 		return "", nil, err
 	}
 	markRead := false
-	msgs, err := c.cfg.A2A.ReadMessages(ctx, p, &contract.ReadMessagesRequest{Limit: &limit, IncludeRead: true, MarkRead: &markRead})
+	msgs, err := c.cfg.AgentMessages.ReadMessages(ctx, p, &contract.ReadMessagesRequest{Limit: &limit, IncludeRead: true, MarkRead: &markRead})
 	if err != nil {
 		return "", nil, err
 	}
@@ -430,7 +430,7 @@ func (c *Console) task(ctx context.Context, r *http.Request, v *viewer) (string,
 	if err != nil {
 		return "", nil, err
 	}
-	t, err := c.cfg.A2A.GetTask(ctx, v.Principal, &contract.TaskRequest{TaskID: id})
+	t, err := c.cfg.Tasks.GetTask(ctx, v.Principal, &contract.TaskRequest{TaskID: id})
 	if err != nil {
 		return "", nil, err
 	}
@@ -483,7 +483,7 @@ func (c *Console) pollEvents(ctx context.Context, r *http.Request, v *viewer, wa
 	if kind != "" {
 		req.Filter = &contract.EventFilter{Kinds: []string{kind}}
 	}
-	page, err := c.cfg.A2A.PollEvents(ctx, v.Principal, req)
+	page, err := c.cfg.Events.PollEvents(ctx, v.Principal, req)
 	return page, kind, err
 }
 

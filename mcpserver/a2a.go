@@ -6,7 +6,6 @@ import (
 
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
-	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // agentArgs are the arguments of ctx_agent: the A2A routes of agents, messages,
@@ -90,7 +89,7 @@ var taskActions = map[string][]string{
 }
 
 // agentTools registers ctx_agent and ctx_task, the lean-ctx seed's tools (docs/a2a.md).
-func (d *Door) agentTools(svc *a2a.Service) {
+func (d *Door) agentTools(svc A2A) {
 	addTool(d, toolSpec{name: contract.ToolCtxAgent, actions: agentActions,
 		description: "Coordinate with the other agents of your scope: register yourself, list agents, post a message " +
 			"(to one agent or all), read the messages sent to you, export a snapshot of the coordination state, or poll " +
@@ -102,11 +101,11 @@ func (d *Door) agentTools(svc *a2a.Service) {
 				if in.AgentType != nil {
 					req.AgentType = *in.AgentType
 				}
-				return svc.RegisterAgent(ctx, p, req)
+				return svc.Agents.RegisterAgent(ctx, p, req)
 			case contract.AgentActionList:
-				return svc.ListAgents(ctx, p, &contract.ListAgentsRequest{Cursor: in.Cursor, Limit: in.Limit})
+				return svc.Agents.ListAgents(ctx, p, &contract.ListAgentsRequest{Cursor: in.Cursor, Limit: in.Limit})
 			case contract.AgentActionPost:
-				return svc.PostMessage(ctx, p, &contract.PostMessageRequest{MessageID: in.MessageID, CorrelationID: in.CorrelationID,
+				return svc.Messages.PostMessage(ctx, p, &contract.PostMessageRequest{MessageID: in.MessageID, CorrelationID: in.CorrelationID,
 					ToAgent: in.ToAgent, TaskID: in.TaskID, Category: in.Category, Priority: in.Priority, Privacy: in.Privacy,
 					Content: in.Message, TTLHours: in.TTLHours})
 			case contract.AgentActionRead:
@@ -114,19 +113,19 @@ func (d *Door) agentTools(svc *a2a.Service) {
 				if in.IncludeRead != nil {
 					req.IncludeRead = *in.IncludeRead
 				}
-				return svc.ReadMessages(ctx, p, req)
+				return svc.Messages.ReadMessages(ctx, p, req)
 			case contract.AgentActionExport:
 				req := &contract.SnapshotRequest{Privacy: in.Privacy}
 				if in.Write != nil {
 					req.Write = *in.Write
 				}
-				return svc.Snapshot(ctx, p, req)
+				return svc.Snapshots.Snapshot(ctx, p, req)
 			default: // poll_events: admit lets through only the actions of agentActions
 				req := &contract.PollEventsRequest{Cursor: in.Cursor, Limit: in.Limit, WaitMs: in.WaitMs}
 				if in.Kinds != nil {
 					req.Filter = &contract.EventFilter{Kinds: in.Kinds}
 				}
-				return svc.PollEvents(ctx, p, req)
+				return svc.Events.PollEvents(ctx, p, req)
 			}
 		})
 	addTool(d, toolSpec{name: contract.ToolCtxTask, actions: taskActions,
@@ -141,21 +140,21 @@ func (d *Door) agentTools(svc *a2a.Service) {
 				if in.ToAgent != nil {
 					req.ToAgent = *in.ToAgent
 				}
-				task, _, err := svc.CreateTask(ctx, p, req)
+				task, _, err := svc.Tasks.CreateTask(ctx, p, req)
 				return task, err
 			case contract.TaskActionUpdate:
-				return svc.UpdateTask(ctx, p, &contract.UpdateTaskRequest{TaskID: deref(in.TaskID), State: deref(in.State),
+				return svc.Tasks.UpdateTask(ctx, p, &contract.UpdateTaskRequest{TaskID: deref(in.TaskID), State: deref(in.State),
 					Message: in.Message, ExpectedVersion: in.ExpectedVersion})
 			case contract.TaskActionList:
-				return svc.ListTasks(ctx, p, &contract.ListTasksRequest{Role: in.Role, States: in.States, Cursor: in.Cursor, Limit: in.Limit})
+				return svc.Tasks.ListTasks(ctx, p, &contract.ListTasksRequest{Role: in.Role, States: in.States, Cursor: in.Cursor, Limit: in.Limit})
 			case contract.TaskActionGet:
-				return svc.GetTask(ctx, p, &contract.TaskRequest{TaskID: deref(in.TaskID)})
+				return svc.Tasks.GetTask(ctx, p, &contract.TaskRequest{TaskID: deref(in.TaskID)})
 			case contract.TaskActionCancel:
-				return svc.CancelTask(ctx, p, &contract.CancelTaskRequest{TaskID: deref(in.TaskID), Reason: in.Message})
+				return svc.Tasks.CancelTask(ctx, p, &contract.CancelTaskRequest{TaskID: deref(in.TaskID), Reason: in.Message})
 			case contract.TaskActionMessage:
-				return svc.MessageTask(ctx, p, &contract.TaskMessageRequest{TaskID: deref(in.TaskID), Parts: taskParts(in.Message, in.Parts)})
+				return svc.Tasks.MessageTask(ctx, p, &contract.TaskMessageRequest{TaskID: deref(in.TaskID), Parts: taskParts(in.Message, in.Parts)})
 			default: // info: admit lets through only the actions of taskActions
-				return svc.TaskInfo(ctx, p, &contract.TaskInfoRequest{})
+				return svc.Tasks.TaskInfo(ctx, p, &contract.TaskInfoRequest{})
 			}
 		})
 }

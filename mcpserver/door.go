@@ -35,7 +35,7 @@ type Config struct {
 	Entries   *memory.Entries
 	Recall    *memory.Recall
 	Knowledge *knowledge.Service
-	A2A       *a2a.Service
+	A2A       A2A
 	// MaxBodyBytes bounds a request body (AGENT_CONTEXT_MCP_MAX_BODY; default
 	// DefaultMaxBodyBytes): a larger one is refused with 413 before it is parsed.
 	MaxBodyBytes int64
@@ -45,6 +45,15 @@ type Config struct {
 	// AuthorizationServers are the OAuth authorization servers the protected resource
 	// metadata names (may be none).
 	AuthorizationServers []string
+}
+
+// A2A are the agent-to-agent concepts ctx_agent and ctx_task serve.
+type A2A struct {
+	Agents    *a2a.Agents
+	Messages  *a2a.Messages
+	Tasks     *a2a.Tasks
+	Events    *a2a.Events
+	Snapshots *a2a.Snapshots
 }
 
 // Door is the MCP endpoint: an SDK server with every tool, and its stateless

@@ -16,7 +16,7 @@ import (
 func (s *Server) envelopeRoutes() {
 	s.handle(contract.RouteA2AHandoff, s.handoff)
 	s.handle(contract.RouteA2AVersions, noBody(func(_ context.Context, _ runtime.Principal) (int, any, error) {
-		return http.StatusOK, s.a2a.SupportedVersions(), nil
+		return http.StatusOK, s.a2a.Envelopes.SupportedVersions(), nil
 	}))
 }
 
@@ -34,7 +34,7 @@ func (s *Server) handoff(c echo.Context) error {
 	if err := runtime.DecodeJSON(raw, &syntax); err != nil {
 		return err
 	}
-	ack, err := s.a2a.Handoff(c.Request().Context(), principal(c), &a2a.Handoff{Raw: raw, Decode: runtime.DecodeJSON})
+	ack, err := s.a2a.Envelopes.Handoff(c.Request().Context(), principal(c), &a2a.Handoff{Raw: raw, Decode: runtime.DecodeJSON})
 	if err != nil {
 		return err
 	}

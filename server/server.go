@@ -71,7 +71,7 @@ type ConversationConfig struct {
 // OperationConfig serves conversation deletion, retention, operations and the
 // maintenance status.
 type OperationConfig struct {
-	Operations *operation.Operations
+	Operations *operation.Maintenance
 }
 
 // MemoryConfig serves the entry, recall and projection rebuild routes.
@@ -83,7 +83,12 @@ type MemoryConfig struct {
 
 // A2AConfig serves the agent-to-agent routes and the envelopes.
 type A2AConfig struct {
-	Service *a2a.Service
+	Agents    *a2a.Agents
+	Messages  *a2a.Messages
+	Tasks     *a2a.Tasks
+	Events    *a2a.Events
+	Envelopes *a2a.Envelopes
+	Snapshots *a2a.Snapshots
 }
 
 // TransferConfig serves export, export artifacts, import and the advanced operations.
@@ -98,7 +103,7 @@ type KnowledgeConfig struct {
 
 // CostConfig serves the cost attribution report.
 type CostConfig struct {
-	Costs *cost.Costs
+	Costs *cost.Attribution
 }
 
 // Server is the echo host.
@@ -111,10 +116,10 @@ type Server struct {
 
 	messages   *conversation.Messages
 	windows    *conversation.Windows
-	operations *operation.Operations
+	operations *operation.Maintenance
 	knowledge  *knowledge.Service
-	a2a        *a2a.Service
-	costs      *cost.Costs
+	a2a        A2AConfig
+	costs      *cost.Attribution
 	entries    *memory.Entries
 	recall     *memory.Recall
 	projection *memory.Projection
@@ -127,7 +132,7 @@ func New(cfg Config) *Server {
 	s.messages, s.windows = cfg.Conversation.Messages, cfg.Conversation.Windows
 	s.operations = cfg.Operation.Operations
 	s.entries, s.recall, s.projection = cfg.Memory.Entries, cfg.Memory.Recall, cfg.Memory.Projection
-	s.a2a = cfg.A2A.Service
+	s.a2a = cfg.A2A
 	s.exports = cfg.Transfer.Exports
 	s.knowledge = cfg.Knowledge.Service
 	s.costs = cfg.Cost.Costs

@@ -47,7 +47,7 @@ func BenchmarkHandoffSigned(b *testing.B) {
 	seed := sha256.Sum256([]byte("bench"))
 	priv := ed25519.NewKeyFromSeed(seed[:])
 	db := newDB(b, pgtest.NewDB(b))
-	coord := a2a.New(a2a.Config{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)),
+	coord := a2a.NewCoordination(a2a.Config{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)),
 		Peers: benchPeers{key: priv.Public().(ed25519.PublicKey)}})
 	p := runtime.Principal{Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}, Subject: "gateway",
 		Capabilities: map[string]bool{contract.CapA2ASend: true}}
@@ -55,7 +55,7 @@ func BenchmarkHandoffSigned(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := range b.N {
-		ack, err := coord.Handoff(ctx, p, &a2a.Handoff{Raw: envs[i], Decode: json.Unmarshal})
+		ack, err := coord.Envelopes.Handoff(ctx, p, &a2a.Handoff{Raw: envs[i], Decode: json.Unmarshal})
 		if err != nil || ack.Status != contract.AckAccepted {
 			b.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func TestEnvelopePayloadBounds(t *testing.T) {
 	db := newDB(t, pool)
 	clock := &a2aClock{}
 	clock.ms.Store(a2aStartMs)
-	coord := a2a.New(a2a.Config{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Clock: clock,
+	coord := a2a.NewCoordination(a2a.Config{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Clock: clock,
 		MaxEnvelopes: 3, MaxEnvelopeBytes: 1000})
 	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
 	alice := runtime.Principal{Scope: scope, Subject: "alice", Capabilities: map[string]bool{contract.CapA2ASend: true}}
@@ -33,7 +33,7 @@ func TestEnvelopePayloadBounds(t *testing.T) {
 	sent := map[string][]byte{}
 	handoff := func(raw []byte) contract.MessageAck {
 		t.Helper()
-		ack, err := coord.Handoff(ctx, alice, &a2a.Handoff{Raw: raw, Decode: json.Unmarshal})
+		ack, err := coord.Envelopes.Handoff(ctx, alice, &a2a.Handoff{Raw: raw, Decode: json.Unmarshal})
 		require.NoError(t, err)
 		return *ack
 	}

@@ -44,23 +44,23 @@ func (w *scriptedWebhooks) Dropped() { w.dropped++ }
 
 // pushBundle is the A2A use cases with scripted webhooks and a task alice sent bob
 // with one push config.
-func pushBundle(t *testing.T, hooks *scriptedWebhooks) (*a2aBundle, *a2a.Service, *a2a.PushJob) {
+func pushBundle(t *testing.T, hooks *scriptedWebhooks) (*a2aBundle, *a2a.Coordination, *a2a.PushJob) {
 	b := setupA2A(t)
-	service := a2a.New(a2a.Config{DB: b.db.A2A(), Clock: b.clock, Webhooks: hooks,
+	service := a2a.NewCoordination(a2a.Config{DB: b.db.A2A(), Clock: b.clock, Webhooks: hooks,
 		PushBody: func(t *contract.Task, _ string) ([]byte, error) {
 			return json.Marshal(map[string]string{"state": t.State})
 		}})
-	task, _, err := service.CreateTask(context.Background(), b.agent("alice"), &contract.CreateTaskRequest{ToAgent: "bob", Description: ptr("work")})
+	task, _, err := service.Tasks.CreateTask(context.Background(), b.agent("alice"), &contract.CreateTaskRequest{ToAgent: "bob", Description: ptr("work")})
 	require.NoError(t, err)
-	_, err = service.SetPushConfig(context.Background(), b.agent("alice"), &a2a.PushConfig{TaskID: task.ID, ID: "hook",
+	_, err = service.Protocol.SetPushConfig(context.Background(), b.agent("alice"), &a2a.PushConfig{TaskID: task.ID, ID: "hook",
 		URL: "https://hooks.example.invalid/x", Protocol: a2a.PushProtocol03})
 	require.NoError(t, err)
 	return b, service, &a2a.PushJob{TenantID: b.scope.TenantID, ProjectID: b.scope.ProjectID, TaskID: task.ID, ConfigID: "hook"}
 }
 
-func (b *a2aBundle) move(t *testing.T, service *a2a.Service, taskID, state string) {
+func (b *a2aBundle) move(t *testing.T, service *a2a.Coordination, taskID, state string) {
 	t.Helper()
-	_, err := service.UpdateTask(context.Background(), b.agent("bob"), &contract.UpdateTaskRequest{TaskID: taskID, State: state})
+	_, err := service.Tasks.UpdateTask(context.Background(), b.agent("bob"), &contract.UpdateTaskRequest{TaskID: taskID, State: state})
 	require.NoError(t, err)
 }
 
@@ -71,14 +71,14 @@ func TestPushDropsAChangeFailingFor24Hours(t *testing.T) {
 	ctx := context.Background()
 	b.move(t, service, job.TaskID, contract.TaskWorking)
 
-	done, retryAt, err := service.DeliverPush(ctx, job, 1, b.clock.Now().Add(time.Hour))
+	done, retryAt, err := service.Push.DeliverPush(ctx, job, 1, b.clock.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.False(t, done)
 	require.Equal(t, b.clock.Now().Add(time.Second), retryAt, "the first retry after 1 s")
 
 	b.clock.advance(25 * time.Hour)
 	b.move(t, service, job.TaskID, contract.TaskCompleted)
-	done, _, err = service.DeliverPush(ctx, job, 1, b.clock.Now().Add(time.Hour))
+	done, _, err = service.Push.DeliverPush(ctx, job, 1, b.clock.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.True(t, done)
 	require.Equal(t, []string{contract.TaskCompleted}, hooks.delivered, "the change older than 24 h is dropped, the next delivered")
@@ -95,26 +95,26 @@ func TestPushRetryBelongsToOneJob(t *testing.T) {
 	b.move(t, service, job.TaskID, contract.TaskWorking)
 	deadline := b.clock.Now().Add(time.Hour)
 
-	done, retryAt, err := service.DeliverPush(ctx, job, 1, deadline)
+	done, retryAt, err := service.Push.DeliverPush(ctx, job, 1, deadline)
 	require.NoError(t, err)
 	require.False(t, done)
-	done, _, err = service.DeliverPush(ctx, job, 2, deadline)
+	done, _, err = service.Push.DeliverPush(ctx, job, 2, deadline)
 	require.NoError(t, err)
 	require.True(t, done, "another job leaves the retry to the job that owns it")
-	done, again, err := service.DeliverPush(ctx, job, 1, deadline)
+	done, again, err := service.Push.DeliverPush(ctx, job, 1, deadline)
 	require.NoError(t, err)
 	require.False(t, done)
 	require.Equal(t, retryAt, again, "the owner waits for its retry time")
 	require.Equal(t, 1, hooks.attempts)
 
 	b.clock.advance(time.Second)
-	done, retryAt, err = service.DeliverPush(ctx, job, 1, deadline)
+	done, retryAt, err = service.Push.DeliverPush(ctx, job, 1, deadline)
 	require.NoError(t, err)
 	require.False(t, done)
 	require.Equal(t, b.clock.Now().Add(2*time.Second), retryAt, "backoff doubles")
 	b.clock.advance(2 * time.Second)
 	failing = false
-	done, _, err = service.DeliverPush(ctx, job, 1, deadline)
+	done, _, err = service.Push.DeliverPush(ctx, job, 1, deadline)
 	require.NoError(t, err)
 	require.True(t, done)
 	require.Equal(t, []string{contract.TaskWorking}, hooks.delivered)
@@ -132,20 +132,20 @@ func TestPushLeaseKeepsOneRunPerConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
-	done, retryAt, err := service.DeliverPush(ctx, job, 7, b.clock.Now().Add(time.Hour))
+	done, retryAt, err := service.Push.DeliverPush(ctx, job, 7, b.clock.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.False(t, done)
 	require.Equal(t, b.clock.Now().Add(time.Second), retryAt, "a held config is tried again shortly")
 	require.Empty(t, hooks.delivered)
 
 	require.NoError(t, store.ReleasePush(ctx, b.scope, job.TaskID, job.ConfigID))
-	done, _, err = service.DeliverPush(ctx, job, 7, b.clock.Now().Add(time.Hour))
+	done, _, err = service.Push.DeliverPush(ctx, job, 7, b.clock.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.True(t, done)
 	require.Equal(t, []string{contract.TaskWorking}, hooks.delivered)
 
-	require.NoError(t, service.DeletePushConfig(ctx, b.agent("bob"), job.TaskID, job.ConfigID))
-	done, _, err = service.DeliverPush(ctx, job, 7, b.clock.Now().Add(time.Hour))
+	require.NoError(t, service.Protocol.DeletePushConfig(ctx, b.agent("bob"), job.TaskID, job.ConfigID))
+	done, _, err = service.Push.DeliverPush(ctx, job, 7, b.clock.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.True(t, done, "a deleted config is done")
 }

@@ -39,7 +39,7 @@ type a2aBundle struct {
 	pool  *pgxpool.Pool
 	db    *postgres.DB
 	hub   *postgres.EventHub
-	a2a   *a2a.Service
+	a2a   *a2a.Coordination
 	clock *a2aClock
 	scope runtime.Scope
 }
@@ -77,7 +77,7 @@ func setupA2AOn(t testing.TB, pool *pgxpool.Pool, opts ...a2aOptions) *a2aBundle
 	clock.ms.Store(a2aStartMs)
 	return &a2aBundle{
 		pool: pool, db: db, hub: hub, clock: clock, scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
-		a2a: a2a.New(a2a.Config{
+		a2a: a2a.NewCoordination(a2a.Config{
 			DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: clock,
 			MaxMessages: o.maxMessages, SweepBatch: o.sweepBatch,
 		}),
@@ -96,14 +96,14 @@ func (b *a2aBundle) post(t testing.TB, p runtime.Principal, req contract.PostMes
 	if req.Content == nil {
 		req.Content = ptr("hello")
 	}
-	ack, err := b.a2a.PostMessage(context.Background(), p, &req)
+	ack, err := b.a2a.Messages.PostMessage(context.Background(), p, &req)
 	require.NoError(t, err)
 	return *ack
 }
 
 func (b *a2aBundle) read(t testing.TB, p runtime.Principal, req contract.ReadMessagesRequest) []contract.AgentMessage {
 	t.Helper()
-	res, err := b.a2a.ReadMessages(context.Background(), p, &req)
+	res, err := b.a2a.Messages.ReadMessages(context.Background(), p, &req)
 	require.NoError(t, err)
 	return res.Messages
 }
@@ -135,7 +135,7 @@ func (b *a2aBundle) requireLiveCount(t testing.TB, want int64) {
 
 func (b *a2aBundle) poll(t testing.TB, p runtime.Principal, req contract.PollEventsRequest) *contract.EventPage {
 	t.Helper()
-	page, err := b.a2a.PollEvents(context.Background(), p, &req)
+	page, err := b.a2a.Events.PollEvents(context.Background(), p, &req)
 	require.NoError(t, err)
 	return page
 }
@@ -270,7 +270,7 @@ func TestA2AMessagesExpireAndArePurged(t *testing.T) {
 		b.post(t, sender, contract.PostMessageRequest{MessageID: ptr(fmt.Sprintf("s%d", i)), TTLHours: ptr[int64](1)})
 	}
 	b.clock.advance(2 * time.Hour)
-	finished, err := b.a2a.SweepA2A(context.Background(), b.clock.Now(), b.clock.Now().Add(time.Minute))
+	finished, err := b.a2a.Sweeper.SweepA2A(context.Background(), b.clock.Now(), b.clock.Now().Add(time.Minute))
 	require.NoError(t, err)
 	require.True(t, finished)
 	b.requireLiveCount(t, 1)
@@ -293,7 +293,7 @@ func TestA2AReadMarksAndNeverDeliversTwice(t *testing.T) {
 	for r := range errs {
 		wg.Go(func() {
 			for {
-				res, err := b.a2a.ReadMessages(context.Background(), reader, &contract.ReadMessagesRequest{Limit: ptr(3)})
+				res, err := b.a2a.Messages.ReadMessages(context.Background(), reader, &contract.ReadMessagesRequest{Limit: ptr(3)})
 				if err != nil || len(res.Messages) == 0 {
 					errs[r] = err
 					return
@@ -326,7 +326,7 @@ func TestA2AReadMarksAndNeverDeliversTwice(t *testing.T) {
 	_, err := b.pool.Exec(context.Background(), `DELETE FROM a2a_messages`)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM a2a_message_reads`))
-	_, err = b.a2a.SweepA2A(context.Background(), b.clock.Now(), b.clock.Now().Add(time.Minute))
+	_, err = b.a2a.Sweeper.SweepA2A(context.Background(), b.clock.Now(), b.clock.Now().Add(time.Minute))
 	require.NoError(t, err)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM a2a_message_reads`))
 }
@@ -336,14 +336,14 @@ func (b *a2aBundle) createTask(t testing.TB, p runtime.Principal, req contract.C
 	if req.Description == nil {
 		req.Description = ptr("do the thing")
 	}
-	task, created, err := b.a2a.CreateTask(context.Background(), p, &req)
+	task, created, err := b.a2a.Tasks.CreateTask(context.Background(), p, &req)
 	require.NoError(t, err)
 	require.True(t, created)
 	return task
 }
 
 func (b *a2aBundle) update(p runtime.Principal, req contract.UpdateTaskRequest) (*contract.Task, error) {
-	return b.a2a.UpdateTask(context.Background(), p, &req)
+	return b.a2a.Tasks.UpdateTask(context.Background(), p, &req)
 }
 
 // Ten participants race to move a working task on: exactly one wins, and every other
@@ -389,7 +389,7 @@ func TestA2ATaskConcurrentTransitionsOneWins(t *testing.T) {
 			require.Equal(t, 409, contract.Codes[code].Status)
 		}
 		require.Equal(t, 1, wins, "with expectedVersion %v: %v", withVersion, errs)
-		stored, err := b.a2a.GetTask(context.Background(), creator, &contract.TaskRequest{TaskID: task.ID})
+		stored, err := b.a2a.Tasks.GetTask(context.Background(), creator, &contract.TaskRequest{TaskID: task.ID})
 		require.NoError(t, err)
 		require.Equal(t, working.Version+1, stored.Version)
 		require.Len(t, stored.History, 3, "created, working and the one winner")
@@ -412,28 +412,28 @@ func TestA2ATaskLifecycle(t *testing.T) {
 	require.Equal(t, contract.TaskRoleUser, task.Messages[0].Role)
 
 	// An identical retry returns the stored task; a different one is refused.
-	again, created, err := b.a2a.CreateTask(ctx, creator, &contract.CreateTaskRequest{
+	again, created, err := b.a2a.Tasks.CreateTask(ctx, creator, &contract.CreateTaskRequest{
 		ID: ptr("t-1"), ToAgent: "worker", Description: ptr("do the thing"),
 		Parts: []contract.Part{{Type: contract.PartText, Text: ptr("please")}}, Metadata: []byte(`{ "k" : 1 }`),
 	})
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, task.Version, again.Version)
-	_, _, err = b.a2a.CreateTask(ctx, creator, &contract.CreateTaskRequest{ID: ptr("t-1"), ToAgent: "worker", Description: ptr("other")})
+	_, _, err = b.a2a.Tasks.CreateTask(ctx, creator, &contract.CreateTaskRequest{ID: ptr("t-1"), ToAgent: "worker", Description: ptr("other")})
 	require.Equal(t, contract.CodeIdempotencyConflict, runtime.ErrorCode(err))
 
 	// Non-participants see nothing, on every route.
-	_, err = b.a2a.GetTask(ctx, stranger, &contract.TaskRequest{TaskID: "t-1"})
+	_, err = b.a2a.Tasks.GetTask(ctx, stranger, &contract.TaskRequest{TaskID: "t-1"})
 	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
 	_, err = b.update(stranger, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskWorking})
 	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
-	_, err = b.a2a.CancelTask(ctx, stranger, &contract.CancelTaskRequest{TaskID: "t-1"})
+	_, err = b.a2a.Tasks.CancelTask(ctx, stranger, &contract.CancelTaskRequest{TaskID: "t-1"})
 	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
-	_, err = b.a2a.MessageTask(ctx, stranger, &contract.TaskMessageRequest{TaskID: "t-1", Parts: []contract.Part{{Type: "text", Text: ptr("x")}}})
+	_, err = b.a2a.Tasks.MessageTask(ctx, stranger, &contract.TaskMessageRequest{TaskID: "t-1", Parts: []contract.Part{{Type: "text", Text: ptr("x")}}})
 	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
 	admin := stranger
 	admin.Capabilities = map[string]bool{contract.CapA2ATasks: true, contract.CapA2AAdmin: true}
-	_, err = b.a2a.GetTask(ctx, admin, &contract.TaskRequest{TaskID: "t-1"})
+	_, err = b.a2a.Tasks.GetTask(ctx, admin, &contract.TaskRequest{TaskID: "t-1"})
 	require.NoError(t, err, "a2a:admin reads any task")
 
 	// The recipient works, asks, gets an answer, delivers an artifact and completes.
@@ -441,7 +441,7 @@ func TestA2ATaskLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskInputRequired})
 	require.NoError(t, err)
-	answered, err := b.a2a.MessageTask(ctx, creator, &contract.TaskMessageRequest{TaskID: "t-1",
+	answered, err := b.a2a.Tasks.MessageTask(ctx, creator, &contract.TaskMessageRequest{TaskID: "t-1",
 		Parts: []contract.Part{{Type: contract.PartData, Data: []byte(`{"answer": 42}`)}}})
 	require.NoError(t, err)
 	require.Len(t, answered.Messages, 2)
@@ -469,59 +469,59 @@ func TestA2ATaskLifecycle(t *testing.T) {
 	// Terminal: no more transitions, messages or cancels.
 	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: "t-1", State: contract.TaskWorking})
 	require.Equal(t, contract.CodeInvalidTransition, runtime.ErrorCode(err))
-	_, err = b.a2a.MessageTask(ctx, worker, &contract.TaskMessageRequest{TaskID: "t-1", Parts: []contract.Part{{Type: "text", Text: ptr("x")}}})
+	_, err = b.a2a.Tasks.MessageTask(ctx, worker, &contract.TaskMessageRequest{TaskID: "t-1", Parts: []contract.Part{{Type: "text", Text: ptr("x")}}})
 	require.Equal(t, contract.CodeConflict, runtime.ErrorCode(err))
-	_, err = b.a2a.CancelTask(ctx, creator, &contract.CancelTaskRequest{TaskID: "t-1"})
+	_, err = b.a2a.Tasks.CancelTask(ctx, creator, &contract.CancelTaskRequest{TaskID: "t-1"})
 	require.Equal(t, contract.CodeInvalidTransition, runtime.ErrorCode(err))
 
 	// Only the creator cancels, through either route.
 	second := b.createTask(t, creator, contract.CreateTaskRequest{ToAgent: "worker"})
-	_, err = b.a2a.CancelTask(ctx, worker, &contract.CancelTaskRequest{TaskID: second.ID})
+	_, err = b.a2a.Tasks.CancelTask(ctx, worker, &contract.CancelTaskRequest{TaskID: second.ID})
 	require.Equal(t, contract.CodeScopeForbidden, runtime.ErrorCode(err))
 	_, err = b.update(worker, contract.UpdateTaskRequest{TaskID: second.ID, State: contract.TaskCanceled})
 	require.Equal(t, contract.CodeScopeForbidden, runtime.ErrorCode(err))
-	canceled, err := b.a2a.CancelTask(ctx, creator, &contract.CancelTaskRequest{TaskID: second.ID, Reason: ptr("not needed")})
+	canceled, err := b.a2a.Tasks.CancelTask(ctx, creator, &contract.CancelTaskRequest{TaskID: second.ID, Reason: ptr("not needed")})
 	require.NoError(t, err)
 	require.Equal(t, contract.TaskCanceled, canceled.State)
 
 	// Counts and lists from each side.
 	third := b.createTask(t, creator, contract.CreateTaskRequest{ToAgent: "worker"})
-	info, err := b.a2a.TaskInfo(ctx, worker, &contract.TaskInfoRequest{})
+	info, err := b.a2a.Tasks.TaskInfo(ctx, worker, &contract.TaskInfoRequest{})
 	require.NoError(t, err)
 	require.Equal(t, contract.TaskInfo{Total: 3, Active: 1, Completed: 1, Canceled: 1}, *info)
-	list, err := b.a2a.ListTasks(ctx, worker, &contract.ListTasksRequest{Role: ptr("to"), Limit: ptr(2)})
+	list, err := b.a2a.Tasks.ListTasks(ctx, worker, &contract.ListTasksRequest{Role: ptr("to"), Limit: ptr(2)})
 	require.NoError(t, err)
 	require.Equal(t, []string{"t-1", second.ID}, taskIDs(list.Tasks))
 	require.EqualValues(t, 1, list.PendingCount)
 	require.NotNil(t, list.NextCursor)
 	require.Nil(t, list.Tasks[0].Messages, "lists carry headers only")
-	list, err = b.a2a.ListTasks(ctx, worker, &contract.ListTasksRequest{Role: ptr("to"), Limit: ptr(2), Cursor: list.NextCursor})
+	list, err = b.a2a.Tasks.ListTasks(ctx, worker, &contract.ListTasksRequest{Role: ptr("to"), Limit: ptr(2), Cursor: list.NextCursor})
 	require.NoError(t, err)
 	require.Equal(t, []string{third.ID}, taskIDs(list.Tasks))
 	require.Nil(t, list.NextCursor)
-	list, err = b.a2a.ListTasks(ctx, worker, &contract.ListTasksRequest{Role: ptr("from")})
+	list, err = b.a2a.Tasks.ListTasks(ctx, worker, &contract.ListTasksRequest{Role: ptr("from")})
 	require.NoError(t, err)
 	require.Empty(t, list.Tasks)
-	list, err = b.a2a.ListTasks(ctx, creator, &contract.ListTasksRequest{States: []string{"canceled", "created"}})
+	list, err = b.a2a.Tasks.ListTasks(ctx, creator, &contract.ListTasksRequest{States: []string{"canceled", "created"}})
 	require.NoError(t, err)
 	require.Equal(t, []string{second.ID, third.ID}, taskIDs(list.Tasks))
 	require.Zero(t, list.PendingCount, "nothing is addressed to the creator")
 	// A cursor is bound to its caller and filter.
-	page, err := b.a2a.ListTasks(ctx, creator, &contract.ListTasksRequest{Limit: ptr(1)})
+	page, err := b.a2a.Tasks.ListTasks(ctx, creator, &contract.ListTasksRequest{Limit: ptr(1)})
 	require.NoError(t, err)
-	_, err = b.a2a.ListTasks(ctx, worker, &contract.ListTasksRequest{Limit: ptr(1), Cursor: page.NextCursor})
+	_, err = b.a2a.Tasks.ListTasks(ctx, worker, &contract.ListTasksRequest{Limit: ptr(1), Cursor: page.NextCursor})
 	require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err))
-	_, err = b.a2a.ListTasks(ctx, creator, &contract.ListTasksRequest{Role: ptr("from"), Limit: ptr(1), Cursor: page.NextCursor})
+	_, err = b.a2a.Tasks.ListTasks(ctx, creator, &contract.ListTasksRequest{Role: ptr("from"), Limit: ptr(1), Cursor: page.NextCursor})
 	require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err))
 
 	// Terminal tasks are kept for the retention, then swept with all they hold.
 	b.clock.advance(a2a.DefaultA2ATaskRetention + time.Minute)
-	finished, err := b.a2a.SweepA2A(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute))
+	finished, err := b.a2a.Sweeper.SweepA2A(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute))
 	require.NoError(t, err)
 	require.True(t, finished)
-	_, err = b.a2a.GetTask(ctx, creator, &contract.TaskRequest{TaskID: "t-1"})
+	_, err = b.a2a.Tasks.GetTask(ctx, creator, &contract.TaskRequest{TaskID: "t-1"})
 	require.Equal(t, contract.CodeNotFound, runtime.ErrorCode(err))
-	_, err = b.a2a.GetTask(ctx, creator, &contract.TaskRequest{TaskID: third.ID})
+	_, err = b.a2a.Tasks.GetTask(ctx, creator, &contract.TaskRequest{TaskID: third.ID})
 	require.NoError(t, err, "an open task stays")
 	for _, table := range []string{"a2a_task_messages", "a2a_task_artifacts", "a2a_task_history"} {
 		require.Zero(t, b.count(t, `SELECT count(*) FROM `+table+` WHERE task_id = ANY ($1)`, []string{"t-1", second.ID}), table)
@@ -611,7 +611,7 @@ func TestA2APollFiltersAdvanceTheCursor(t *testing.T) {
 	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("secret"), ToAgent: ptr("bob"), Privacy: ptr("private"),
 		Content: ptr("the private words")})
 	task := b.createTask(t, alice, contract.CreateTaskRequest{ToAgent: "bob"})
-	_, err := b.a2a.RegisterAgent(ctx, carol, &contract.RegisterAgentRequest{AgentType: "reviewer"})
+	_, err := b.a2a.Agents.RegisterAgent(ctx, carol, &contract.RegisterAgentRequest{AgentType: "reviewer"})
 	require.NoError(t, err)
 
 	all := b.poll(t, bob, contract.PollEventsRequest{})
@@ -642,10 +642,10 @@ func TestA2APollFiltersAdvanceTheCursor(t *testing.T) {
 	later := b.poll(t, bob, contract.PollEventsRequest{Cursor: &page.NextCursor,
 		Filter: &contract.EventFilter{TaskID: &task.ID, Actors: []string{"alice"}}})
 	require.Equal(t, []string{"message_posted"}, eventKinds(later.Events))
-	_, err = b.a2a.PollEvents(ctx, bob, &contract.PollEventsRequest{Cursor: ptr(page.NextCursor + "x")})
+	_, err = b.a2a.Events.PollEvents(ctx, bob, &contract.PollEventsRequest{Cursor: ptr(page.NextCursor + "x")})
 	require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err))
 	other := runtime.Principal{Scope: runtime.Scope{TenantID: "tenant-b", ProjectID: "project-a"}, Subject: "bob"}
-	_, err = b.a2a.PollEvents(ctx, other, &contract.PollEventsRequest{Cursor: &page.NextCursor})
+	_, err = b.a2a.Events.PollEvents(ctx, other, &contract.PollEventsRequest{Cursor: &page.NextCursor})
 	require.Equal(t, contract.CodeInvalidCursor, runtime.ErrorCode(err), "a cursor is bound to its scope")
 }
 
@@ -689,7 +689,7 @@ func (b *a2aBundle) longPoll(t testing.TB, p runtime.Principal, cursor *string) 
 	t.Helper()
 	out := make(chan *contract.EventPage, 1)
 	go func() {
-		page, err := b.a2a.PollEvents(context.Background(), p, &contract.PollEventsRequest{Cursor: cursor, WaitMs: ptr[int64](30_000)})
+		page, err := b.a2a.Events.PollEvents(context.Background(), p, &contract.PollEventsRequest{Cursor: cursor, WaitMs: ptr[int64](30_000)})
 		if err != nil {
 			t.Errorf("long poll: %v", err)
 		}
@@ -734,7 +734,7 @@ func TestA2AEventsArePurgedAfterRetention(t *testing.T) {
 	b.clock.advance(a2a.DefaultA2AEventRetention - time.Hour)
 	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("new"), TTLHours: ptr[int64](720)})
 	b.clock.advance(2 * time.Hour)
-	finished, err := b.a2a.SweepA2A(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute))
+	finished, err := b.a2a.Sweeper.SweepA2A(ctx, b.clock.Now(), b.clock.Now().Add(time.Minute))
 	require.NoError(t, err)
 	require.True(t, finished)
 	page := b.poll(t, bob, contract.PollEventsRequest{})
@@ -790,7 +790,7 @@ func TestA2ALongPollSurvivesADatabaseRestart(t *testing.T) {
 	// The first statements after the restart may meet connections the restart closed;
 	// the post is idempotent, so it is simply sent again.
 	require.Eventually(t, func() bool {
-		_, err := b.a2a.PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("after"), Content: ptr("hello")})
+		_, err := b.a2a.Messages.PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("after"), Content: ptr("hello")})
 		return err == nil
 	}, time.Minute, 10*time.Millisecond)
 	page := <-answer
@@ -830,7 +830,7 @@ func TestA2AEventHubRechecksAfterReconnecting(t *testing.T) {
 	require.True(t, terminated)
 	// The listener is gone and cannot come back: a commit on another replica hints
 	// no one here.
-	_, err = b.replica(t, nil).PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("while-deaf"), Content: ptr("hi")})
+	_, err = b.replica(t, nil).Messages.PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("while-deaf"), Content: ptr("hi")})
 	require.NoError(t, err)
 	allow(true)
 
@@ -843,9 +843,9 @@ func TestA2AEventHubRechecksAfterReconnecting(t *testing.T) {
 
 // replica is the A2A use cases of another replica on the bundle's database, whose
 // units of work hint hints (nil: none, a replica that dies after each commit).
-func (b *a2aBundle) replica(t testing.TB, hints postgres.EventHints) *a2a.Service {
+func (b *a2aBundle) replica(t testing.TB, hints postgres.EventHints) *a2a.Coordination {
 	t.Helper()
-	return a2a.New(a2a.Config{DB: newDB(t, b.pool, postgres.DBOptions{Hints: hints}).A2A(),
+	return a2a.NewCoordination(a2a.Config{DB: newDB(t, b.pool, postgres.DBOptions{Hints: hints}).A2A(),
 		Cursors: runtime.NewCursorCodec(make([]byte, 32)), Clock: b.clock})
 }
 
@@ -869,7 +869,7 @@ func TestA2ALongPollWakesAfterItsListenerIsKilled(t *testing.T) {
 		WHERE datname = current_database() AND application_name LIKE '% a2a-listener'`).Scan(&terminated))
 	require.True(t, terminated)
 	require.Eventually(t, func() bool { return b.hub.Connects() >= 2 }, time.Minute, 10*time.Millisecond, "the hub reconnects")
-	_, err = b.replica(t, other).PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("after-kill"), Content: ptr("hi")})
+	_, err = b.replica(t, other).Messages.PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("after-kill"), Content: ptr("hi")})
 	require.NoError(t, err)
 	page := <-answer
 	require.NotNil(t, page)
@@ -888,14 +888,14 @@ func TestA2ALongPollFindsAnEventWhoseHintWasLost(t *testing.T) {
 	start := b.poll(t, bob, contract.PollEventsRequest{})
 	answer := make(chan *contract.EventPage, 1)
 	go func() {
-		page, err := b.a2a.PollEvents(ctx, bob, &contract.PollEventsRequest{Cursor: &start.NextCursor, WaitMs: ptr[int64](5000)})
+		page, err := b.a2a.Events.PollEvents(ctx, bob, &contract.PollEventsRequest{Cursor: &start.NextCursor, WaitMs: ptr[int64](5000)})
 		if err != nil {
 			t.Errorf("long poll: %v", err)
 		}
 		answer <- page
 	}()
 	awaitWaiting(t, b.hub, 1)
-	_, err := b.replica(t, nil).PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("unhinted"), Content: ptr("hi")})
+	_, err := b.replica(t, nil).Messages.PostMessage(ctx, alice, &contract.PostMessageRequest{MessageID: ptr("unhinted"), Content: ptr("hi")})
 	require.NoError(t, err)
 	page := <-answer
 	require.NotNil(t, page)
@@ -912,7 +912,7 @@ func TestA2AMetrics(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(hub.Close)
 	b := setupA2AOn(t, pool)
-	b.a2a = a2a.New(a2a.Config{DB: newDB(t, pool, postgres.DBOptions{Hints: hub}).A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)),
+	b.a2a = a2a.NewCoordination(a2a.Config{DB: newDB(t, pool, postgres.DBOptions{Hints: hub}).A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)),
 		Notifier: hub, Clock: b.clock})
 	alice, bob := b.agent("alice"), b.agent("bob")
 	b.post(t, alice, contract.PostMessageRequest{TTLHours: ptr[int64](1)})
@@ -1022,7 +1022,7 @@ func TestA2ACreateRetriesDuringUpdatesNeverFail(t *testing.T) {
 		wg.Go(func() {
 			for range creates {
 				r := req
-				task, created, err := b.a2a.CreateTask(ctx, creator, &r)
+				task, created, err := b.a2a.Tasks.CreateTask(ctx, creator, &r)
 				switch {
 				case err != nil:
 					errs <- fmt.Errorf("create retry: %w", err)
@@ -1039,7 +1039,7 @@ func TestA2ACreateRetriesDuringUpdatesNeverFail(t *testing.T) {
 	}
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM a2a_tasks`))
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM a2a_events WHERE kind = 'task_created'`))
-	stored, err := b.a2a.GetTask(ctx, creator, &contract.TaskRequest{TaskID: "contested"})
+	stored, err := b.a2a.Tasks.GetTask(ctx, creator, &contract.TaskRequest{TaskID: "contested"})
 	require.NoError(t, err)
 	require.EqualValues(t, 2+toggles, stored.Version, "every toggle went through")
 }

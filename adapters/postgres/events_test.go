@@ -78,12 +78,12 @@ func TestNoWritingTransactionNotifies(t *testing.T) {
 	awaitWaiting(t, b.hub, 1)
 
 	b.post(t, alice, contract.PostMessageRequest{MessageID: ptr("m-1"), ToAgent: ptr("bob")})
-	_, err = b.a2a.RegisterAgent(ctx, alice, &contract.RegisterAgentRequest{AgentType: "planner"})
+	_, err = b.a2a.Agents.RegisterAgent(ctx, alice, &contract.RegisterAgentRequest{AgentType: "planner"})
 	require.NoError(t, err)
 	task := b.createTask(t, alice, contract.CreateTaskRequest{ID: ptr("t-1"), ToAgent: "bob"})
 	_, err = b.update(bob, contract.UpdateTaskRequest{TaskID: task.ID, State: contract.TaskWorking})
 	require.NoError(t, err)
-	_, err = b.a2a.CancelTask(ctx, alice, &contract.CancelTaskRequest{TaskID: task.ID})
+	_, err = b.a2a.Tasks.CancelTask(ctx, alice, &contract.CancelTaskRequest{TaskID: task.ID})
 	require.NoError(t, err)
 	windows := conversation.NewWindows(b.db.Conversation(), nil, runtime.SystemClock{})
 	_, _, err = windows.CreateWindow(ctx, alice, windowRequest("w-1", "conv-1", "original", 2, func(int) string { return "x" }))
@@ -211,7 +211,7 @@ func TestEventPollersSeeEveryEventOnceUnderConcurrentWriters(t *testing.T) {
 					finished = true
 				default:
 				}
-				page, err := b.a2a.PollEvents(ctx, reader(s), &contract.PollEventsRequest{Cursor: cursor, Limit: ptr(7)})
+				page, err := b.a2a.Events.PollEvents(ctx, reader(s), &contract.PollEventsRequest{Cursor: cursor, Limit: ptr(7)})
 				if err != nil {
 					t.Errorf("poll scope %d: %v", s, err)
 					return

@@ -19,7 +19,7 @@ import (
 	"github.com/agent-context/agent-context/runtime/transfer"
 )
 
-// OperationRunner does the work of operations' jobs; operation.Operations implements it.
+// OperationRunner does the work of operations' jobs; operation.Maintenance implements it.
 type OperationRunner interface {
 	// RunOperation works on an operation until it is finished or deadline passed,
 	// and reports whether it is finished. An error is transient.
@@ -43,14 +43,14 @@ type ProjectionRunner interface {
 	Sweep(ctx context.Context, deadline time.Time) (bool, error)
 }
 
-// A2ASweeper purges expired A2A messages, events and tasks; a2a.Service implements it.
+// A2ASweeper purges expired A2A messages, events and tasks; a2a.Sweeper implements it.
 type A2ASweeper interface {
 	// SweepA2A sweeps every scope not swept since since, until deadline; it reports
 	// whether it finished.
 	SweepA2A(ctx context.Context, since, deadline time.Time) (bool, error)
 }
 
-// PushDeliverer delivers A2A push notifications; a2a.Service implements it.
+// PushDeliverer delivers A2A push notifications; a2a.PushDeliveries implements it.
 type PushDeliverer interface {
 	// DeliverPush delivers a config's pending changes until none is left (done) or
 	// deadline passed; when not done, the job runs again at retryAt. An error is
@@ -132,7 +132,7 @@ func timing(rescueAfter time.Duration) jobTiming {
 }
 
 // StepTimeout is the statement bound of one job step for a queue with rescueAfter
-// (0: DefaultRescueAfter); operation.OperationsConfig.StepTimeout takes it.
+// (0: DefaultRescueAfter); operation.MaintenanceConfig.StepTimeout takes it.
 func StepTimeout(rescueAfter time.Duration) time.Duration { return timing(rescueAfter).stepTimeout }
 
 // Jobs runs operations' jobs on River, which coordinates the replicas through the

@@ -37,7 +37,7 @@ type operationBundle struct {
 	pool     *pgxpool.Pool
 	store    operation.OperationStore
 	messages conversation.MessageStore
-	ops      *operation.Operations
+	ops      *operation.Maintenance
 	scope    runtime.Scope
 	// bounds are the bounds of the operations' steps.
 	bounds operation.StepBounds
@@ -58,7 +58,7 @@ func setupBoundedOperations(t testing.TB, batch int, batchBytes int64) *operatio
 		pool:     pool,
 		store:    db.Operation().Stores().Operations,
 		messages: db.Messages(),
-		ops: operation.NewOperations(operation.OperationsConfig{
+		ops: operation.NewMaintenance(operation.MaintenanceConfig{
 			DB: db.Operation(), Schema: db, Clock: fixedClock{opNow}, BatchSize: batch, BatchBytes: batchBytes,
 		}),
 		scope:  runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
@@ -489,7 +489,7 @@ func TestScheduleDefaultRetention(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	db := newDB(t, pool)
-	ops := operation.NewOperations(operation.OperationsConfig{
+	ops := operation.NewMaintenance(operation.MaintenanceConfig{
 		DB: db.Operation(), Schema: db, Clock: fixedClock{opNow}, DefaultMaxAge: time.Hour,
 	})
 	messages := db.Messages()

@@ -34,7 +34,7 @@ type projectionBundle struct {
 	db         *postgres.DB
 	entries    *memory.Entries
 	projection *memory.Projection
-	ops        *operation.Operations
+	ops        *operation.Maintenance
 	scope      runtime.Scope
 	p          runtime.Principal
 }
@@ -52,7 +52,7 @@ func setupProjection(t *testing.T, embedders memory.Embedders) *projectionBundle
 	return &projectionBundle{
 		pool: pool, db: db, projection: projection, scope: scope, p: runtime.Principal{Scope: scope},
 		entries: memory.NewEntries(db.Memory(), nil, nil, embedders.Configured().Model()),
-		ops:     operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db, Projection: projection, Rebuilds: projection}),
+		ops:     operation.NewMaintenance(operation.MaintenanceConfig{DB: db.Operation(), Schema: db, Projection: projection, Rebuilds: projection}),
 	}
 }
 
@@ -573,10 +573,10 @@ func TestReplicasRebuildAlternately(t *testing.T) {
 	require.NoError(t, projectionB.Prepare(ctx))
 	replicas := []struct {
 		projection *memory.Projection
-		ops        *operation.Operations
+		ops        *operation.Maintenance
 	}{
 		{a.projection, a.ops},
-		{projectionB, operation.NewOperations(operation.OperationsConfig{DB: dbB.Operation(), Schema: dbB, Projection: projectionB, Rebuilds: projectionB})},
+		{projectionB, operation.NewMaintenance(operation.MaintenanceConfig{DB: dbB.Operation(), Schema: dbB, Projection: projectionB, Rebuilds: projectionB})},
 	}
 	for i := range 6 {
 		a.create(t, fmt.Sprintf("e%d", i), fmt.Sprintf("entry number %d", i))

@@ -83,12 +83,12 @@ func BenchmarkA2AMessages(b *testing.B) {
 		a2a, ctx := app.useCases(b), context.Background()
 		run := runIDs.Add(1)
 		parallelN(b, a2aBenchClients, "pairs/s", func(c int, i int64) {
-			_, err := a2a.PostMessage(ctx, benchAgent(fmt.Sprintf("sender-%d", c)), &contract.PostMessageRequest{
+			_, err := a2a.Messages.PostMessage(ctx, benchAgent(fmt.Sprintf("sender-%d", c)), &contract.PostMessageRequest{
 				MessageID: ptrTo(fmt.Sprintf("u-%d-%d", run, i)), Content: ptrTo("status update from the planner"),
 				Category: ptrTo("task_update"),
 			})
 			require.NoError(b, err)
-			_, err = a2a.ReadMessages(ctx, benchAgent(fmt.Sprintf("use-reader-%d", c)), &contract.ReadMessagesRequest{})
+			_, err = a2a.Messages.ReadMessages(ctx, benchAgent(fmt.Sprintf("use-reader-%d", c)), &contract.ReadMessagesRequest{})
 			require.NoError(b, err)
 		})
 	})
@@ -119,22 +119,22 @@ func BenchmarkA2AMessages(b *testing.B) {
 func (a *a2aBench) warmUp(b *testing.B, n int) {
 	a2a, ctx := a.useCases(b), context.Background()
 	for i := range n {
-		_, err := a2a.PostMessage(ctx, benchAgent("warm-sender"), &contract.PostMessageRequest{
+		_, err := a2a.Messages.PostMessage(ctx, benchAgent("warm-sender"), &contract.PostMessageRequest{
 			MessageID: ptrTo(fmt.Sprintf("warm-%d", i)), Content: ptrTo("warming up")})
 		require.NoError(b, err)
 		id := fmt.Sprintf("warm-%d", i)
-		_, _, err = a2a.CreateTask(ctx, benchAgent("warm-creator"), &contract.CreateTaskRequest{ID: &id, ToAgent: "warm-worker",
+		_, _, err = a2a.Tasks.CreateTask(ctx, benchAgent("warm-creator"), &contract.CreateTaskRequest{ID: &id, ToAgent: "warm-worker",
 			Description: ptrTo("warm up")})
 		require.NoError(b, err)
 		for _, state := range []string{contract.TaskWorking, contract.TaskCompleted} {
-			_, err = a2a.UpdateTask(ctx, benchAgent("warm-worker"), &contract.UpdateTaskRequest{TaskID: id, State: state})
+			_, err = a2a.Tasks.UpdateTask(ctx, benchAgent("warm-worker"), &contract.UpdateTaskRequest{TaskID: id, State: state})
 			require.NoError(b, err)
 		}
 	}
 	for _, reader := range []string{"reader", "use-reader"} {
 		for c := range a2aBenchClients {
 			for {
-				res, err := a2a.ReadMessages(ctx, benchAgent(fmt.Sprintf("%s-%d", reader, c)), &contract.ReadMessagesRequest{Limit: ptrTo(500)})
+				res, err := a2a.Messages.ReadMessages(ctx, benchAgent(fmt.Sprintf("%s-%d", reader, c)), &contract.ReadMessagesRequest{Limit: ptrTo(500)})
 				require.NoError(b, err)
 				if len(res.Messages) == 0 {
 					break
@@ -148,10 +148,10 @@ func (a *a2aBench) warmUp(b *testing.B, n int) {
 
 // useCases returns the A2A use cases in-process over a pool of their own on the
 // benchmark's database: the service without HTTP.
-func (a *a2aBench) useCases(b *testing.B) *a2a.Service {
+func (a *a2aBench) useCases(b *testing.B) *a2a.Coordination {
 	db, err := postgres.NewDB(a.pool, postgres.DBOptions{})
 	require.NoError(b, err)
-	return a2a.New(a2a.Config{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32))})
+	return a2a.NewCoordination(a2a.Config{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32))})
 }
 
 // benchAgent is an open-mode caller of the local scope.
@@ -189,11 +189,11 @@ func BenchmarkA2ATaskRoundTrip(b *testing.B) {
 		parallelN(b, 1, "round-trips/s", func(c int, i int64) {
 			id := fmt.Sprintf("u-%d-%d", run, i)
 			creator, worker := benchAgent("use-creator"), benchAgent("use-worker")
-			_, _, err := a2a.CreateTask(ctx, creator, &contract.CreateTaskRequest{ID: &id, ToAgent: "use-worker",
+			_, _, err := a2a.Tasks.CreateTask(ctx, creator, &contract.CreateTaskRequest{ID: &id, ToAgent: "use-worker",
 				Description: ptrTo("summarize the incident")})
 			require.NoError(b, err)
 			for _, state := range []string{contract.TaskWorking, contract.TaskCompleted} {
-				_, err = a2a.UpdateTask(ctx, worker, &contract.UpdateTaskRequest{TaskID: id, State: state})
+				_, err = a2a.Tasks.UpdateTask(ctx, worker, &contract.UpdateTaskRequest{TaskID: id, State: state})
 				require.NoError(b, err)
 			}
 		})

@@ -37,11 +37,11 @@ func (u *beforeCommit) WithinTx(ctx context.Context, fn func(ctx context.Context
 }
 
 // committer changes tasks in-process on app's database, timing each commit.
-func committer(b *testing.B, app *a2aBench) (*a2a.Service, *beforeCommit) {
+func committer(b *testing.B, app *a2aBench) (*a2a.Coordination, *beforeCommit) {
 	db, err := postgres.NewDB(app.pool, postgres.DBOptions{})
 	require.NoError(b, err)
 	uow := &beforeCommit{UnitOfWork: db.A2A()}
-	return a2a.New(a2a.Config{DB: uow, Cursors: runtime.NewCursorCodec(make([]byte, 32))}), uow
+	return a2a.NewCoordination(a2a.Config{DB: uow, Cursors: runtime.NewCursorCodec(make([]byte, 32))}), uow
 }
 
 // openStream subscribes to a task on app as alice and returns when each event
@@ -99,7 +99,7 @@ func BenchmarkA2AStreamLatency(b *testing.B) {
 			latencies := make([]time.Duration, 0, b.N)
 			text := "progress"
 			for b.Loop() {
-				_, err := service.MessageTask(context.Background(), bob, &contract.TaskMessageRequest{TaskID: taskID,
+				_, err := service.Tasks.MessageTask(context.Background(), bob, &contract.TaskMessageRequest{TaskID: taskID,
 					Parts: []contract.Part{{Type: contract.PartText, Text: &text}}})
 				require.NoError(b, err)
 				latencies = append(latencies, (<-arrived).Sub(time.Unix(0, uow.at.Load())))
@@ -131,7 +131,7 @@ func BenchmarkA2AStreamConnections(b *testing.B) {
 		b.ReportMetric(float64(serviceConnections(b, app.pool)), "db-conns")
 		b.ReportMetric(float64(app.main.pool.Config().MaxConns), "pool-max")
 		committed := time.Now()
-		_, err := service.UpdateTask(context.Background(), benchAgent("bob"), &contract.UpdateTaskRequest{TaskID: taskID, State: contract.TaskWorking})
+		_, err := service.Tasks.UpdateTask(context.Background(), benchAgent("bob"), &contract.UpdateTaskRequest{TaskID: taskID, State: contract.TaskWorking})
 		require.NoError(b, err)
 		var last time.Time
 		for _, a := range arrivals {
@@ -168,7 +168,7 @@ func BenchmarkA2APushLatency(b *testing.B) {
 		latencies := make([]time.Duration, 0, b.N)
 		text := "progress"
 		for b.Loop() {
-			_, err := service.MessageTask(context.Background(), bob, &contract.TaskMessageRequest{TaskID: taskID,
+			_, err := service.Tasks.MessageTask(context.Background(), bob, &contract.TaskMessageRequest{TaskID: taskID,
 				Parts: []contract.Part{{Type: contract.PartText, Text: &text}}})
 			require.NoError(b, err)
 			latencies = append(latencies, (<-received).Sub(time.Unix(0, uow.at.Load())))

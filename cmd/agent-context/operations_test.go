@@ -583,7 +583,7 @@ func TestOperationSurvivesRestart(t *testing.T) {
 	pool := openPool(t, first.dsn)
 	db, err := postgres.NewDB(pool, postgres.DBOptions{})
 	require.NoError(t, err)
-	dead := operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db, BatchSize: 4})
+	dead := operation.NewMaintenance(operation.MaintenanceConfig{DB: db.Operation(), Schema: db, BatchSize: 4})
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
 	for _, id := range []string{ret.ID, del.ID} {
 		for range 2 {

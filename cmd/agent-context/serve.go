@@ -161,7 +161,7 @@ func (m *Main) Run(ctx context.Context) error {
 	recall := memory.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{}, memory.WithQueryBudget(cfg.EmbeddingQuery))
 	exports := transfer.NewExports(transfer.ExportsConfig{DB: db.Transfer(), Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
 		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
-	operations := operation.NewOperations(operation.OperationsConfig{DB: db.Operation(), Schema: db,
+	operations := operation.NewMaintenance(operation.MaintenanceConfig{DB: db.Operation(), Schema: db,
 		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter),
 		Projection: projection, Rebuilds: projection, Exports: exports})
 	if m.knowledgeProviders, err = providers.New(cfg.Knowledge, providers.Options{Logger: m.Log,
@@ -184,12 +184,12 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		a2aCfg.Peers = peers
 	}
-	coordination := a2a.New(a2aCfg)
+	coordination := a2a.NewCoordination(a2aCfg)
 	rateLimits, err := m.startRateLimits(ctx, dsn)
 	if err != nil {
 		return err
 	}
-	costs := cost.NewCosts(db.Costs(), pricing)
+	costs := cost.NewAttribution(db.Costs(), pricing)
 	limiter := gate.NewRateLimiter(gate.RateLimiting{Limits: rateLimits, Registerer: m.registry})
 	entrance := gate.New(gate.Config{Auth: auth, RateLimiter: limiter, MaxInFlightBodyBytes: cfg.MaxInFlightBodyBytes,
 		Logger: m.Log})
@@ -198,11 +198,15 @@ func (m *Main) Run(ctx context.Context) error {
 	m.startSessionSweep(sessions)
 	operatorConsole := console.New(console.Config{Logger: m.Log, Gate: entrance,
 		Sessions: sessions, Messages: messages, Windows: windows,
-		Operations: operations, Entries: entries, Recall: recall, A2A: coordination, Costs: costs})
+		Operations: operations, Entries: entries, Recall: recall, Agents: coordination.Agents,
+		AgentMessages: coordination.Messages, Tasks: coordination.Tasks, Events: coordination.Events, Costs: costs})
 	tools := mcpserver.New(mcpserver.Config{Gate: entrance, Logger: m.Log, Version: version,
 		MaxBodyBytes: cfg.MCPMaxBodyBytes, PublicURL: cfg.PublicURL, AuthorizationServers: cfg.MCPAuthorizationServers,
-		Messages: messages, Windows: windows, Entries: entries, Recall: recall, Knowledge: knowledgeService, A2A: coordination})
-	protocol := a2arpc.New(a2arpc.Config{Gate: entrance, Service: coordination, Logger: m.Log, Version: version,
+		Messages: messages, Windows: windows, Entries: entries, Recall: recall, Knowledge: knowledgeService,
+		A2A: mcpserver.A2A{Agents: coordination.Agents, Messages: coordination.Messages, Tasks: coordination.Tasks,
+			Events: coordination.Events, Snapshots: coordination.Snapshots}})
+	protocol := a2arpc.New(a2arpc.Config{Gate: entrance, Protocol: coordination.Protocol, Tasks: coordination.Tasks,
+		Events: coordination.Events, Logger: m.Log, Version: version,
 		PublicURL: cfg.PublicURL, StreamMax: cfg.A2ALive.StreamMax, StreamKeepAlive: cfg.A2ALive.StreamKeepAlive})
 	m.server = server.New(server.Config{
 		Logger: m.Log, Gate: entrance, Ready: db, Instruments: m.serverInstruments(),
@@ -211,18 +215,20 @@ func (m *Main) Run(ctx context.Context) error {
 		Conversation: server.ConversationConfig{Messages: messages, Windows: windows},
 		Operation:    server.OperationConfig{Operations: operations},
 		Memory:       server.MemoryConfig{Entries: entries, Recall: recall, Projection: projection},
-		A2A:          server.A2AConfig{Service: coordination},
-		Transfer:     server.TransferConfig{Exports: exports},
-		Knowledge:    server.KnowledgeConfig{Service: knowledgeService},
-		Cost:         server.CostConfig{Costs: costs},
+		A2A: server.A2AConfig{Agents: coordination.Agents, Messages: coordination.Messages,
+			Tasks: coordination.Tasks, Events: coordination.Events, Envelopes: coordination.Envelopes,
+			Snapshots: coordination.Snapshots},
+		Transfer:  server.TransferConfig{Exports: exports},
+		Knowledge: server.KnowledgeConfig{Service: knowledgeService},
+		Cost:      server.CostConfig{Costs: costs},
 	})
 	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
-			Metrics: m.registry, A2ASweeper: coordination, A2ASweepInterval: cfg.A2ASweepInterval,
+			Metrics: m.registry, A2ASweeper: coordination.Sweeper, A2ASweepInterval: cfg.A2ASweepInterval,
 			Projection: projection, ProjectionSweepInterval: cfg.ProjectionSweepInterval,
 			ExportPurger: exports, ExportPurgeInterval: cfg.ExportPurgeInterval,
-			Push: coordination, PushTimeout: webhook.Timeout}
+			Push: coordination.Push, PushTimeout: webhook.Timeout}
 		if cfg.RetentionMaxAge > 0 {
 			jobOpts.RetentionInterval = cfg.RetentionInterval
 		}

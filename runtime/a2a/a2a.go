@@ -80,11 +80,10 @@ const (
 	DefaultA2ASweepBatch     = 1000
 )
 
-// Service holds the use cases of agent-to-agent coordination (docs/a2a.md): agents,
-// messages, tasks, the event log with its long poll, the snapshot export, and the
-// sweeper that purges what outlived its retention. Every change commits together with
-// the event that announces it.
-type Service struct {
+// service is what every use case of agent-to-agent coordination works with: the
+// stores, the settings and the helpers the concepts share. Every change commits
+// together with the event that announces it.
+type service struct {
 	db             runtime.UnitOfWork[Stores]
 	stores         Stores
 	cursors        *runtime.CursorCodec
@@ -104,9 +103,8 @@ type Service struct {
 	pushBody       PushBody
 }
 
-// New returns the A2A use cases.
-func New(cfg Config) *Service {
-	a := &Service{db: cfg.DB, stores: cfg.DB.Stores(), cursors: cfg.Cursors, notifier: cfg.Notifier, clock: cfg.Clock,
+func newService(cfg Config) *service {
+	a := &service{db: cfg.DB, stores: cfg.DB.Stores(), cursors: cfg.Cursors, notifier: cfg.Notifier, clock: cfg.Clock,
 		maxMessages: cfg.MaxMessages, taskRetention: cfg.TaskRetention, eventRetention: cfg.EventRetention,
 		sweepBatch: cfg.SweepBatch, peers: cfg.Peers, hmacKeys: cfg.HMACKeys, requireSigned: cfg.RequireSigned,
 		defaultAgent: cfg.DefaultAgent, artifacts: cfg.Artifacts, webhooks: cfg.Webhooks, pushBody: cfg.PushBody}
@@ -135,7 +133,61 @@ func New(cfg Config) *Service {
 	return a
 }
 
-func (a *Service) nowMs() int64 { return a.clock.Now().UnixMilli() }
+// Coordination is agent-to-agent coordination (docs/a2a.md), by concept: each door
+// takes the concepts it serves.
+type Coordination struct {
+	Agents    *Agents
+	Messages  *Messages
+	Tasks     *Tasks
+	Events    *Events
+	Envelopes *Envelopes
+	Protocol  *Protocol
+	Push      *PushDeliveries
+	Snapshots *Snapshots
+	Sweeper   *Sweeper
+}
+
+// NewCoordination returns the A2A use cases of cfg, by concept.
+func NewCoordination(cfg Config) *Coordination {
+	s := newService(cfg)
+	tasks := &Tasks{s}
+	return &Coordination{Agents: &Agents{s}, Messages: &Messages{s}, Tasks: tasks, Events: &Events{s},
+		Envelopes: &Envelopes{s}, Protocol: &Protocol{service: s, tasks: tasks}, Push: &PushDeliveries{s},
+		Snapshots: &Snapshots{s}, Sweeper: &Sweeper{s}}
+}
+
+// Agents registers and lists the agents of a scope.
+type Agents struct{ *service }
+
+// Messages posts and reads the messages agents send each other.
+type Messages struct{ *service }
+
+// Tasks creates, reads, changes and lists the tasks agents give each other.
+type Tasks struct{ *service }
+
+// Events serves the event log: long polls and the following of one task.
+type Events struct{ *service }
+
+// Envelopes takes signed cross-boundary envelopes (POST /handoff).
+type Envelopes struct{ *service }
+
+// Protocol serves Google A2A: a message that starts or continues a task, and the
+// push notification configs of a task.
+type Protocol struct {
+	*service
+	tasks *Tasks
+}
+
+// PushDeliveries delivers push notifications (the job queue's push worker).
+type PushDeliveries struct{ *service }
+
+// Snapshots exports a scope's coordination state.
+type Snapshots struct{ *service }
+
+// Sweeper purges messages, events and tasks that outlived their retention.
+type Sweeper struct{ *service }
+
+func (a *service) nowMs() int64 { return a.clock.Now().UnixMilli() }
 
 // sender returns who sends a message or creates a task: the caller's subject, or, for
 // a caller admitted by trusted headers (static token, open mode), the agent fromAgent

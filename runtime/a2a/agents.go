@@ -27,7 +27,7 @@ var versionPattern = regexp.MustCompile(`^[0-9]{1,9}\.[0-9]{1,9}$`)
 // RegisterAgent registers or refreshes an agent: the caller's own entry, or with
 // a2a:admin any agent's. A registration that changes nothing but the time it was last
 // seen appends no event: agents heartbeat by re-registering.
-func (a *Service) RegisterAgent(ctx context.Context, p runtime.Principal, req *contract.RegisterAgentRequest) (*contract.Agent, error) {
+func (a *Agents) RegisterAgent(ctx context.Context, p runtime.Principal, req *contract.RegisterAgentRequest) (*contract.Agent, error) {
 	agent := contract.Agent{AgentID: p.Subject}
 	if req.AgentID != nil {
 		if err := runtime.ValidateID("agentId", *req.AgentID); err != nil {
@@ -111,7 +111,7 @@ func agentsBinding(scope runtime.Scope) runtime.CursorBinding {
 }
 
 // ListAgents returns one page of the scope's agents in ID order.
-func (a *Service) ListAgents(ctx context.Context, p runtime.Principal, req *contract.ListAgentsRequest) (*contract.AgentList, error) {
+func (a *Agents) ListAgents(ctx context.Context, p runtime.Principal, req *contract.ListAgentsRequest) (*contract.AgentList, error) {
 	limit, err := runtime.OptionalCount("limit", req.Limit, contract.DefaultA2ALimit, contract.MaxA2ALimit)
 	if err != nil {
 		return nil, err

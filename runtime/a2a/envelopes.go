@@ -111,7 +111,7 @@ type Handoff struct {
 // a task, or the opaque payload stored) and the envelope_received event. A replay of
 // an accepted message_id returns the first ack as a duplicate and executes nothing; an
 // expired envelope executes nothing.
-func (a *Service) Handoff(ctx context.Context, p runtime.Principal, h *Handoff) (*contract.MessageAck, error) {
+func (a *Envelopes) Handoff(ctx context.Context, p runtime.Principal, h *Handoff) (*contract.MessageAck, error) {
 	claims, err := readEnvelopeClaims(h.Raw)
 	if err != nil {
 		return nil, runtime.Invalid("body", "the envelope has no canonical JSON form")
@@ -228,7 +228,7 @@ func duplicateAck(rec, stored *EnvelopeRecord) (*contract.MessageAck, error) {
 }
 
 // SupportedVersions answers GET /versions.
-func (a *Service) SupportedVersions() *contract.A2AVersions {
+func (a *Envelopes) SupportedVersions() *contract.A2AVersions {
 	return &contract.A2AVersions{SupportedVersions: slices.Clone(contract.SupportedA2AVersions)}
 }
 
@@ -241,7 +241,7 @@ func signatureInvalid(msg string) error {
 // either key must admit the caller's tenant. An unsigned envelope passes only when the
 // caller is its sender and signatures are not required. Every failure is the same
 // SIGNATURE_INVALID, naming no key.
-func (a *Service) verifyEnvelope(p runtime.Principal, c envelopeClaims) error {
+func (a *service) verifyEnvelope(p runtime.Principal, c envelopeClaims) error {
 	if c.signature == nil {
 		if a.requireSigned || c.from != p.Subject {
 			return signatureInvalid("the envelope must be signed")

@@ -30,7 +30,7 @@ func eventsBinding(scope runtime.Scope) runtime.CursorBinding {
 // PollEvents returns the caller's next events after the cursor that match the filter,
 // waiting up to waitMs for one to commit when there is none yet. The next cursor
 // advances past every event examined, so a filtered poller never reads a row twice.
-func (a *Service) PollEvents(ctx context.Context, p runtime.Principal, req *contract.PollEventsRequest) (*contract.EventPage, error) {
+func (a *Events) PollEvents(ctx context.Context, p runtime.Principal, req *contract.PollEventsRequest) (*contract.EventPage, error) {
 	q, err := a.eventQuery(p, req)
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (a *Service) PollEvents(ctx context.Context, p runtime.Principal, req *cont
 
 // wait blocks until sub wakes or pollRecheck passed, and reports whether the poll
 // should look again: false once waitCtx ended or the notifier stopped.
-func (a *Service) wait(waitCtx context.Context, sub runtime.EventSubscription) bool {
+func (a *service) wait(waitCtx context.Context, sub runtime.EventSubscription) bool {
 	recheck, cancel := context.WithTimeout(waitCtx, pollRecheck)
 	defer cancel()
 	if sub.Wait(recheck) {
@@ -86,7 +86,7 @@ func (a *Service) wait(waitCtx context.Context, sub runtime.EventSubscription) b
 	return waitCtx.Err() == nil && recheck.Err() != nil
 }
 
-func (a *Service) eventPage(scope runtime.Scope, events []contract.Event, next int64) *contract.EventPage {
+func (a *service) eventPage(scope runtime.Scope, events []contract.Event, next int64) *contract.EventPage {
 	if events == nil {
 		events = []contract.Event{}
 	}
@@ -94,7 +94,7 @@ func (a *Service) eventPage(scope runtime.Scope, events []contract.Event, next i
 }
 
 // eventQuery validates a poll request and returns its first query.
-func (a *Service) eventQuery(p runtime.Principal, req *contract.PollEventsRequest) (runtime.EventQuery, error) {
+func (a *service) eventQuery(p runtime.Principal, req *contract.PollEventsRequest) (runtime.EventQuery, error) {
 	q := runtime.EventQuery{Agent: p.Subject, Scan: pollScanRows}
 	var err error
 	if q.Limit, err = runtime.OptionalCount("limit", req.Limit, contract.DefaultA2ALimit, contract.MaxPollLimit); err != nil {

@@ -94,12 +94,12 @@ func (s *stubPoll) PollEvents(_ context.Context, _ runtime.Scope, q runtime.Even
 var a2aFuzzCaller = runtime.Principal{Scope: runtime.Scope{TenantID: "t", ProjectID: "p"}, Subject: "agent-1",
 	TrustedHeaders: true, Capabilities: map[string]bool{contract.CapA2AAdmin: true}}
 
-func setupA2AFuzz() (*a2a.Service, *stubA2A) {
+func setupA2AFuzz() (*a2a.Coordination, *stubA2A) {
 	s := &stubA2A{}
 	poll := &stubPoll{owner: s}
 	s.events = &poll.Events
 	db := runtimetest.DB[a2a.Stores]{S: a2a.Stores{Agents: s, AgentMessages: s, Tasks: s, Events: poll}}
-	return a2a.New(a2a.Config{DB: db, Cursors: runtime.NewCursorCodec([]byte(strings.Repeat("k", 32)))}), s
+	return a2a.NewCoordination(a2a.Config{DB: db, Cursors: runtime.NewCursorCodec([]byte(strings.Repeat("k", 32)))}), s
 }
 
 // requireText asserts an runtimetest.Accepted free text: valid UTF-8 without NUL, within maxBytes.
@@ -120,7 +120,7 @@ func requireOptionalID(t *testing.T, field string, id *string) {
 func FuzzA2APostMessage(f *testing.F) {
 	runtimetest.FuzzBody(f, func(t *testing.T, req *contract.PostMessageRequest) {
 		a, s := setupA2AFuzz()
-		if _, err := a.PostMessage(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
+		if _, err := a.Messages.PostMessage(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
 			return
 		}
 		m := s.posted
@@ -152,7 +152,7 @@ func FuzzA2APostMessage(f *testing.F) {
 func FuzzA2AReadMessages(f *testing.F) {
 	runtimetest.FuzzBody(f, func(t *testing.T, req *contract.ReadMessagesRequest) {
 		a, s := setupA2AFuzz()
-		if _, err := a.ReadMessages(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
+		if _, err := a.Messages.ReadMessages(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
 			return
 		}
 		q := s.read
@@ -199,7 +199,7 @@ func requireParts(t *testing.T, parts []contract.Part) {
 func FuzzA2ACreateTask(f *testing.F) {
 	runtimetest.FuzzBody(f, func(t *testing.T, req *contract.CreateTaskRequest) {
 		a, s := setupA2AFuzz()
-		if _, _, err := a.CreateTask(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
+		if _, _, err := a.Tasks.CreateTask(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
 			return
 		}
 		task := s.created.Task
@@ -227,7 +227,7 @@ func FuzzA2ACreateTask(f *testing.F) {
 func FuzzA2AListTasks(f *testing.F) {
 	runtimetest.FuzzBody(f, func(t *testing.T, req *contract.ListTasksRequest) {
 		a, s := setupA2AFuzz()
-		if _, err := a.ListTasks(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
+		if _, err := a.Tasks.ListTasks(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
 			return
 		}
 		q := s.listed
@@ -245,7 +245,7 @@ func FuzzA2AListTasks(f *testing.F) {
 func FuzzA2ARegisterAgent(f *testing.F) {
 	runtimetest.FuzzBody(f, func(t *testing.T, req *contract.RegisterAgentRequest) {
 		a, s := setupA2AFuzz()
-		if _, err := a.RegisterAgent(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
+		if _, err := a.Agents.RegisterAgent(context.Background(), a2aFuzzCaller, req); !runtimetest.Accepted(t, err, s.calls) {
 			return
 		}
 		ag := s.agent
@@ -269,7 +269,7 @@ func FuzzA2APollEvents(f *testing.F) {
 			return // waiting is the hub's, not the validator's; without a notifier it is no wait
 		}
 		a, s := setupA2AFuzz()
-		page, err := a.PollEvents(context.Background(), a2aFuzzCaller, req)
+		page, err := a.Events.PollEvents(context.Background(), a2aFuzzCaller, req)
 		if !runtimetest.Accepted(t, err, s.calls) {
 			return
 		}
@@ -285,7 +285,7 @@ func FuzzA2APollEvents(f *testing.F) {
 		}
 		require.GreaterOrEqual(t, q.MinConsistency, 0)
 		require.Less(t, q.MinConsistency, len(contract.ConsistencyLevels))
-		again, err := a.PollEvents(context.Background(), a2aFuzzCaller, &contract.PollEventsRequest{Cursor: &page.NextCursor})
+		again, err := a.Events.PollEvents(context.Background(), a2aFuzzCaller, &contract.PollEventsRequest{Cursor: &page.NextCursor})
 		require.NoError(t, err)
 		require.Equal(t, page.NextCursor, again.NextCursor)
 		require.Equal(t, q.After, s.polled.After)

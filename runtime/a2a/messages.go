@@ -56,7 +56,7 @@ const hourMs = int64(3600 * 1000)
 // the same transaction. It answers with a receipt only: a re-post of the same
 // messageId and content is a duplicate with no effect; the same messageId with other
 // content is IDEMPOTENCY_CONFLICT.
-func (a *Service) PostMessage(ctx context.Context, p runtime.Principal, req *contract.PostMessageRequest) (*contract.MessageAck, error) {
+func (a *Messages) PostMessage(ctx context.Context, p runtime.Principal, req *contract.PostMessageRequest) (*contract.MessageAck, error) {
 	m, err := validateAgentMessage(p, req)
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func (a *Service) PostMessage(ctx context.Context, p runtime.Principal, req *con
 // postMessage stores the validated message m (whose ExpiresAtMs still holds its time to
 // live) through stores (a unit of work's, or the pool's), with its message_posted
 // event.
-func (a *Service) postMessage(ctx context.Context, stores Stores, scope runtime.Scope, m *contract.AgentMessage, now int64) (contract.MessageAck, error) {
+func (a *service) postMessage(ctx context.Context, stores Stores, scope runtime.Scope, m *contract.AgentMessage, now int64) (contract.MessageAck, error) {
 	m.CreatedAtMs, m.ExpiresAtMs = now, now+m.ExpiresAtMs
 	stored, created, err := stores.AgentMessages.PostMessage(ctx, scope, m, a.maxMessages, now, messagePostedEvent(m))
 	if err != nil {
@@ -188,7 +188,7 @@ func messagePostedEvent(m *contract.AgentMessage) runtime.NewEvent {
 // ReadMessages returns the caller's messages: addressed to it or broadcast, not its
 // own, not expired, by default only unread ones, and marks them read unless markRead
 // is false.
-func (a *Service) ReadMessages(ctx context.Context, p runtime.Principal, req *contract.ReadMessagesRequest) (*contract.AgentMessages, error) {
+func (a *Messages) ReadMessages(ctx context.Context, p runtime.Principal, req *contract.ReadMessagesRequest) (*contract.AgentMessages, error) {
 	q := AgentMessageQuery{Agent: p.Subject, NowMs: a.nowMs(), IncludeRead: req.IncludeRead, MarkRead: true}
 	var err error
 	if q.Limit, err = runtime.OptionalCount("limit", req.Limit, contract.DefaultA2ALimit, contract.MaxA2ALimit); err != nil {

@@ -28,9 +28,9 @@ const descriptionFallback = "A2A message"
 // A continuation is MessageTask (NOT_FOUND for a non-participant, CONFLICT for a
 // terminal task); a new task is CreateTask with the first text part as its
 // description. Without a recipient it is VALIDATION_FAILED naming metadata.toAgent.
-func (a *Service) SendProtocolMessage(ctx context.Context, p runtime.Principal, req *ProtocolSend) (*contract.Task, error) {
+func (a *Protocol) SendProtocolMessage(ctx context.Context, p runtime.Principal, req *ProtocolSend) (*contract.Task, error) {
 	if req.TaskID != nil {
-		return a.MessageTask(ctx, p, &contract.TaskMessageRequest{TaskID: *req.TaskID, Parts: req.Parts})
+		return a.tasks.MessageTask(ctx, p, &contract.TaskMessageRequest{TaskID: *req.TaskID, Parts: req.Parts})
 	}
 	to := a.defaultAgent
 	if req.ToAgent != nil {
@@ -46,7 +46,7 @@ func (a *Service) SendProtocolMessage(ctx context.Context, p runtime.Principal, 
 			break
 		}
 	}
-	t, _, err := a.CreateTask(ctx, p, &contract.CreateTaskRequest{ContextID: req.ContextID, ToAgent: to,
+	t, _, err := a.tasks.CreateTask(ctx, p, &contract.CreateTaskRequest{ContextID: req.ContextID, ToAgent: to,
 		Description: &description, Parts: req.Parts, Metadata: req.Metadata})
 	return t, err
 }

@@ -139,7 +139,7 @@ func (PushJob) Kind() string { return "agent_context_a2a_push" }
 // SetPushConfig stores a push config of a task the caller participates in (NOT_FOUND
 // otherwise); a URL the service may not call is VALIDATION_FAILED, an eleventh config
 // LIMIT_EXCEEDED. The config's deliveries start with the task's next change.
-func (a *Service) SetPushConfig(ctx context.Context, p runtime.Principal, c *PushConfig) (*PushConfig, error) {
+func (a *Protocol) SetPushConfig(ctx context.Context, p runtime.Principal, c *PushConfig) (*PushConfig, error) {
 	if err := runtime.ValidateID("taskId", c.TaskID); err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (a *Service) SetPushConfig(ctx context.Context, p runtime.Principal, c *Pus
 
 // participantTask returns a task the caller participates in; anyone else, a2a:admin
 // included, gets NOT_FOUND.
-func (a *Service) participantTask(ctx context.Context, p runtime.Principal, taskID string) (*contract.Task, error) {
+func (a *service) participantTask(ctx context.Context, p runtime.Principal, taskID string) (*contract.Task, error) {
 	if err := runtime.ValidateID("taskId", taskID); err != nil {
 		return nil, err
 	}
@@ -219,7 +219,7 @@ func (a *Service) participantTask(ctx context.Context, p runtime.Principal, task
 // PushConfigs returns one config of a task the caller participates in (configID set)
 // or all of them; an unknown config is NOT_FOUND naming configId. The token and
 // authentication of a config the other participant set are left out.
-func (a *Service) PushConfigs(ctx context.Context, p runtime.Principal, taskID string, configID *string) ([]PushConfig, error) {
+func (a *Protocol) PushConfigs(ctx context.Context, p runtime.Principal, taskID string, configID *string) ([]PushConfig, error) {
 	if _, err := a.participantTask(ctx, p, taskID); err != nil {
 		return nil, err
 	}
@@ -249,7 +249,7 @@ func (a *Service) PushConfigs(ctx context.Context, p runtime.Principal, taskID s
 
 // DeletePushConfig deletes one config of a task the caller participates in; an
 // unknown config is NOT_FOUND naming configId.
-func (a *Service) DeletePushConfig(ctx context.Context, p runtime.Principal, taskID, configID string) error {
+func (a *Protocol) DeletePushConfig(ctx context.Context, p runtime.Principal, taskID, configID string) error {
 	if _, err := a.participantTask(ctx, p, taskID); err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func enqueuePush(ctx context.Context, tx Stores, scope runtime.Scope, taskID str
 // retryAt (done false); a change still failing PushGiveUp after it was made is
 // dropped. A config another run holds is tried again shortly; a config that is gone
 // is done. An error is the database's.
-func (a *Service) DeliverPush(ctx context.Context, job *PushJob, jobID int64, deadline time.Time) (done bool, retryAt time.Time, err error) {
+func (a *PushDeliveries) DeliverPush(ctx context.Context, job *PushJob, jobID int64, deadline time.Time) (done bool, retryAt time.Time, err error) {
 	scope := runtime.Scope{TenantID: job.TenantID, ProjectID: job.ProjectID}
 	now := a.nowMs()
 	d, ok, err := a.stores.Push.LeasePush(ctx, scope, job.TaskID, job.ConfigID, now, now+pushLease.Milliseconds())

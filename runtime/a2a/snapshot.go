@@ -18,7 +18,7 @@ import (
 // recipient); tasks those it takes part in, or every task with a2a:admin. Secrets in
 // contents, descriptions, labels and metadata are redacted unless privacy is full,
 // which needs a2a:admin.
-func (a *Service) Snapshot(ctx context.Context, p runtime.Principal, req *contract.SnapshotRequest) (*contract.Snapshot, error) {
+func (a *Snapshots) Snapshot(ctx context.Context, p runtime.Principal, req *contract.SnapshotRequest) (*contract.Snapshot, error) {
 	privacy, err := enumOr("privacy", req.Privacy, contract.SnapshotRedacted, contract.SnapshotModes)
 	if err != nil {
 		return nil, err

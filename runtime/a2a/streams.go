@@ -52,7 +52,7 @@ type StreamUpdate struct {
 // idle it calls emit with a StreamIdle update and looks at the log again, so a lost
 // wake-up delays an update by at most idle. An error of emit ends the stream with it.
 // A caller who is not a participant gets NOT_FOUND, as on every task route.
-func (a *Service) FollowTask(ctx context.Context, p runtime.Principal, taskID string, idle time.Duration,
+func (a *Events) FollowTask(ctx context.Context, p runtime.Principal, taskID string, idle time.Duration,
 	emit func(*StreamUpdate) error) error {
 	if err := runtime.ValidateID("taskId", taskID); err != nil {
 		return err
@@ -79,7 +79,7 @@ func (a *Service) FollowTask(ctx context.Context, p runtime.Principal, taskID st
 	if err := emit(&StreamUpdate{Kind: StreamTask, Task: &t, State: t.State, AtMs: t.UpdatedAtMs, Final: TaskTerminal(t.State)}); err != nil {
 		return err
 	}
-	f := follower{a: a, p: p, first: &t, version: t.Version, state: t.State, emit: emit}
+	f := follower{a: a.service, p: p, first: &t, version: t.Version, state: t.State, emit: emit}
 	for !TaskTerminal(f.state) {
 		events, err := a.stores.Tasks.TaskEvents(ctx, p.Scope, taskID, cursor, followBatch)
 		if err != nil {
@@ -113,7 +113,7 @@ var ErrFollowStopped = errors.New("the event notifier stopped")
 
 // waitForEvents waits until an event of the scope may have committed, or for idle, and
 // then emits an idle update.
-func (a *Service) waitForEvents(ctx context.Context, sub runtime.EventSubscription, idle time.Duration, emit func(*StreamUpdate) error) error {
+func (a *service) waitForEvents(ctx context.Context, sub runtime.EventSubscription, idle time.Duration, emit func(*StreamUpdate) error) error {
 	wait, cancel := context.WithTimeout(ctx, idle)
 	defer cancel()
 	if sub != nil && sub.Wait(wait) {
@@ -133,7 +133,7 @@ func (a *Service) waitForEvents(ctx context.Context, sub runtime.EventSubscripti
 
 // follower turns a followed task's events into updates.
 type follower struct {
-	a *Service
+	a *service
 	p runtime.Principal
 	// first is the task as the stream first read it.
 	first   *contract.Task

@@ -23,7 +23,7 @@ const sweepScopeBatch = 100
 // not finished since since is done (true) or deadline has passed (false: a later run
 // continues with the scopes left, since finished ones are marked). An error is
 // transient.
-func (a *Service) SweepA2A(ctx context.Context, since, deadline time.Time) (bool, error) {
+func (a *Sweeper) SweepA2A(ctx context.Context, since, deadline time.Time) (bool, error) {
 	for {
 		scopes, err := a.stores.Events.SweepScopes(ctx, since.UnixMilli(), sweepScopeBatch)
 		if err != nil || len(scopes) == 0 {
@@ -43,7 +43,7 @@ func (a *Service) SweepA2A(ctx context.Context, since, deadline time.Time) (bool
 }
 
 // sweepScope purges one scope until nothing is left or deadline has passed.
-func (a *Service) sweepScope(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
+func (a *service) sweepScope(ctx context.Context, scope runtime.Scope, deadline time.Time) (bool, error) {
 	now := a.clock.Now()
 	purges := []func() (int, error){
 		func() (int, error) {

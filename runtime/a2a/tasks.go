@@ -143,7 +143,7 @@ var errTaskExists = errors.New("a task with this ID exists")
 // with trusted headers, fromAgent), and appends its task_created event in the same
 // transaction. A retry with the same ID and content returns the stored task and
 // created false; the same ID with other content is IDEMPOTENCY_CONFLICT.
-func (a *Service) CreateTask(ctx context.Context, p runtime.Principal, req *contract.CreateTaskRequest) (*contract.Task, bool, error) {
+func (a *Tasks) CreateTask(ctx context.Context, p runtime.Principal, req *contract.CreateTaskRequest) (*contract.Task, bool, error) {
 	t, digest, size, err := validateTask(p, req)
 	if err != nil {
 		return nil, false, err
@@ -407,7 +407,7 @@ func participant(t *contract.Task, agent string) bool {
 
 // GetTask returns a task to one of its participants, or to a caller with a2a:admin;
 // anyone else gets NOT_FOUND, as for a task that does not exist.
-func (a *Service) GetTask(ctx context.Context, p runtime.Principal, req *contract.TaskRequest) (*contract.Task, error) {
+func (a *Tasks) GetTask(ctx context.Context, p runtime.Principal, req *contract.TaskRequest) (*contract.Task, error) {
 	if err := runtime.ValidateID("taskId", req.TaskID); err != nil {
 		return nil, err
 	}
@@ -426,7 +426,7 @@ func taskNotFound() error { return runtime.NotFound("taskId", "task") }
 // changeTask runs one change of a task the caller participates in: it locks the task,
 // lets plan decide the change and its event from what is stored, writes both in one
 // transaction, and returns the task as it is afterwards.
-func (a *Service) changeTask(ctx context.Context, p runtime.Principal, taskID string, plan func(lt *LockedTask, nowMs int64) (*TaskChange, runtime.NewEvent, error)) (*contract.Task, error) {
+func (a *service) changeTask(ctx context.Context, p runtime.Principal, taskID string, plan func(lt *LockedTask, nowMs int64) (*TaskChange, runtime.NewEvent, error)) (*contract.Task, error) {
 	var out contract.Task
 	err := a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
 		lt, err := tx.Tasks.LockTask(ctx, p.Scope, taskID)
@@ -513,7 +513,7 @@ func checkVersion(t *contract.Task, expected *int64) error {
 // UpdateTask moves a task to another state as one of its participants, optionally
 // adding artifacts and a reason to its history. Only the creator may cancel.
 // expectedVersion, when given, must be the stored version (else CONFLICT).
-func (a *Service) UpdateTask(ctx context.Context, p runtime.Principal, req *contract.UpdateTaskRequest) (*contract.Task, error) {
+func (a *Tasks) UpdateTask(ctx context.Context, p runtime.Principal, req *contract.UpdateTaskRequest) (*contract.Task, error) {
 	if err := runtime.ValidateID("taskId", req.TaskID); err != nil {
 		return nil, err
 	}
@@ -626,7 +626,7 @@ func taskUpdatedEvent(actor string, t *contract.Task, c *TaskChange) runtime.New
 
 // CancelTask cancels a task. Only its creator may; anyone else of its participants
 // gets SCOPE_FORBIDDEN. A terminal task is INVALID_TRANSITION.
-func (a *Service) CancelTask(ctx context.Context, p runtime.Principal, req *contract.CancelTaskRequest) (*contract.Task, error) {
+func (a *Tasks) CancelTask(ctx context.Context, p runtime.Principal, req *contract.CancelTaskRequest) (*contract.Task, error) {
 	if err := runtime.ValidateID("taskId", req.TaskID); err != nil {
 		return nil, err
 	}
@@ -647,7 +647,7 @@ func (a *Service) CancelTask(ctx context.Context, p runtime.Principal, req *cont
 
 // MessageTask adds a message to a task that is not terminal; its role is user when the
 // creator sends it and agent when the recipient does.
-func (a *Service) MessageTask(ctx context.Context, p runtime.Principal, req *contract.TaskMessageRequest) (*contract.Task, error) {
+func (a *Tasks) MessageTask(ctx context.Context, p runtime.Principal, req *contract.TaskMessageRequest) (*contract.Task, error) {
 	if err := runtime.ValidateID("taskId", req.TaskID); err != nil {
 		return nil, err
 	}
@@ -688,7 +688,7 @@ func tasksBinding(p runtime.Principal, role string, states []string) runtime.Cur
 
 // ListTasks returns one page of the tasks the caller created, receives or either, in
 // creation order, and how many non-terminal tasks are addressed to it.
-func (a *Service) ListTasks(ctx context.Context, p runtime.Principal, req *contract.ListTasksRequest) (*contract.TaskList, error) {
+func (a *Tasks) ListTasks(ctx context.Context, p runtime.Principal, req *contract.ListTasksRequest) (*contract.TaskList, error) {
 	q := TaskQuery{Agent: p.Subject}
 	var err error
 	if q.Role, err = enumOr("role", req.Role, contract.TaskListAny, contract.TaskListRoles); err != nil {
@@ -729,7 +729,7 @@ func (a *Service) ListTasks(ctx context.Context, p runtime.Principal, req *contr
 }
 
 // TaskInfo counts the tasks the caller created or receives.
-func (a *Service) TaskInfo(ctx context.Context, p runtime.Principal, _ *contract.TaskInfoRequest) (*contract.TaskInfo, error) {
+func (a *Tasks) TaskInfo(ctx context.Context, p runtime.Principal, _ *contract.TaskInfoRequest) (*contract.TaskInfo, error) {
 	counts, err := a.stores.Tasks.CountTasks(ctx, p.Scope, p.Subject)
 	if err != nil {
 		return nil, err

@@ -156,20 +156,20 @@ func checkPrice(path string, mp contract.ModelPrice) (Price, error) {
 	return price, nil
 }
 
-// Costs is the cost attribution report (docs/costs.md): what the model invocations of a
+// Attribution is the cost attribution report (docs/costs.md): what the model invocations of a
 // scope cost, priced from the pricing file.
-type Costs struct {
+type Attribution struct {
 	store   CostStore
 	pricing Pricing
 }
 
-// NewCosts returns the report over db, priced by pricing.
-func NewCosts(store CostStore, pricing Pricing) *Costs {
-	return &Costs{store: store, pricing: pricing}
+// NewAttribution returns the report over db, priced by pricing.
+func NewAttribution(store CostStore, pricing Pricing) *Attribution {
+	return &Attribution{store: store, pricing: pricing}
 }
 
 // Report validates a cost report request and computes the report.
-func (c *Costs) Report(ctx context.Context, scope runtime.Scope, req *contract.CostsRequest) (contract.CostsResponse, error) {
+func (c *Attribution) Report(ctx context.Context, scope runtime.Scope, req *contract.CostsRequest) (contract.CostsResponse, error) {
 	q, err := ValidateCostsRequest(req)
 	if err != nil {
 		return contract.CostsResponse{}, err
@@ -213,7 +213,7 @@ func ValidateCostsRequest(req *contract.CostsRequest) (CostQuery, error) {
 
 // InvocationCost prices one model invocation as the report prices each of them, and
 // says how its model found its price. The decimal is exact, without trailing zeros.
-func (c *Costs) InvocationCost(m contract.ModelInvocation) (contract.Decimal, string) {
+func (c *Attribution) InvocationCost(m contract.ModelInvocation) (contract.Decimal, string) {
 	price, match := c.pricing.PriceOf(m.Model)
 	perMTok := new(big.Rat)
 	for _, term := range []struct {

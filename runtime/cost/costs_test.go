@@ -46,7 +46,7 @@ func TestInvocationCost(t *testing.T) {
 		"models": {"m": {"inputPerMTok": 3, "outputPerMTok": 15, "cachedInputPerMTok": 0.3}},
 		"fallback": {"inputPerMTok": 1, "outputPerMTok": 4}}`))
 	require.NoError(t, err)
-	costs := cost.NewCosts(nil, pricing)
+	costs := cost.NewAttribution(nil, pricing)
 	for _, c := range []struct {
 		model                 string
 		input, cached, output int64
@@ -64,7 +64,7 @@ func TestInvocationCost(t *testing.T) {
 		require.Equal(t, c.want, got, "%+v", c)
 		require.Equal(t, c.match, match)
 	}
-	got, match := cost.NewCosts(nil, cost.Pricing{}).InvocationCost(contract.ModelInvocation{Model: "m", InputTokens: 10})
+	got, match := cost.NewAttribution(nil, cost.Pricing{}).InvocationCost(contract.ModelInvocation{Model: "m", InputTokens: 10})
 	require.Equal(t, contract.Decimal("0"), got)
 	require.Equal(t, contract.PricingNone, match)
 }

@@ -12,7 +12,7 @@ import (
 // whether its work was started now: deleting an already deleted conversation returns
 // the existing operation, unless that operation failed, in which case the same
 // operation goes back to pending and its job is enqueued again (docs/operations.md).
-func (o *Operations) DeleteConversation(ctx context.Context, scope runtime.Scope, req *contract.DeleteConversationRequest) (*contract.OperationResponse, bool, error) {
+func (o *Maintenance) DeleteConversation(ctx context.Context, scope runtime.Scope, req *contract.DeleteConversationRequest) (*contract.OperationResponse, bool, error) {
 	if err := runtime.ValidateID("conversationId", req.ConversationID); err != nil {
 		return nil, false, err
 	}

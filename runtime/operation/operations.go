@@ -145,8 +145,8 @@ type SchemaInfo interface {
 	Versions(ctx context.Context) (current, latest int64, err error)
 }
 
-// OperationsConfig configures the operation use cases.
-type OperationsConfig struct {
+// MaintenanceConfig configures the operation use cases.
+type MaintenanceConfig struct {
 	DB     runtime.UnitOfWork[Stores]
 	Schema SchemaInfo
 	Clock  runtime.Clock
@@ -186,9 +186,9 @@ type StepRunner interface {
 	Step(op contract.Operation) (func(ctx context.Context, scope runtime.Scope, nowMs int64) (bool, error), error)
 }
 
-// Operations holds the use cases of conversation deletion, retention, operation lookup
+// Maintenance holds the use cases of conversation deletion, retention, operation lookup
 // and maintenance status (docs/operations.md), and runs the work of their jobs.
-type Operations struct {
+type Maintenance struct {
 	db            runtime.UnitOfWork[Stores]
 	store         OperationStore
 	schema        SchemaInfo
@@ -207,9 +207,9 @@ const (
 	DefaultOperationBatchBytes = 32 << 20
 )
 
-// NewOperations returns the operation use cases.
-func NewOperations(cfg OperationsConfig) *Operations {
-	o := &Operations{db: cfg.DB, store: cfg.DB.Stores().Operations, schema: cfg.Schema, clock: cfg.Clock,
+// NewMaintenance returns the operation use cases.
+func NewMaintenance(cfg MaintenanceConfig) *Maintenance {
+	o := &Maintenance{db: cfg.DB, store: cfg.DB.Stores().Operations, schema: cfg.Schema, clock: cfg.Clock,
 		log: cfg.Logger, defaultMaxAge: cfg.DefaultMaxAge,
 		bounds:     StepBounds{Rows: cfg.BatchSize, Bytes: cfg.BatchBytes, Timeout: cfg.StepTimeout},
 		projection: cfg.Projection, rebuilds: cfg.Rebuilds, exports: cfg.Exports}
@@ -224,7 +224,7 @@ func NewOperations(cfg OperationsConfig) *Operations {
 }
 
 // pendingOperation returns a pending operation created now with request echoed.
-func (o *Operations) pendingOperation(kind string, request any) (contract.Operation, error) {
+func (o *Maintenance) pendingOperation(kind string, request any) (contract.Operation, error) {
 	return PendingOperation(kind, request, o.clock.Now())
 }
 
@@ -250,7 +250,7 @@ func NewOperationID() string { return "op-" + runtime.NewID() }
 
 // Get returns an operation of the caller's scope. Any operation may be read with
 // context:admin; with messages:delete only, deletion and retention operations.
-func (o *Operations) Get(ctx context.Context, p runtime.Principal, req *contract.GetOperationRequest) (*contract.OperationResponse, error) {
+func (o *Maintenance) Get(ctx context.Context, p runtime.Principal, req *contract.GetOperationRequest) (*contract.OperationResponse, error) {
 	if err := runtime.ValidateID("operationId", req.OperationID); err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (o *Operations) Get(ctx context.Context, p runtime.Principal, req *contract
 }
 
 // Status reports the maintenance state of the caller's scope.
-func (o *Operations) Status(ctx context.Context, scope runtime.Scope) (*contract.MaintenanceStatus, error) {
+func (o *Maintenance) Status(ctx context.Context, scope runtime.Scope) (*contract.MaintenanceStatus, error) {
 	now := o.clock.Now()
 	counts, lastRun, err := o.store.MaintenanceCounts(ctx, scope, now.Add(-24*time.Hour).UnixMilli())
 	if err != nil {
@@ -294,7 +294,7 @@ func (o *Operations) Status(ctx context.Context, scope runtime.Scope) (*contract
 
 // RecentOperations returns up to limit (1 – MaxRecentOperations) of the scope's
 // operations, the newest created first.
-func (o *Operations) RecentOperations(ctx context.Context, scope runtime.Scope, limit int) ([]contract.Operation, error) {
+func (o *Maintenance) RecentOperations(ctx context.Context, scope runtime.Scope, limit int) ([]contract.Operation, error) {
 	if limit < 1 || limit > MaxRecentOperations {
 		return nil, runtime.Invalid("limit", "limit must be from 1 to %d", MaxRecentOperations)
 	}
@@ -305,7 +305,7 @@ func (o *Operations) RecentOperations(ctx context.Context, scope runtime.Scope, 
 // invocations and entries by status as clients read them now (an active entry past
 // its expiry is expired), each up to DefaultCountBound, so that the read stays
 // bounded however large the scope is.
-func (o *Operations) RecordCounts(ctx context.Context, scope runtime.Scope) (RecordCounts, error) {
+func (o *Maintenance) RecordCounts(ctx context.Context, scope runtime.Scope) (RecordCounts, error) {
 	return o.store.RecordCounts(ctx, scope, DefaultCountBound, o.clock.Now().UnixMilli())
 }
 
@@ -315,7 +315,7 @@ func (o *Operations) RecordCounts(ctx context.Context, scope runtime.Scope) (Rec
 // replica in between. It reports whether the operation is finished. An error is
 // transient (the job should run again later): steps are idempotent, and one that failed
 // left nothing behind.
-func (o *Operations) RunOperation(ctx context.Context, scope runtime.Scope, id string, deadline time.Time) (bool, error) {
+func (o *Maintenance) RunOperation(ctx context.Context, scope runtime.Scope, id string, deadline time.Time) (bool, error) {
 	op, err := o.store.StartOperation(ctx, scope, id, o.clock.Now().UnixMilli())
 	if runtime.ErrorCode(err) == contract.CodeNotFound {
 		return true, nil // nothing left to do for a job whose operation is gone
@@ -344,7 +344,7 @@ func (o *Operations) RunOperation(ctx context.Context, scope runtime.Scope, id s
 type stepFunc func(ctx context.Context, scope runtime.Scope, id string, nowMs int64) (bool, error)
 
 // stepFunc returns the step of op's kind, or a permanent error when op cannot run.
-func (o *Operations) stepFunc(op contract.Operation) (stepFunc, error) {
+func (o *Maintenance) stepFunc(op contract.Operation) (stepFunc, error) {
 	switch op.Kind {
 	case contract.OperationConversationDelete:
 		var req contract.DeleteConversationRequest
@@ -387,7 +387,7 @@ func scopeStep(step func(ctx context.Context, scope runtime.Scope, nowMs int64) 
 // FailOperation marks an operation failed because of cause. The operation's error
 // carries cause's code and client-safe message; an internal cause is reported as
 // INTERNAL without its text, which goes to the log only.
-func (o *Operations) FailOperation(ctx context.Context, scope runtime.Scope, id string, cause error) error {
+func (o *Maintenance) FailOperation(ctx context.Context, scope runtime.Scope, id string, cause error) error {
 	opErr := contract.OperationError{Code: contract.CodeInternal, Message: "the operation failed"}
 	var re *runtime.Error
 	if errors.As(cause, &re) && re.Code != contract.CodeInternal {

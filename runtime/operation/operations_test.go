@@ -143,8 +143,8 @@ func (s stubSchema) Versions(context.Context) (int64, int64, error) { return s.c
 
 var opScope = runtime.Scope{TenantID: "t", ProjectID: "p"}
 
-func newOps(store *stubOperations, defaultMaxAge time.Duration) *operation.Operations {
-	return operation.NewOperations(operation.OperationsConfig{
+func newOps(store *stubOperations, defaultMaxAge time.Duration) *operation.Maintenance {
+	return operation.NewMaintenance(operation.MaintenanceConfig{
 		DB: opsDB(store), Schema: stubSchema{4, 5}, Clock: &opClock{t: time.UnixMilli(10_000)}, DefaultMaxAge: defaultMaxAge,
 	})
 }
@@ -258,7 +258,7 @@ func TestRunOperationSteps(t *testing.T) {
 	})
 	store.stepsLeft = 5
 	clock := &opClock{t: time.UnixMilli(10_000)}
-	ops := operation.NewOperations(operation.OperationsConfig{DB: opsDB(store), Clock: clock})
+	ops := operation.NewMaintenance(operation.MaintenanceConfig{DB: opsDB(store), Clock: clock})
 
 	finished, err := ops.RunOperation(context.Background(), opScope, "op-1", time.UnixMilli(0))
 	require.NoError(t, err)
@@ -322,7 +322,7 @@ func TestRetentionPlan(t *testing.T) {
 		Request: []byte(`{"policy":{"maxAgeMs":20000,"keepLastMessages":3},"conversationId":"c","dryRun":true}`),
 	})
 	store.stepsLeft = 2
-	ops := operation.NewOperations(operation.OperationsConfig{DB: opsDB(store), BatchSize: 7, BatchBytes: 4096})
+	ops := operation.NewMaintenance(operation.MaintenanceConfig{DB: opsDB(store), BatchSize: 7, BatchBytes: 4096})
 	_, err := ops.RunOperation(context.Background(), opScope, "op-1", time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, []operation.StepBounds{{Rows: 7, Bytes: 4096}, {Rows: 7, Bytes: 4096}}, store.bounds)
@@ -362,7 +362,7 @@ func TestOperationsStatus(t *testing.T) {
 	store.counts = contract.OperationCounts{Pending: 1, Running: 2, FailedLast24h: 3}
 	store.lastRun = int64p(77)
 	projection := contract.VectorProjectionStatus{Generation: 2, Model: "m", Dimensions: 8, PendingEntries: 5, IndexedThroughMs: 6}
-	ops := operation.NewOperations(operation.OperationsConfig{
+	ops := operation.NewMaintenance(operation.MaintenanceConfig{
 		DB: opsDB(store), Schema: stubSchema{5, 5}, Clock: &opClock{t: time.UnixMilli(100_000_000)}, DefaultMaxAge: 30 * time.Minute,
 		Projection: stubReporter{projection},
 	})

@@ -25,7 +25,7 @@ const scheduleBatch = 500
 
 // Retention validates a retention request and starts it as an operation, stored with
 // its job in one transaction.
-func (o *Operations) Retention(ctx context.Context, scope runtime.Scope, req *contract.RetentionRequest) (*contract.OperationResponse, error) {
+func (o *Maintenance) Retention(ctx context.Context, scope runtime.Scope, req *contract.RetentionRequest) (*contract.OperationResponse, error) {
 	norm, err := validateRetention(req)
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func retentionPlan(op contract.Operation) (RetentionPlan, error) {
 // of this periodic run, so a run resumed after an interruption never schedules a scope
 // twice) and has none in flight. Each batch of scopes is one transaction. It works
 // until deadline and reports whether it finished.
-func (o *Operations) ScheduleDefaultRetention(ctx context.Context, since, deadline time.Time) (bool, error) {
+func (o *Maintenance) ScheduleDefaultRetention(ctx context.Context, since, deadline time.Time) (bool, error) {
 	if o.defaultMaxAge <= 0 {
 		return true, nil
 	}
