@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/migrations"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
@@ -254,7 +255,7 @@ type DB struct {
 	queue   *river.Client[pgx.Tx]
 	opts    DBOptions
 	catalog *vectorCatalog
-	scratch scratchPool // the text half's buffers
+	scratch textindex.Pool // the text half's buffers
 }
 
 // NewDB returns the database over pool; its methods named after the areas return their
@@ -274,7 +275,7 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 		return nil, fmt.Errorf("create the job queue client: %w", err)
 	}
 	return &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog(),
-		scratch: make(scratchPool, scratchKept)}, nil
+		scratch: textindex.NewPool()}, nil
 }
 
 // quietDriver is River's pgx driver for the insert-only client, without its

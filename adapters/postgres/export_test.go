@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/memory"
@@ -37,14 +38,14 @@ func VectorSQL(table string, model memory.EmbeddingModel, exact bool) string {
 }
 
 // EnglishTerm is the term a word stands for in entry documents and recall queries.
-var EnglishTerm = englishTerm
+var EnglishTerm = textindex.EnglishTerm
 
 // RecallTermLexemes returns the terms of a recall's text query, without the scope's
 // tag.
 func RecallTermLexemes(text string) []string {
 	var out []string
-	for _, t := range recallTerms(text) {
-		out = append(out, t.lexeme)
+	for _, t := range textindex.RecallTerms(text) {
+		out = append(out, t.Lexeme)
 	}
 	return out
 }
