@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/memory"
@@ -190,7 +191,7 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 	}
 	var middleware []rivertype.Middleware
 	if opts.Metrics != nil {
-		middleware = append(middleware, newJobMetrics(opts.Metrics))
+		middleware = append(middleware, pgmetrics.NewJobMetrics(opts.Metrics))
 	}
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
 		Middleware:           middleware,

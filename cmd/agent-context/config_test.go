@@ -12,6 +12,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding/openai"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
 	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
@@ -39,7 +40,7 @@ func TestConfigDefaults(t *testing.T) {
 		A2AEventRetention: a2a.DefaultA2AEventRetention, A2ASweepInterval: time.Minute,
 		RateLimits: ratelimit.DefaultRateLimits, RateLimitBackend: RateLimitMemory,
 		ExportTTL: transfer.DefaultExportTTL, ExportPurgeInterval: DefaultExportPurgeInterval,
-		MetricsRefresh: postgres.DefaultMetricsRefresh,
+		MetricsRefresh: pgmetrics.DefaultRefresh,
 		A2ALive:        A2ALiveConfig{StreamMax: server.DefaultA2AStreamMax, StreamKeepAlive: server.DefaultA2AStreamKeepAlive},
 		Tracing:        cfg.Tracing, // telemetry's own defaults, tested there
 	}, cfg)

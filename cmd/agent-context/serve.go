@@ -20,6 +20,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/peerregistry"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/adapters/webhook"
 	"github.com/agent-context/agent-context/console"
@@ -128,7 +129,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.registry.MustRegister(postgres.NewPoolCollector(m.pool), postgres.NewJobQueueCollector(m.pool))
+	m.registry.MustRegister(pgmetrics.NewPoolCollector(m.pool), pgmetrics.NewJobQueueCollector(m.pool))
 	// Before the units of work: they hand it the scopes of their committed events.
 	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry,
 		DSN: cfg.ListenDatabaseURL, MetricsRefresh: cfg.MetricsRefresh}); err != nil {
@@ -203,7 +204,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Knowledge: server.KnowledgeConfig{Service: knowledge.New(m.knowledgeProviders)},
 		Cost:      server.CostConfig{Costs: costs},
 	})
-	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
+	m.registry.MustRegister(pgmetrics.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
 	if cfg.JobWorkers > 0 {
 		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
 			Metrics: m.registry, A2ASweeper: coordination, A2ASweepInterval: cfg.A2ASweepInterval,
