@@ -282,7 +282,7 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 // notifications: River would otherwise send a pg_notify for the queue inside the
 // transaction that enqueues a job, and every transaction with a pending notification
 // takes Postgres's one cluster-wide notification lock through its commit (docs/a2a.md).
-// The workers find new jobs by polling instead (JobFetchPollInterval).
+// The workers find new jobs by polling instead (worker.JobFetchPollInterval).
 type quietDriver struct{ *riverpgxv5.Driver }
 
 // SupportsListenNotify reports false, so the client never notifies.

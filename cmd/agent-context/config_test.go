@@ -11,8 +11,8 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/embedding/openai"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
-	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
+	"github.com/agent-context/agent-context/adapters/postgres/worker"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
@@ -33,8 +33,8 @@ func TestConfigDefaults(t *testing.T) {
 		MaxInFlightBodyBytes: server.DefaultMaxInFlightBodyBytes,
 		TokenIssuer:          jwtauth.DefaultIssuer, TokenMaxTTL: jwtauth.DefaultMaxTTL, TokenAlgorithms: jwtauth.DefaultAlgorithms,
 		JWKSMaxStaleness:  jwtauth.DefaultMaxStaleness,
-		RetentionInterval: time.Hour, JobWorkers: postgres.DefaultJobWorkers, JobRescueAfter: postgres.DefaultRescueAfter,
-		ProjectionSweepInterval: postgres.DefaultProjectionSweepInterval,
+		RetentionInterval: time.Hour, JobWorkers: worker.DefaultJobWorkers, JobRescueAfter: worker.DefaultRescueAfter,
+		ProjectionSweepInterval: worker.DefaultProjectionSweepInterval,
 		Embedder:                EmbedderLocal, ModelDir: filepath.Join(dataDir, "models"), EmbeddingTimeout: openai.DefaultTimeout,
 		A2AMaxMessages: contract.DefaultA2AMaxMessages, A2ATaskRetention: a2a.DefaultA2ATaskRetention,
 		A2AEventRetention: a2a.DefaultA2AEventRetention, A2ASweepInterval: time.Minute,
