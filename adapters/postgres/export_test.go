@@ -21,7 +21,7 @@ func OperationStoresOver(tx pgx.Tx) operation.Stores {
 // AgentMessagesOver returns the agent message store built over tx, as a unit of work
 // builds it.
 func AgentMessagesOver(tx pgx.Tx) a2a.AgentMessageStore {
-	return &AgentMessageStore{db: tx}
+	return &AgentMessageStore{db: tx, inUnit: true}
 }
 
 // EntryDocument is an entry's search document, for loaders of test data.

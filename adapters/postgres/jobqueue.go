@@ -10,10 +10,11 @@ import (
 	"github.com/agent-context/agent-context/runtime/memory"
 )
 
-// JobQueue implements runtime.JobQueue on River, in the transaction (or savepoint) of
-// the handle it was built over: a job is visible to workers exactly when that commits.
+// JobQueue implements runtime.JobQueue on River, in the transaction of the unit of work
+// it was built in (tx): a job is visible to workers exactly when that commits. Outside a
+// unit of work (tx nil) a job is enqueued on its own.
 type JobQueue struct {
-	db     DBTX
+	tx     pgx.Tx
 	client *river.Client[pgx.Tx]
 }
 
@@ -29,8 +30,8 @@ func (q *JobQueue) Enqueue(ctx context.Context, jobs ...runtime.Job) error {
 		params[i] = river.InsertManyParams{Args: j, InsertOpts: InsertOpts(j)}
 	}
 	var err error
-	if tx, ok := q.db.(pgx.Tx); ok {
-		_, err = q.client.InsertManyTx(ctx, tx, params)
+	if q.tx != nil {
+		_, err = q.client.InsertManyTx(ctx, q.tx, params)
 	} else {
 		_, err = q.client.InsertMany(ctx, params)
 	}
