@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agent-context/agent-context/adapters/ratelimit/memory"
+	"github.com/agent-context/agent-context/adapters/ratelimit/local"
 	"github.com/agent-context/agent-context/adapters/ratelimit/ratelimittest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
@@ -21,7 +21,7 @@ func rateBundle(t *testing.T, limits ratelimit.RateLimits) (*testBundle, *rateli
 	t.Helper()
 	clock := ratelimittest.NewClock()
 	b := setup(t, Config{Auth: AuthConfig{StaticToken: "secret"}, RateLimiter: NewRateLimiter(RateLimiting{
-		Limits:     ratelimit.NewRateLimit(memory.NewLimiter(clock), limits),
+		Limits:     ratelimit.NewRateLimit(local.NewLimiter(clock), limits),
 		Registerer: prometheus.NewRegistry(),
 	})})
 	return b, clock
