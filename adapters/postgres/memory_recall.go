@@ -230,14 +230,15 @@ func collectHits(rows pgx.Rows, score func(float64) float64) ([]memory.RecallHit
 
 // The text half of recall ranks by Okapi BM25 over the scope's recallable entries
 // (textindex.Contribution), with N the scope's active entries, df(t) those holding t,
-// |e| the entry's terms and avgdl their mean, all read from the statistics the triggers of context_entries keep
-// (migration 00018), so a query reads a row per term and never counts the scope. tf
-// and |e| come from the postings of the query's terms (migration 00029): packed in
-// blocks, and the few written since the last pack one row each. The search reads them
-// all in one statement, scores every entry holding a term here, and then asks the
-// entries table for the best of them in order, a batch at a time, until k pass the
-// filter; a posting whose document is gone (its ordinal no entry carries) is skipped
-// there.
+// |e| the entry's terms and avgdl their mean, all read from the statistics the
+// triggers of context_entries keep (migration 00018), so a query reads a row per term
+// and never counts the scope. tf and |e| come from the postings of the query's terms
+// (migration 00029): packed in blocks, and the few written since the last pack one row
+// each. The search reads them all in one statement, scores every entry holding a term
+// here, and then asks the entries table for the best of them in order, a batch at a
+// time, until k pass the filter; a posting whose document is gone (its ordinal no
+// entry carries) is skipped there.
+
 // textStatsSQL reads the scope's statistics: its active entries, their total length,
 // and the entries holding each term of $3 ($4: whether it is a prefix), in order.
 const textStatsSQL = `

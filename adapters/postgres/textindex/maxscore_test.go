@@ -154,19 +154,23 @@ func (c *searchCorpus) lookup(sc *Scratch, w Weights) Lookup[Candidate] {
 				cand.Score += c.fullScore(byOrd[cand.Ord], light.Lexemes, light.IDF, w.AvgDL)
 				out = append(out, cand)
 			}
-			slices.SortFunc(out, func(a, b Candidate) int {
-				if before(a, b) {
-					return -1
-				}
-				if before(b, a) {
-					return 1
-				}
-				return cmp.Compare(a.Ord, b.Ord)
-			})
+			slices.SortFunc(out, ranked)
 			return out[:min(limit, len(out))], nil
 		},
 		Score: func(c Candidate) float64 { return c.Score },
 	}
+}
+
+// ranked orders documents as the entries table ranks them: by score, then the newer,
+// then by ordinal (the table's entry ID).
+func ranked(a, b Candidate) int {
+	if before(a, b) {
+		return -1
+	}
+	if before(b, a) {
+		return 1
+	}
+	return cmp.Compare(a.Ord, b.Ord)
 }
 
 // exact ranks every document by its full score.
@@ -177,15 +181,7 @@ func (c *searchCorpus) exact(terms []string, w Weights, k int) []Candidate {
 			out = append(out, Candidate{Ord: d.ord, Created: d.created, Score: s})
 		}
 	}
-	slices.SortFunc(out, func(a, b Candidate) int {
-		if before(a, b) {
-			return -1
-		}
-		if before(b, a) {
-			return 1
-		}
-		return cmp.Compare(a.Ord, b.Ord)
-	})
+	slices.SortFunc(out, ranked)
 	return out[:min(k, len(out))]
 }
 
@@ -209,14 +205,24 @@ func newSearchCorpus(n int) *searchCorpus {
 	return c
 }
 
+// search runs Search for k documents over the corpus, with the document frequencies
+// df (nil: the corpus's own), and returns them with the query's weights.
+func (c *searchCorpus) search(t *testing.T, sc *Scratch, terms []string, prefixes []bool, df []float64, k int, restricted bool) ([]Candidate, Weights) {
+	t.Helper()
+	w := c.weights(terms)
+	if df == nil {
+		df = c.df(terms)
+	}
+	got, err := Search(sc, terms, prefixes, df, w, k, restricted, c.lookup(sc, w))
+	require.NoError(t, err)
+	return got, w
+}
+
 func TestSearchMaxScoreLeavesLightTermsUnread(t *testing.T) {
 	t.Parallel()
 	c := newSearchCorpus(200)
 	terms := []string{"rare", "common"}
-	w := c.weights(terms)
-	sc := new(Scratch)
-	got, err := Search(sc, terms, make([]bool, 2), c.df(terms), w, 5, false, c.lookup(sc, w))
-	require.NoError(t, err)
+	got, w := c.search(t, new(Scratch), terms, make([]bool, 2), nil, 5, false)
 	require.Equal(t, c.exact(terms, w, 5), got, "the exact BM25 top 5")
 	require.Equal(t, [][]string{{"rare"}}, c.reads, "the light term's postings are never read")
 }
@@ -227,10 +233,7 @@ func TestSearchFallsBackToEveryTerm(t *testing.T) {
 	// Fewer documents hold the essential term than are asked for: MaxScore cannot tell
 	// its answer is the best.
 	terms := []string{"scarce", "common"}
-	w := c.weights(terms)
-	sc := new(Scratch)
-	got, err := Search(sc, terms, make([]bool, 2), []float64{1e6, 1e6}, w, 10, false, c.lookup(sc, w))
-	require.NoError(t, err)
+	got, w := c.search(t, new(Scratch), terms, make([]bool, 2), []float64{1e6, 1e6}, 10, false)
 	require.Equal(t, c.exact(terms, w, 10), got, "the exact BM25 top 10")
 	require.Equal(t, terms, c.reads[len(c.reads)-1], "every term's postings read last")
 }
@@ -239,27 +242,20 @@ func TestSearchPrefixAndRestricted(t *testing.T) {
 	t.Parallel()
 	c := newSearchCorpus(100)
 	terms := []string{"common", "rare"}
-	w := c.weights(terms)
 	sc := new(Scratch)
-	got, err := Search(sc, terms, []bool{true, true}, c.df(terms), w, 3, false, c.lookup(sc, w))
-	require.NoError(t, err)
+	got, w := c.search(t, sc, terms, []bool{true, true}, nil, 3, false)
 	require.Equal(t, c.exact(terms, w, 3), got)
 	require.Equal(t, [][]string{terms}, c.reads, "prefix terms are never light: one read of every term")
 
 	sc.Allowed = []int64{2, 4, 14, 50}
-	c.reads = nil
-	got, err = Search(sc, terms, make([]bool, 2), c.df(terms), w, 10, true, c.lookup(sc, w))
-	require.NoError(t, err)
+	got, _ = c.search(t, sc, terms, make([]bool, 2), nil, 10, true)
 	var ords []int64
 	for _, h := range got {
 		ords = append(ords, h.Ord)
 	}
 	require.ElementsMatch(t, []int64{2, 4, 14, 50}, ords, "the allowed documents only")
 
-	absent := []string{"absent"}
-	wa := c.weights(absent)
-	got, err = Search(sc, absent, []bool{false}, c.df(absent), wa, 10, false, c.lookup(sc, wa))
-	require.NoError(t, err)
+	got, _ = c.search(t, sc, []string{"absent"}, []bool{false}, nil, 10, false)
 	require.NotNil(t, got, "no document: an empty result")
 	require.Empty(t, got)
 }
