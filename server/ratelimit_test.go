@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agent-context/agent-context/adapters/ratelimit/memory"
+	"github.com/agent-context/agent-context/adapters/ratelimit/local"
 	"github.com/agent-context/agent-context/adapters/ratelimit/ratelimittest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/gate"
@@ -22,7 +22,7 @@ func rateBundle(t *testing.T, limits ratelimit.RateLimits) (*testBundle, *rateli
 	clock := ratelimittest.NewClock()
 	reg := prometheus.NewRegistry()
 	b := setup(t, Config{Gate: gate.New(gate.Config{Auth: gate.Auth{StaticToken: "secret"}, RateLimiter: gate.NewRateLimiter(gate.RateLimiting{
-		Limits:     ratelimit.NewRateLimit(memory.NewLimiter(clock), limits),
+		Limits:     ratelimit.NewRateLimit(local.NewLimiter(clock), limits),
 		Registerer: reg,
 	})})})
 	b.registry = reg

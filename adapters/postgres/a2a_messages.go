@@ -17,6 +17,8 @@ import (
 // here updates the count under the head's lock.
 type AgentMessageStore struct {
 	db DBTX
+	// inUnit tells that db is a unit of work's transaction, which goes on after a post.
+	inUnit bool
 	// appended learns the scope of a post's event, as EventStore's does.
 	appended func(runtime.Scope)
 }
@@ -133,8 +135,7 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 		scope.TenantID, scope.ProjectID, m.ID)
 	// Outside a unit of work the batch is its own transaction, and the setting ends
 	// with it; inside one, the unit's later statements are not written for it.
-	_, inUnit := s.db.(pgx.Tx)
-	if inUnit {
+	if s.inUnit {
 		queueResetLocal(b, keyPlans)
 	}
 	res := s.db.SendBatch(ctx, b)
@@ -157,7 +158,7 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 			stored, err = *m, nil
 		}
 	}
-	if err == nil && inUnit {
+	if err == nil && s.inUnit {
 		err = execResults(res, 1) // the setting's reset
 	}
 	// Closing ends the batch: outside a transaction, that is its commit.

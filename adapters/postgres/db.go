@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/migrations"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
@@ -254,7 +255,7 @@ type DB struct {
 	queue   *river.Client[pgx.Tx]
 	opts    DBOptions
 	catalog *vectorCatalog
-	scratch scratchPool // the text half's buffers
+	scratch textindex.Pool // the text half's buffers
 }
 
 // NewDB returns the database over pool; its methods named after the areas return their
@@ -274,30 +275,40 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 		return nil, fmt.Errorf("create the job queue client: %w", err)
 	}
 	return &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog(),
-		scratch: make(scratchPool, scratchKept)}, nil
+		scratch: textindex.NewPool()}, nil
 }
 
 // quietDriver is River's pgx driver for the insert-only client, without its
 // notifications: River would otherwise send a pg_notify for the queue inside the
 // transaction that enqueues a job, and every transaction with a pending notification
 // takes Postgres's one cluster-wide notification lock through its commit (docs/a2a.md).
-// The workers find new jobs by polling instead (JobFetchPollInterval).
+// The workers find new jobs by polling instead (worker.JobFetchPollInterval).
 type quietDriver struct{ *riverpgxv5.Driver }
 
 // SupportsListenNotify reports false, so the client never notifies.
 func (quietDriver) SupportsListenNotify() bool { return false }
 
+// conn is what a unit of work builds an area's stores over: the pool, or the unit's
+// transaction, which tx then holds too, so that a store that acts differently inside
+// a unit of work is told so by its builder instead of guessing from its handle's type;
+// and the function their event appends call.
+type conn struct {
+	h        DBTX
+	tx       pgx.Tx // nil outside a unit's transaction
+	appended func(runtime.Scope)
+}
+
 // unitOfWork is runtime.UnitOfWork[S] over the DB's pool: build makes an area's stores
-// over a pool or a transaction, with the function their event appends call.
+// over a conn.
 type unitOfWork[S any] struct {
 	db     *DB
-	build  func(h DBTX, appended func(runtime.Scope)) S
+	build  func(c conn) S
 	stores S
 }
 
-func newUnitOfWork[S any](db *DB, build func(h DBTX, appended func(runtime.Scope)) S) *unitOfWork[S] {
+func newUnitOfWork[S any](db *DB, build func(c conn) S) *unitOfWork[S] {
 	// Outside a transaction an append commits on its own: its hint goes at once.
-	return &unitOfWork[S]{db: db, build: build, stores: build(db.Pool, func(s runtime.Scope) { db.hint(s) })}
+	return &unitOfWork[S]{db: db, build: build, stores: build(conn{h: db.Pool, appended: func(s runtime.Scope) { db.hint(s) }})}
 }
 
 // Stores implements runtime.UnitOfWork.
@@ -317,7 +328,7 @@ func (u *unitOfWork[S]) WithinTx(ctx context.Context, fn func(ctx context.Contex
 				scopes = append(scopes, s)
 			}
 		}
-		err := inTx(ctx, u.db.Pool, func(tx pgx.Tx) error { return fn(ctx, u.build(tx, appended)) })
+		err := inTx(ctx, u.db.Pool, func(tx pgx.Tx) error { return fn(ctx, u.build(conn{h: tx, tx: tx, appended: appended})) })
 		if err == nil {
 			u.db.hint(scopes...)
 			return nil
@@ -351,42 +362,43 @@ func (db *DB) hint(scopes ...runtime.Scope) {
 
 // Conversation is the unit of work of messages, windows, derivations and invocations.
 func (db *DB) Conversation() runtime.UnitOfWork[conversation.Stores] {
-	return newUnitOfWork(db, func(h DBTX, appended func(runtime.Scope)) conversation.Stores {
-		return conversation.Stores{Messages: db.messages(h), Windows: &WindowStore{db: h},
-			Events: &EventStore{db: h, appended: appended}}
+	return newUnitOfWork(db, func(c conn) conversation.Stores {
+		return conversation.Stores{Messages: db.messages(c.h), Windows: &WindowStore{db: c.h},
+			Events: &EventStore{db: c.h, appended: c.appended}}
 	})
 }
 
 // Operation is the unit of work of operations, deletion and retention.
 func (db *DB) Operation() runtime.UnitOfWork[operation.Stores] {
-	return newUnitOfWork(db, func(h DBTX, _ func(runtime.Scope)) operation.Stores {
-		return operation.Stores{Operations: &OperationStore{db: h}, Conversations: &ConversationStore{db: h}, Jobs: db.jobs(h)}
+	return newUnitOfWork(db, func(c conn) operation.Stores {
+		return operation.Stores{Operations: &OperationStore{db: c.h}, Conversations: &ConversationStore{db: c.h}, Jobs: db.jobs(c)}
 	})
 }
 
 // Memory is the unit of work of entries and their vector projection.
 func (db *DB) Memory() runtime.UnitOfWork[memory.Stores] {
-	return newUnitOfWork(db, func(h DBTX, appended func(runtime.Scope)) memory.Stores {
-		return memory.Stores{Entries: &EntryStore{db: h}, Projection: db.projection(h), Operations: &OperationStore{db: h},
-			Jobs: db.jobs(h), Events: &EventStore{db: h, appended: appended}}
+	return newUnitOfWork(db, func(c conn) memory.Stores {
+		return memory.Stores{Entries: &EntryStore{db: c.h}, Projection: db.projection(c.h), Operations: &OperationStore{db: c.h},
+			Jobs: db.jobs(c), Events: &EventStore{db: c.h, appended: c.appended}}
 	})
 }
 
 // A2A is the unit of work of agent-to-agent coordination.
 func (db *DB) A2A() runtime.UnitOfWork[a2a.Stores] {
-	return newUnitOfWork(db, func(h DBTX, appended func(runtime.Scope)) a2a.Stores {
-		return a2a.Stores{Agents: &AgentStore{db: h}, AgentMessages: &AgentMessageStore{db: h, appended: appended}, Tasks: &TaskStore{db: h},
-			Events: &EventStore{db: h, appended: appended}, Envelopes: &EnvelopeStore{db: h}, Push: &PushStore{db: h}, Jobs: db.jobs(h)}
+	return newUnitOfWork(db, func(c conn) a2a.Stores {
+		return a2a.Stores{Agents: &AgentStore{db: c.h}, AgentMessages: &AgentMessageStore{db: c.h, inUnit: c.tx != nil, appended: c.appended},
+			Tasks: &TaskStore{db: c.h}, Events: &EventStore{db: c.h, appended: c.appended}, Envelopes: &EnvelopeStore{db: c.h},
+			Push: &PushStore{db: c.h}, Jobs: db.jobs(c)}
 	})
 }
 
 // Transfer is the unit of work of export, import and the advanced operations.
 func (db *DB) Transfer() runtime.UnitOfWork[transfer.Stores] {
-	return newUnitOfWork(db, func(h DBTX, _ func(runtime.Scope)) transfer.Stores {
-		exports := &ExportStore{db: h}
-		return transfer.Stores{Artifacts: exports, Walks: exports, Maintenance: exports, Steps: &OperationStore{db: h},
-			Operations: &OperationStore{db: h}, Jobs: db.jobs(h), Messages: db.messages(h), Windows: &WindowStore{db: h},
-			Entries: &EntryStore{db: h}, Projection: db.projection(h)}
+	return newUnitOfWork(db, func(c conn) transfer.Stores {
+		exports := &ExportStore{db: c.h}
+		return transfer.Stores{Artifacts: exports, Walks: exports, Maintenance: exports, Steps: &OperationStore{db: c.h},
+			Operations: &OperationStore{db: c.h}, Jobs: db.jobs(c), Messages: db.messages(c.h), Windows: &WindowStore{db: c.h},
+			Entries: &EntryStore{db: c.h}, Projection: db.projection(c.h)}
 	})
 }
 
@@ -410,7 +422,7 @@ func (db *DB) projection(h DBTX) *ProjectionStore {
 	return &ProjectionStore{db: h, catalog: db.catalog}
 }
 
-func (db *DB) jobs(h DBTX) *JobQueue { return &JobQueue{db: h, client: db.queue} }
+func (db *DB) jobs(c conn) *JobQueue { return &JobQueue{tx: c.tx, client: db.queue} }
 
 // Versions reports the applied schema version and the newest embedded one; /ready
 // calls it.

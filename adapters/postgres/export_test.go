@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/memory"
@@ -20,7 +21,7 @@ func OperationStoresOver(tx pgx.Tx) operation.Stores {
 // AgentMessagesOver returns the agent message store built over tx, as a unit of work
 // builds it.
 func AgentMessagesOver(tx pgx.Tx) a2a.AgentMessageStore {
-	return &AgentMessageStore{db: tx}
+	return &AgentMessageStore{db: tx, inUnit: true}
 }
 
 // EntryDocument is an entry's search document, for loaders of test data.
@@ -37,14 +38,14 @@ func VectorSQL(table string, model memory.EmbeddingModel, exact bool) string {
 }
 
 // EnglishTerm is the term a word stands for in entry documents and recall queries.
-var EnglishTerm = englishTerm
+var EnglishTerm = textindex.EnglishTerm
 
 // RecallTermLexemes returns the terms of a recall's text query, without the scope's
 // tag.
 func RecallTermLexemes(text string) []string {
 	var out []string
-	for _, t := range recallTerms(text) {
-		out = append(out, t.lexeme)
+	for _, t := range textindex.RecallTerms(text) {
+		out = append(out, t.Lexeme)
 	}
 	return out
 }

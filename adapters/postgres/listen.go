@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
 	"github.com/agent-context/agent-context/runtime"
 )
 
@@ -38,7 +39,7 @@ type EventHubOptions struct {
 	// (default 2 ms): the scopes committed in between go out together.
 	HintInterval time.Duration
 	// MetricsRefresh is how often, at most, the A2A state gauges are counted
-	// (default DefaultMetricsRefresh).
+	// (default pgmetrics.DefaultRefresh).
 	MetricsRefresh time.Duration
 }
 
@@ -163,18 +164,18 @@ func NewEventHub(ctx context.Context, pool *pgxpool.Pool, opts EventHubOptions) 
 func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool, refresh time.Duration) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Subsystem: "a2a", Name: "poll_waiters",
+			Namespace: pgmetrics.Namespace, Subsystem: "a2a", Name: "poll_waiters",
 			Help: "Event polls waiting for an event to commit now.",
 		}, func() float64 { return float64(h.waiting.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: "a2a", Name: "listener_connects_total",
+			Namespace: pgmetrics.Namespace, Subsystem: "a2a", Name: "listener_connects_total",
 			Help: "Connections the event listener made (the first, then one per reconnection).",
 		}, func() float64 { return float64(h.connects.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: "a2a", Name: "hint_notifications_total",
+			Namespace: pgmetrics.Namespace, Subsystem: "a2a", Name: "hint_notifications_total",
 			Help: "NOTIFY statements this replica sent to wake other replicas' long polls after commits.",
 		}, func() float64 { return float64(h.hintsSent.Load()) }),
-		newA2AStateCollector(pool, h.log, refresh),
+		pgmetrics.NewA2AStateCollector(pool, h.log, refresh),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register the A2A metrics: %w", err)

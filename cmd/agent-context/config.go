@@ -18,7 +18,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding/openai"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
 	"github.com/agent-context/agent-context/adapters/knowledge"
-	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/worker"
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/gate"
@@ -318,8 +318,8 @@ func loadDrainConfig(getenv func(string) string, cfg *Config) []string {
 // replica's workers, their stuck-job rescue window and the projection's sweep.
 func loadOperationsConfig(getenv func(string) string, cfg *Config) []string {
 	e := envReader{getenv: getenv}
-	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, postgres.DefaultJobWorkers, postgres.DefaultRescueAfter
-	cfg.ProjectionSweepInterval = postgres.DefaultProjectionSweepInterval
+	cfg.RetentionInterval, cfg.JobWorkers, cfg.JobRescueAfter = time.Hour, worker.DefaultJobWorkers, worker.DefaultRescueAfter
+	cfg.ProjectionSweepInterval = worker.DefaultProjectionSweepInterval
 	e.duration("AGENT_CONTEXT_RETENTION_MAX_AGE", &cfg.RetentionMaxAge)
 	e.duration("AGENT_CONTEXT_RETENTION_INTERVAL", &cfg.RetentionInterval)
 	e.duration("AGENT_CONTEXT_JOB_RESCUE_AFTER", &cfg.JobRescueAfter)

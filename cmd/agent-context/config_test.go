@@ -12,7 +12,8 @@ import (
 	"github.com/agent-context/agent-context/a2arpc"
 	"github.com/agent-context/agent-context/adapters/embedding/openai"
 	"github.com/agent-context/agent-context/adapters/jwtauth"
-	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
+	"github.com/agent-context/agent-context/adapters/postgres/worker"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/mcpserver"
@@ -34,14 +35,14 @@ func TestConfigDefaults(t *testing.T) {
 		MaxInFlightBodyBytes: gate.DefaultMaxInFlightBodyBytes,
 		TokenIssuer:          jwtauth.DefaultIssuer, TokenMaxTTL: jwtauth.DefaultMaxTTL, TokenAlgorithms: jwtauth.DefaultAlgorithms,
 		JWKSMaxStaleness:  jwtauth.DefaultMaxStaleness,
-		RetentionInterval: time.Hour, JobWorkers: postgres.DefaultJobWorkers, JobRescueAfter: postgres.DefaultRescueAfter,
-		ProjectionSweepInterval: postgres.DefaultProjectionSweepInterval,
+		RetentionInterval: time.Hour, JobWorkers: worker.DefaultJobWorkers, JobRescueAfter: worker.DefaultRescueAfter,
+		ProjectionSweepInterval: worker.DefaultProjectionSweepInterval,
 		Embedder:                EmbedderLocal, ModelDir: filepath.Join(dataDir, "models"), EmbeddingTimeout: openai.DefaultTimeout,
 		A2AMaxMessages: contract.DefaultA2AMaxMessages, A2ATaskRetention: a2a.DefaultA2ATaskRetention,
 		A2AEventRetention: a2a.DefaultA2AEventRetention, A2ASweepInterval: time.Minute,
 		RateLimits: ratelimit.DefaultRateLimits, RateLimitBackend: RateLimitMemory,
 		ExportTTL: transfer.DefaultExportTTL, ExportPurgeInterval: DefaultExportPurgeInterval,
-		MetricsRefresh:  postgres.DefaultMetricsRefresh,
+		MetricsRefresh:  pgmetrics.DefaultRefresh,
 		A2ALive:         A2ALiveConfig{StreamMax: a2arpc.DefaultStreamMax, StreamKeepAlive: a2arpc.DefaultStreamKeepAlive},
 		MCPMaxBodyBytes: mcpserver.DefaultMaxBodyBytes,
 		Tracing:         cfg.Tracing, // telemetry's own defaults, tested there

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-context/agent-context/adapters/postgres"
-	"github.com/agent-context/agent-context/adapters/ratelimit/memory"
+	"github.com/agent-context/agent-context/adapters/ratelimit/local"
 	"github.com/agent-context/agent-context/runtime/cost"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 )
@@ -49,7 +49,7 @@ func (m *Main) startRateLimits(ctx context.Context, dsn string) (*ratelimit.Rate
 		return nil, nil
 	}
 	if cfg.RateLimitBackend == RateLimitMemory {
-		return ratelimit.NewRateLimit(memory.NewLimiter(m.rateClock), cfg.RateLimits), nil
+		return ratelimit.NewRateLimit(local.NewLimiter(m.rateClock), cfg.RateLimits), nil
 	}
 	var err error
 	m.ratePool, err = postgres.NewPool(ctx, dsn, postgres.PoolOptions{

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
 )
 
 // loadMetricsConfig reads AGENT_CONTEXT_METRICS_REFRESH: how often, at most, the
 // gauges that count rows in the database (A2A tasks and messages, the projection's
 // backlog) run their statements, whatever the scrape rate of /metrics.
 func loadMetricsConfig(getenv func(string) string, cfg *Config) []string {
-	cfg.MetricsRefresh = postgres.DefaultMetricsRefresh
+	cfg.MetricsRefresh = pgmetrics.DefaultRefresh
 	v := getenv("AGENT_CONTEXT_METRICS_REFRESH")
 	if v == "" {
 		return nil

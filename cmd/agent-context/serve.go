@@ -21,6 +21,8 @@ import (
 	"github.com/agent-context/agent-context/adapters/peerregistry"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgcluster"
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
+	"github.com/agent-context/agent-context/adapters/postgres/worker"
 	"github.com/agent-context/agent-context/adapters/telemetry"
 	"github.com/agent-context/agent-context/adapters/webhook"
 	"github.com/agent-context/agent-context/console"
@@ -51,7 +53,7 @@ type Main struct {
 	http               *http.Server
 	listener           net.Listener
 	served             chan error
-	jobs               *postgres.Jobs
+	jobs               *worker.Jobs
 	knowledgeProviders *providers.Client
 	hub                *postgres.EventHub
 	// Instruments (instruments.go). A test may set tracing before Run; uninstrumented
@@ -133,7 +135,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.registry.MustRegister(postgres.NewPoolCollector(m.pool), postgres.NewJobQueueCollector(m.pool))
+	m.registry.MustRegister(pgmetrics.NewPoolCollector(m.pool), pgmetrics.NewJobQueueCollector(m.pool))
 	// Before the units of work: they hand it the scopes of their committed events.
 	if m.hub, err = postgres.NewEventHub(ctx, m.pool, postgres.EventHubOptions{Logger: m.Log, Registerer: m.registry,
 		DSN: cfg.ListenDatabaseURL, MetricsRefresh: cfg.MetricsRefresh}); err != nil {
@@ -153,16 +155,16 @@ func (m *Main) Run(ctx context.Context) error {
 	messages := conversation.NewMessages(db.Messages(), cursors, runtime.SystemClock{})
 	windows := conversation.NewWindows(db.Conversation(), cursors, runtime.SystemClock{})
 	projection := memory.NewProjection(memory.ProjectionConfig{DB: db.Memory(), Embedders: embedders, Logger: m.Log,
-		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}})
+		Bounds: operation.StepBounds{Timeout: worker.StepTimeout(cfg.JobRescueAfter)}})
 	if err := m.prepareProjection(ctx, db, projection); err != nil {
 		return err
 	}
 	entries := memory.NewEntries(db.Memory(), cursors, runtime.SystemClock{}, embedders.Configured().Model())
 	recall := memory.NewRecall(db.Recall(), projection, embedders, runtime.SystemClock{}, memory.WithQueryBudget(cfg.EmbeddingQuery))
 	exports := transfer.NewExports(transfer.ExportsConfig{DB: db.Transfer(), Logger: m.Log, TTL: cfg.ExportTTL, StepBytes: cfg.ExportStepBytes,
-		Bounds: operation.StepBounds{Timeout: postgres.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
+		Bounds: operation.StepBounds{Timeout: worker.StepTimeout(cfg.JobRescueAfter)}, Model: embedders.Configured().Model()})
 	operations := operation.NewMaintenance(operation.MaintenanceConfig{DB: db.Operation(), Schema: db,
-		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: postgres.StepTimeout(cfg.JobRescueAfter),
+		Logger: m.Log, DefaultMaxAge: cfg.RetentionMaxAge, StepTimeout: worker.StepTimeout(cfg.JobRescueAfter),
 		Projection: projection, Rebuilds: projection, Exports: exports})
 	if m.knowledgeProviders, err = providers.New(cfg.Knowledge, providers.Options{Logger: m.Log,
 		Registerer: m.registry, Transport: m.tracing.Transport}); err != nil {
@@ -222,9 +224,9 @@ func (m *Main) Run(ctx context.Context) error {
 		Knowledge: server.KnowledgeConfig{Service: knowledgeService},
 		Cost:      server.CostConfig{Costs: costs},
 	})
-	m.registry.MustRegister(postgres.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
+	m.registry.MustRegister(pgmetrics.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
 	if cfg.JobWorkers > 0 {
-		jobOpts := postgres.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
+		jobOpts := worker.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
 			Metrics: m.registry, A2ASweeper: coordination.Sweeper, A2ASweepInterval: cfg.A2ASweepInterval,
 			Projection: projection, ProjectionSweepInterval: cfg.ProjectionSweepInterval,
 			ExportPurger: exports, ExportPurgeInterval: cfg.ExportPurgeInterval,
@@ -232,7 +234,7 @@ func (m *Main) Run(ctx context.Context) error {
 		if cfg.RetentionMaxAge > 0 {
 			jobOpts.RetentionInterval = cfg.RetentionInterval
 		}
-		if m.jobs, err = postgres.NewJobs(db, operations, jobOpts); err != nil {
+		if m.jobs, err = worker.NewJobs(db, operations, jobOpts); err != nil {
 			return err
 		}
 		if err := m.jobs.Start(ctx); err != nil {

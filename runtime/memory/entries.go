@@ -19,9 +19,17 @@ import (
 type Stores struct {
 	Entries    EntryStore
 	Projection ProjectionStore
-	Operations operation.OperationStore
+	Operations OperationCreator
 	Jobs       runtime.JobQueue
 	Events     runtime.EventStore
+}
+
+// OperationCreator is what the projection's use cases need of operation.OperationStore:
+// they create the vector_rebuild operations.
+type OperationCreator interface {
+	// CreateOperations stores ops as pending operations. Their jobs are the caller's
+	// to enqueue in the same transaction. Errors: SERVICE_UNAVAILABLE.
+	CreateOperations(ctx context.Context, ops []operation.NewOperation) error
 }
 
 // EntryStore is the storage of context entries. Every method is confined to scope and

@@ -87,9 +87,17 @@ const (
 // are no longer those the vectors were computed for (a rebuild started or switched).
 var ErrProjectionChanged = errors.New("the projection's generations changed")
 
-// ProjectionStore is the storage of the vector projection. Every method is confined
-// to scope (the sweeps walk them all).
+// ProjectionStore is the storage of the vector projection: its queue, its backlog and
+// its rebuilds. Every method is confined to scope (the sweeps walk them all).
 type ProjectionStore interface {
+	ProjectionQueue
+	ProjectionBacklog
+	ProjectionRebuild
+}
+
+// ProjectionQueue is the projection as the writers of entries see it: entries queued
+// for embedding when they are written, removed when they stop being active.
+type ProjectionQueue interface {
 	// EnsureModel creates the vector table of model when there is none. It is DDL,
 	// serialized between replicas. Errors: SERVICE_UNAVAILABLE.
 	EnsureModel(ctx context.Context, model EmbeddingModel) error
@@ -102,7 +110,12 @@ type ProjectionStore interface {
 	Retire(ctx context.Context, scope runtime.Scope, ids []string) error
 	// Status returns the scope's projection state. Errors: SERVICE_UNAVAILABLE.
 	Status(ctx context.Context, scope runtime.Scope) (ProjectionStatus, error)
+}
 
+// ProjectionBacklog is the projection's work behind the writers: the embedding of the
+// queued entries, the fold of vectors into the graph, the text postings' packs, and
+// the sweeps that find the scopes with such work.
+type ProjectionBacklog interface {
 	// ClaimBacklog claims up to limit queued entries that no live lease holds, until
 	// nowMs + lease, and returns them (content included) with the scope's live
 	// generations; queue rows of entries that are no longer active are dropped.
@@ -115,7 +128,38 @@ type ProjectionStore interface {
 	// that is still active. Errors: ErrProjectionChanged when a live generation has a
 	// model vectors lacks, SERVICE_UNAVAILABLE.
 	StoreBacklog(ctx context.Context, scope runtime.Scope, claim string, ids []string, vectors map[string][][]float32) error
+	// BacklogScopes examines up to limit scopes holding queued entries no live lease
+	// holds, in order after after (nil: from the first), and returns them and the
+	// last one examined (nil when none was left).
+	BacklogScopes(ctx context.Context, after *runtime.Scope, limit int, nowMs int64) (due []runtime.Scope, last *runtime.Scope, err error)
+	// FoldVectors moves up to limit of the scope's stored vectors that are outside the
+	// nearest-neighbour graph into it, when the scope holds more than over of them
+	// (0: any), and returns how many it moved. An interrupted fold leaves its vectors
+	// outside, where recall still finds them; a repeated one moves only what is left.
+	// Errors: SERVICE_UNAVAILABLE.
+	FoldVectors(ctx context.Context, scope runtime.Scope, limit, over int) (int, error)
+	// UnindexedScopes examines up to limit scopes holding vectors outside the graph,
+	// in order after after, and returns those whose vectors outside are of a building
+	// or active generation (a fold moves them) and the last one examined (nil when
+	// none was left).
+	UnindexedScopes(ctx context.Context, after *runtime.Scope, limit int) (due []runtime.Scope, last *runtime.Scope, err error)
+	// PackText packs up to limit of the scope's pending text postings (those written
+	// since its last pack) into the blocks recall reads, when the scope holds more
+	// than over of them (0: any), and removes up to limit postings of documents that
+	// are gone from the blocks; it returns how many it packed or removed (0 as well
+	// when another pack or a deletion holds the scope: it is not waited for). An
+	// interrupted pack leaves the postings pending, where recall reads them too.
+	// Errors: SERVICE_UNAVAILABLE.
+	PackText(ctx context.Context, scope runtime.Scope, limit, over int) (int, error)
+	// PendingTextScopes examines up to limit scopes holding pending text postings or
+	// postings of gone documents, in order after after, and returns those holding more
+	// than over pending postings or any gone, and the last one examined.
+	PendingTextScopes(ctx context.Context, after *runtime.Scope, limit, over int) (due []runtime.Scope, last *runtime.Scope, err error)
+}
 
+// ProjectionRebuild is a vector_rebuild operation's steps, and the sweep that finds
+// the scopes whose projection follows another model than the configured one.
+type ProjectionRebuild interface {
 	// LockProjection creates the scope's projection head when it has none and locks
 	// it until the transaction ends. Errors: SERVICE_UNAVAILABLE.
 	LockProjection(ctx context.Context, scope runtime.Scope) error
@@ -142,35 +186,6 @@ type ProjectionStore interface {
 	// when none is left it forgets them, drops the vector tables no generation uses
 	// any more (except keep's) and marks the operation succeeded with result.
 	DropRetiredStep(ctx context.Context, scope runtime.Scope, operationID string, bounds operation.StepBounds, keep string, result contract.RebuildProjectionResult, nowMs int64) (done bool, err error)
-
-	// FoldVectors moves up to limit of the scope's stored vectors that are outside the
-	// nearest-neighbour graph into it, when the scope holds more than over of them
-	// (0: any), and returns how many it moved. An interrupted fold leaves its vectors
-	// outside, where recall still finds them; a repeated one moves only what is left.
-	// Errors: SERVICE_UNAVAILABLE.
-	FoldVectors(ctx context.Context, scope runtime.Scope, limit, over int) (int, error)
-	// UnindexedScopes examines up to limit scopes holding vectors outside the graph,
-	// in order after after, and returns those whose vectors outside are of a building
-	// or active generation (a fold moves them) and the last one examined (nil when
-	// none was left).
-	UnindexedScopes(ctx context.Context, after *runtime.Scope, limit int) (due []runtime.Scope, last *runtime.Scope, err error)
-	// PackText packs up to limit of the scope's pending text postings (those written
-	// since its last pack) into the blocks recall reads, when the scope holds more
-	// than over of them (0: any), and removes up to limit postings of documents that
-	// are gone from the blocks; it returns how many it packed or removed (0 as well
-	// when another pack or a deletion holds the scope: it is not waited for). An
-	// interrupted pack leaves the postings pending, where recall reads them too.
-	// Errors: SERVICE_UNAVAILABLE.
-	PackText(ctx context.Context, scope runtime.Scope, limit, over int) (int, error)
-	// PendingTextScopes examines up to limit scopes holding pending text postings or
-	// postings of gone documents, in order after after, and returns those holding more
-	// than over pending postings or any gone, and the last one examined.
-	PendingTextScopes(ctx context.Context, after *runtime.Scope, limit, over int) (due []runtime.Scope, last *runtime.Scope, err error)
-
-	// BacklogScopes examines up to limit scopes holding queued entries no live lease
-	// holds, in order after after (nil: from the first), and returns them and the
-	// last one examined (nil when none was left).
-	BacklogScopes(ctx context.Context, after *runtime.Scope, limit int, nowMs int64) (due []runtime.Scope, last *runtime.Scope, err error)
 	// StaleScopes examines up to limit scopes whose projection follows the
 	// configuration (not pinned) and whose active generation has another model than
 	// model, in order after after, and returns those with no rebuild in flight and the

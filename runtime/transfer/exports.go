@@ -31,7 +31,19 @@ type Stores struct {
 	Messages    conversation.MessageStore
 	Windows     conversation.WindowStore
 	Entries     memory.EntryStore
-	Projection  memory.ProjectionStore
+	Projection  ProjectionQueue
+}
+
+// ProjectionQueue is what import and the advanced operations need of the vector
+// projection: an import queues the entries it created, a purge retires the entries it
+// removed.
+type ProjectionQueue interface {
+	// Enqueue is memory.ProjectionQueue's Enqueue: it queues entries for embedding in
+	// the writer's transaction. Errors: SERVICE_UNAVAILABLE.
+	Enqueue(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, model memory.EmbeddingModel) error
+	// Retire is memory.ProjectionQueue's Retire: it removes entries that stopped being
+	// active from the projection. Errors: SERVICE_UNAVAILABLE.
+	Retire(ctx context.Context, scope runtime.Scope, ids []string) error
 }
 
 // Export, import and the advanced operations (docs/export.md). An export

@@ -1,5 +1,5 @@
 // Package ratelimittest is the contract suite of ratelimit.RateLimiter: every limiter
-// (adapters/ratelimit/memory, adapters/postgres) runs it, on a clock the test moves.
+// (adapters/ratelimit/local, adapters/postgres) runs it, on a clock the test moves.
 package ratelimittest
 
 import (

@@ -16,7 +16,7 @@ import (
 // window, an invocation) cannot be written while the conversation is being deleted,
 // without serializing those writers against each other. A tombstoned conversation is
 // refused with 409 CONFLICT, reason conversation_deleted. Appends claim heads their own
-// way (claimHeads in messages.go), because they also allocate sequences.
+// way (claimHeads in conversation_messages.go), because they also allocate sequences.
 func claimConversation(ctx context.Context, tx DBTX, scope runtime.Scope, id string, nowMs int64) error {
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO conversations (tenant_id, project_id, conversation_id, created_at_ms)

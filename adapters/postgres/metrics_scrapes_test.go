@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 )
 
@@ -45,7 +46,7 @@ func TestMetricsScrapesAreCheap(t *testing.T) {
 	hub, err := postgres.NewEventHub(context.Background(), pool, postgres.EventHubOptions{Registerer: reg, MetricsRefresh: time.Hour})
 	require.NoError(t, err)
 	t.Cleanup(hub.Close)
-	reg.MustRegister(postgres.NewProjectionCollector(pool, time.Hour))
+	reg.MustRegister(pgmetrics.NewProjectionCollector(pool, time.Hour))
 
 	gauge := func(reg *prometheus.Registry, name, state string) float64 {
 		t.Helper()
@@ -71,7 +72,7 @@ func TestMetricsScrapesAreCheap(t *testing.T) {
 
 	// With a short interval, a scrape after it counts again and shows the change.
 	short := prometheus.NewPedanticRegistry()
-	short.MustRegister(postgres.NewProjectionCollector(pool, 50*time.Millisecond))
+	short.MustRegister(pgmetrics.NewProjectionCollector(pool, 50*time.Millisecond))
 	require.Zero(t, gauge(short, "agent_context_vector_projection_backlog", ""))
 	_, err = pool.Exec(context.Background(), `
 		INSERT INTO entry_projection_queue (tenant_id, project_id, entry_id, created_at_ms) VALUES ('t', 'p', 'e', 1)`)

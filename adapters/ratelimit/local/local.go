@@ -1,7 +1,7 @@
-// Package memory is the per-replica rate limiter: token buckets in a map behind one
+// Package local is the per-replica rate limiter: token buckets in a map behind one
 // mutex. Each replica limits on its own, so N replicas together admit N times the
 // budget; the postgres limiter (adapters/postgres) shares the buckets instead.
-package memory
+package local
 
 import (
 	"context"

@@ -1,14 +1,14 @@
-package postgres
+package pgmetrics
 
 import (
 	"sync"
 	"time"
 )
 
-// DefaultMetricsRefresh is how often, at most, a collector that counts rows in the
+// DefaultRefresh is how often, at most, a collector that counts rows in the
 // database runs its statement, however often /metrics is scraped (the endpoint needs
 // no credential, so anyone who reaches it sets the scrape rate).
-const DefaultMetricsRefresh = 15 * time.Second
+const DefaultRefresh = 15 * time.Second
 
 // scrapeCache keeps what a collector's statement last read and reads again only when
 // that is older than its interval. A scrape in between answers from the cache; a
@@ -27,7 +27,7 @@ type scrapeCache[T any] struct {
 
 func newScrapeCache[T any](interval time.Duration, read func() (T, error)) *scrapeCache[T] {
 	if interval <= 0 {
-		interval = DefaultMetricsRefresh
+		interval = DefaultRefresh
 	}
 	return &scrapeCache[T]{interval: interval, read: read}
 }

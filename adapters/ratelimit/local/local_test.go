@@ -1,4 +1,4 @@
-package memory_test
+package local_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agent-context/agent-context/adapters/ratelimit/memory"
+	"github.com/agent-context/agent-context/adapters/ratelimit/local"
 	"github.com/agent-context/agent-context/adapters/ratelimit/ratelimittest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -18,7 +18,7 @@ import (
 func TestLimiterContract(t *testing.T) {
 	t.Parallel()
 	ratelimittest.Run(t, func(_ *testing.T, clock runtime.Clock) ratelimit.RateLimiter {
-		return memory.NewLimiter(clock)
+		return local.NewLimiter(clock)
 	})
 }
 
@@ -28,7 +28,7 @@ func TestIdleBucketsAreSwept(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := ratelimittest.NewClock()
-	l := memory.NewLimiter(clock)
+	l := local.NewLimiter(clock)
 	bucket := func(i int) []ratelimit.RateBucket {
 		return []ratelimit.RateBucket{{Level: contract.RateLevelAgent, Tenant: "t", Name: fmt.Sprint("agent-", i), PerMin: 1}}
 	}

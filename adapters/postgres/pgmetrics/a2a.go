@@ -1,4 +1,4 @@
-package postgres
+package pgmetrics
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 // by at most this much (the gauges are then missing from that scrape).
 const a2aStateTimeout = 2 * time.Second
 
-// a2aStateCollector exports the A2A tasks by state and the messages by state (live,
+// A2AStateCollector exports the A2A tasks by state and the messages by state (live,
 // or expired and awaiting the purge), over all scopes, counted at most once per
 // refresh interval whatever the scrape rate.
-type a2aStateCollector struct {
+type A2AStateCollector struct {
 	pool            *pgxpool.Pool
 	log             *slog.Logger
 	tasks, messages *prometheus.Desc
@@ -29,12 +29,14 @@ type a2aStateCollector struct {
 // a2aStateCounts is one read of the A2A state gauges.
 type a2aStateCounts struct{ tasks, messages map[string]float64 }
 
-func newA2AStateCollector(pool *pgxpool.Pool, log *slog.Logger, refresh time.Duration) *a2aStateCollector {
-	c := &a2aStateCollector{
+// NewA2AStateCollector returns the A2A state collector of the database behind pool,
+// counting at most every refresh (0: DefaultRefresh), logging to log; register it once.
+func NewA2AStateCollector(pool *pgxpool.Pool, log *slog.Logger, refresh time.Duration) *A2AStateCollector {
+	c := &A2AStateCollector{
 		pool: pool, log: log,
-		tasks: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "a2a", "tasks"),
+		tasks: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "a2a", "tasks"),
 			"A2A tasks by state, over every scope.", []string{"state"}, nil),
-		messages: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "a2a", "messages"),
+		messages: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "a2a", "messages"),
 			"A2A messages by state (live, or expired and not yet purged), over every scope.", []string{"state"}, nil),
 	}
 	c.counts = newScrapeCache(refresh, func() (a2aStateCounts, error) {
@@ -45,14 +47,14 @@ func newA2AStateCollector(pool *pgxpool.Pool, log *slog.Logger, refresh time.Dur
 }
 
 // Describe implements prometheus.Collector.
-func (c *a2aStateCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *A2AStateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.tasks
 	ch <- c.messages
 }
 
 // Collect implements prometheus.Collector. When the database fails, the scrape goes on
 // without these gauges and the failure is logged.
-func (c *a2aStateCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *A2AStateCollector) Collect(ch chan<- prometheus.Metric) {
 	counts, err := c.counts.get()
 	if err != nil {
 		c.log.Warn("a2a metrics: counting tasks and messages failed", slog.Any("error", err))
@@ -67,7 +69,7 @@ func (c *a2aStateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // count reads the tasks and messages by state, every state present.
-func (c *a2aStateCollector) count() (tasks, messages map[string]float64, err error) {
+func (c *A2AStateCollector) count() (tasks, messages map[string]float64, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), a2aStateTimeout)
 	defer cancel()
 	rows, err := c.pool.Query(ctx, `

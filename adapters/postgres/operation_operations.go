@@ -200,7 +200,7 @@ func (s *OperationStore) StartOperation(ctx context.Context, scope runtime.Scope
 }
 
 // FailOperation implements operation.OperationStore. A failed retention run also forgets
-// the conversations it recorded as touched (retention.go).
+// the conversations it recorded as touched (operation_retention.go).
 func (s *OperationStore) FailOperation(ctx context.Context, scope runtime.Scope, id string, opErr contract.OperationError, nowMs int64) error {
 	_, err := s.db.Exec(ctx, `
 		WITH forgotten AS (

@@ -1,8 +1,12 @@
-package postgres
+// Package textindex is the pure half of the full-text indexes of messages and
+// entries: the tokenizer that builds their documents and queries, the packed postings'
+// block format, BM25 scoring and the MaxScore evaluation of a query over postings.
+// It reads and writes no database: the adapter's stores read the postings and look the
+// candidates up, and call it for the rest.
+package textindex
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -118,20 +122,20 @@ func truncateAt(w string, n int) string {
 	return w[:cut]
 }
 
-// documentVector returns the tsvector of a message's content.
-func documentVector(text string) pgtype.TSVector {
-	var b documentBuilder
-	return b.build(text)
+// DocumentVector returns the tsvector of a message's content.
+func DocumentVector(text string) pgtype.TSVector {
+	var b DocumentBuilder
+	return b.Build(text)
 }
 
-// documentBuilder builds tsvectors, keeping its scratch space (the lexeme index, counts
+// DocumentBuilder builds tsvectors, keeping its scratch space (the lexeme index, counts
 // and occurrences) from one document to the next, so a batch of documents built by one
 // builder costs two allocations per document: its lexemes and their positions.
 // A builder is not safe for concurrent use.
-type documentBuilder struct {
-	// english stems words and leaves stop words out (their positions stay, as
+type DocumentBuilder struct {
+	// English stems words and leaves stop words out (their positions stay, as
 	// Postgres's english configuration keeps them): entry documents.
-	english     bool
+	English     bool
 	terms       int              // the terms of the document so far: its BM25 length
 	index       map[string]int32 // lexeme → its number in words
 	words       []string
@@ -147,10 +151,10 @@ type occurrence struct {
 	position uint16
 }
 
-// build returns the tsvector of text. The first pass numbers the distinct lexemes and
+// Build returns the tsvector of text. The first pass numbers the distinct lexemes and
 // keeps each word's position; the second hands every lexeme its positions from one
 // shared array.
-func (b *documentBuilder) build(text string) pgtype.TSVector {
+func (b *DocumentBuilder) Build(text string) pgtype.TSVector {
 	if b.index == nil {
 		b.index = make(map[string]int32, 64)
 	}
@@ -158,9 +162,9 @@ func (b *documentBuilder) build(text string) pgtype.TSVector {
 	b.words, b.counts, b.last, b.occurrences = b.words[:0], b.counts[:0], b.last[:0], b.occurrences[:0]
 	b.size, b.position, b.terms = 0, 0, 0
 	word := b.add
-	if b.english {
+	if b.English {
 		word = func(w string) {
-			if stem, ok := englishTerm(w); ok {
+			if stem, ok := EnglishTerm(w); ok {
 				b.add(stem)
 			} else {
 				b.position++
@@ -191,8 +195,11 @@ func (b *documentBuilder) build(text string) pgtype.TSVector {
 	return pgtype.TSVector{Lexemes: lexemes, Valid: true}
 }
 
+// Terms is the length in terms of the document Build built last, BM25's |e|.
+func (b *DocumentBuilder) Terms() int { return b.terms }
+
 // add records the next word of the document.
-func (b *documentBuilder) add(lexeme string) {
+func (b *DocumentBuilder) add(lexeme string) {
 	b.position++
 	b.terms++
 	p := uint16(min(b.position, maxPositions))
@@ -220,10 +227,10 @@ func (b *documentBuilder) add(lexeme string) {
 	}
 }
 
-// searchQuery returns the tsquery (as text) that requires every word of text, and the
+// SearchQuery returns the tsquery (as text) that requires every word of text, and the
 // unsegmented runs a matching content must contain verbatim. An empty query means the
 // text holds no word at all (only punctuation or symbols): nothing can match.
-func searchQuery(text string) (query string, runs []string) {
+func SearchQuery(text string) (query string, runs []string) {
 	var terms []string
 	seen := map[string]bool{}
 	term := func(t string) {
@@ -250,8 +257,8 @@ func quoteLexeme(w string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(w) + "'"
 }
 
-// likeContains returns a LIKE pattern matching any text that contains s.
-func likeContains(s string) string {
+// LikeContains returns a LIKE pattern matching any text that contains s.
+func LikeContains(s string) string {
 	return "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s) + "%"
 }
 
@@ -259,76 +266,69 @@ func likeContains(s string) string {
 // costs what a short one does: the longest words are kept, being the rarest as a rule.
 const maxRecallTerms = 32
 
-// englishTerm is the term a word of an entry or a recall query stands for: its stem
+// EnglishTerm is the term a word of an entry or a recall query stands for: its stem
 // under Snowball's english stemmer, false for a stop word. Both are those of Postgres's
 // english configuration (its english_stem dictionary: the same Snowball algorithm and
 // the same stop word list), so documents migrated in SQL and documents built here
 // agree; TestEnglishTermsMatchPostgres checks it against the database.
-func englishTerm(w string) (string, bool) {
+func EnglishTerm(w string) (string, bool) {
 	if english.IsStopWord(w) {
 		return "", false
 	}
 	return english.Stem(w, false), true
 }
 
-// recallTerm is one term of a recall's text query: a lexeme of entry documents without
+// RecallTerm is one term of a recall's text query: a lexeme of entry documents without
 // the scope's tag, or, for a lone character of an unsegmented script, the prefix of
 // the lexemes it begins (a run's last character is indexed alone).
-type recallTerm struct {
-	lexeme string
-	prefix bool
+type RecallTerm struct {
+	Lexeme string
+	Prefix bool
 }
 
-// query is the term as a tsquery operand, its lexeme carrying tag.
-func (t recallTerm) query(tag string) string {
-	q := quoteLexeme(tag + t.lexeme)
-	if t.prefix {
+// Query is the term as a tsquery operand, its lexeme carrying tag.
+func (t RecallTerm) Query(tag string) string {
+	q := quoteLexeme(tag + t.Lexeme)
+	if t.Prefix {
 		q += ":*"
 	}
 	return q
 }
 
-// recallTerms returns the terms of recall's text half: the words of text, stemmed with
+// RecallTerms returns the terms of recall's text half: the words of text, stemmed with
 // stop words left out as in entry documents, and the bigrams of its unsegmented runs,
 // each once, longest first (of equally long ones, the earlier first), at most
 // maxRecallTerms.
-func recallTerms(text string) []recallTerm {
+func RecallTerms(text string) []RecallTerm {
 	type term struct {
-		recallTerm
+		RecallTerm
 		length int
 	}
 	var terms []term
-	seen := map[recallTerm]bool{}
-	add := func(t recallTerm, length int) {
+	seen := map[RecallTerm]bool{}
+	add := func(t RecallTerm, length int) {
 		if !seen[t] {
 			seen[t] = true
 			terms = append(terms, term{t, length})
 		}
 	}
 	scanText(text, func(w string) {
-		if stem, ok := englishTerm(w); ok {
-			add(recallTerm{lexeme: stem}, utf8.RuneCountInString(w))
+		if stem, ok := EnglishTerm(w); ok {
+			add(RecallTerm{Lexeme: stem}, utf8.RuneCountInString(w))
 		}
 	}, func(run []rune) {
 		if len(run) == 1 {
-			add(recallTerm{lexeme: string(run), prefix: true}, 1)
+			add(RecallTerm{Lexeme: string(run), Prefix: true}, 1)
 			return
 		}
 		for i := 0; i+1 < len(run); i++ {
-			add(recallTerm{lexeme: string(run[i : i+2])}, 2)
+			add(RecallTerm{Lexeme: string(run[i : i+2])}, 2)
 		}
 	})
 	slices.SortStableFunc(terms, func(a, b term) int { return b.length - a.length })
-	out := make([]recallTerm, 0, min(len(terms), maxRecallTerms))
+	out := make([]RecallTerm, 0, min(len(terms), maxRecallTerms))
 	for _, t := range terms[:min(len(terms), maxRecallTerms)] {
-		out = append(out, t.recallTerm)
+		out = append(out, t.RecallTerm)
 	}
 	return out
-}
-
-// float4Score is a float4 rank as the shortest decimal that reads back as it, not its
-// float64 expansion (0.0607927 rather than 0.060792699456214905).
-func float4Score(score float32) float64 {
-	f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(score), 'g', -1, 32), 64)
-	return f
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/memory"
@@ -70,16 +71,16 @@ func scopeTag(scope runtime.Scope) string {
 }
 
 // entryDocument is the full-text document of an entry's content in scope and its
-// length in terms: the message search's document (textsearch.go) with its words
-// stemmed and stop words left out (englishTerm), every lexeme prefixed by scopeTag.
+// length in terms: the message search's document (textindex) with its words
+// stemmed and stop words left out (textindex.EnglishTerm), every lexeme prefixed by scopeTag.
 func entryDocument(scope runtime.Scope, content string) (pgtype.TSVector, int) {
-	b := documentBuilder{english: true}
-	v := b.build(content)
+	b := textindex.DocumentBuilder{English: true}
+	v := b.Build(content)
 	tag := scopeTag(scope)
 	for i := range v.Lexemes {
 		v.Lexemes[i].Word = tag + v.Lexemes[i].Word
 	}
-	return v, b.terms
+	return v, b.Terms()
 }
 
 // liveConversation is the condition that the row alias (an entry, or its vector)

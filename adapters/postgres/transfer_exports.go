@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/operation"
@@ -606,10 +607,10 @@ func (s *ExportStore) ReindexMessages(ctx context.Context, scope runtime.Scope, 
 	var docs []pgtype.TSVector
 	var last transfer.ExportKey
 	q := transfer.ExportQuery{After: after, Rows: bounds.Rows, Bytes: bounds.Bytes}
-	var b documentBuilder
+	var b textindex.DocumentBuilder
 	more, err := s.ExportMessages(ctx, scope, q, func(m *contract.ConversationRecord) error {
 		conversations, ids = append(conversations, m.Scope.ConversationID), append(ids, m.ID)
-		docs = append(docs, b.build(m.Content))
+		docs = append(docs, b.Build(m.Content))
 		last = transfer.ExportKey{ConversationID: m.Scope.ConversationID, Sequence: m.Sequence}
 		return nil
 	})

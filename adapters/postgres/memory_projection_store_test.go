@@ -20,6 +20,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding/embeddingtest"
 	"github.com/agent-context/agent-context/adapters/embedding/hash"
 	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -425,7 +426,7 @@ func TestProjectionCollector(t *testing.T) {
 	t.Parallel()
 	b := setupProjection(t, nil)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(postgres.NewProjectionCollector(b.pool, time.Nanosecond)) // every scrape reads
+	reg.MustRegister(pgmetrics.NewProjectionCollector(b.pool, time.Nanosecond)) // every scrape reads
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP agent_context_vector_projection_backlog Entries written and not yet embedded into the vector projection, all scopes.
 # TYPE agent_context_vector_projection_backlog gauge

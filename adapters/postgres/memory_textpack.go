@@ -1,84 +1,15 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/runtime"
 )
-
-// posting is one term's occurrence in a document: the document's ordinal (its entry's
-// text_ord), how often the document holds the term, the document's length and its
-// entry's creation time.
-type posting struct {
-	ord     int64
-	tf      int32
-	length  int32
-	created int64
-}
-
-// textBlockPostings is how many postings a block of entry_text_blocks holds at most
-// (about 40 kB): a pack rewrites a term's last block while it has room, so a block
-// bounds what one pack rewrites per term.
-const textBlockPostings = 8192
-
-// encodeBlock packs postings sorted by ordinal: per posting, the ordinal's distance
-// from the one before (the first's from 0) and its tf and length as unsigned varints,
-// and its creation time's distance from the one before as a signed varint.
-func encodeBlock(ps []posting) []byte {
-	out := make([]byte, 0, 6*len(ps))
-	var ord, created int64
-	for _, p := range ps {
-		out = binary.AppendUvarint(out, uint64(p.ord-ord))
-		out = binary.AppendUvarint(out, uint64(p.tf))
-		out = binary.AppendUvarint(out, uint64(p.length))
-		out = binary.AppendVarint(out, p.created-created)
-		ord, created = p.ord, p.created
-	}
-	return out
-}
-
-var errCorruptBlock = errors.New("a block of packed postings does not decode")
-
-// decodeBlock appends the postings of data to dst.
-func decodeBlock(dst []posting, data []byte) ([]posting, error) {
-	var ord, created int64
-	for len(data) > 0 {
-		var fields [3]uint64
-		for i := range fields {
-			v, n := binary.Uvarint(data)
-			if n <= 0 {
-				return dst, errCorruptBlock
-			}
-			fields[i], data = v, data[n:]
-		}
-		d, n := binary.Varint(data)
-		if n <= 0 {
-			return dst, errCorruptBlock
-		}
-		data = data[n:]
-		ord += int64(fields[0])
-		created += d
-		dst = append(dst, posting{ord: ord, tf: int32(fields[1]), length: int32(fields[2]), created: created})
-	}
-	return dst, nil
-}
-
-func byOrd(a, b posting) int { return cmp.Compare(a.ord, b.ord) }
-
-// textBlock is a block of a term as a pack rewrites it.
-type textBlock struct {
-	term     string
-	block    int32
-	full     bool // read for its number only: its postings are not read, nor written
-	postings []posting
-}
 
 // PackText implements memory.ProjectionStore. In one transaction, when the scope is
 // due, under its pack lock (taken without waiting: a scope another pack or a deletion
@@ -114,14 +45,14 @@ func (s *ProjectionStore) PackText(ctx context.Context, scope runtime.Scope, lim
 		for _, ps := range moved {
 			done += len(ps)
 		}
-		return writeBlocks(ctx, tx, scope, packBlocks(blocks, moved, dropped))
+		return writeBlocks(ctx, tx, scope, textindex.PackBlocks(blocks, moved, dropped))
 	})
 	return done, err
 }
 
 // takePending deletes up to limit of the scope's pending postings and returns them by
 // term, sorted by ordinal.
-func takePending(ctx context.Context, tx pgx.Tx, scope runtime.Scope, limit int) (map[string][]posting, error) {
+func takePending(ctx context.Context, tx pgx.Tx, scope runtime.Scope, limit int) (map[string][]textindex.Posting, error) {
 	rows, err := tx.Query(ctx, `
 		DELETE FROM entry_text_postings p
 		USING (SELECT term, ord FROM entry_text_postings
@@ -132,17 +63,17 @@ func takePending(ctx context.Context, tx pgx.Tx, scope runtime.Scope, limit int)
 		return nil, translate(err)
 	}
 	defer rows.Close()
-	out := map[string][]posting{}
+	out := map[string][]textindex.Posting{}
 	for rows.Next() {
 		var term string
-		var p posting
-		if err := rows.Scan(&term, &p.ord, &p.tf, &p.length, &p.created); err != nil {
+		var p textindex.Posting
+		if err := rows.Scan(&term, &p.Ord, &p.TF, &p.Length, &p.Created); err != nil {
 			return nil, translate(err)
 		}
 		out[term] = append(out[term], p)
 	}
 	for _, ps := range out {
-		slices.SortFunc(ps, byOrd)
+		slices.SortFunc(ps, textindex.ByOrd)
 	}
 	return out, translate(rows.Err())
 }
@@ -175,7 +106,7 @@ func takeDropped(ctx context.Context, tx pgx.Tx, scope runtime.Scope, limit int)
 // touchedBlocks reads the blocks a pack may rewrite: the last block of each term with
 // moved postings (its postings only when it has room: a full one is read for its
 // number), and every block whose ordinals span a dropped one.
-func touchedBlocks(ctx context.Context, tx pgx.Tx, scope runtime.Scope, moved map[string][]posting, dropped map[string][]int64) ([]textBlock, error) {
+func touchedBlocks(ctx context.Context, tx pgx.Tx, scope runtime.Scope, moved map[string][]textindex.Posting, dropped map[string][]int64) ([]textindex.Block, error) {
 	var movedTerms, droppedTerms []string
 	var droppedOrds []int64
 	for term := range moved {
@@ -196,7 +127,7 @@ func touchedBlocks(ctx context.Context, tx pgx.Tx, scope runtime.Scope, moved ma
 		SELECT DISTINCT b.term, b.block, b.data FROM unnest($4::text[], $5::bigint[]) AS d(term, ord)
 		JOIN entry_text_blocks b ON b.tenant_id = $1 AND b.project_id = $2 AND b.term = d.term COLLATE "C"
 		  AND d.ord BETWEEN b.first_ord AND b.last_ord`,
-		scope.TenantID, scope.ProjectID, movedTerms, droppedTerms, droppedOrds, textBlockPostings)
+		scope.TenantID, scope.ProjectID, movedTerms, droppedTerms, droppedOrds, textindex.BlockPostings)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -206,20 +137,20 @@ func touchedBlocks(ctx context.Context, tx pgx.Tx, scope runtime.Scope, moved ma
 		block int32
 	}
 	seen := map[key]int{}
-	var out []textBlock
+	var out []textindex.Block
 	for rows.Next() {
-		var b textBlock
+		var b textindex.Block
 		var data []byte
-		if err := rows.Scan(&b.term, &b.block, &data); err != nil {
+		if err := rows.Scan(&b.Term, &b.Number, &data); err != nil {
 			return nil, translate(err)
 		}
-		b.full = data == nil
-		if b.postings, err = decodeBlock(nil, data); err != nil {
-			return nil, fmt.Errorf("term %q block %d of %s/%s: %w", b.term, b.block, scope.TenantID, scope.ProjectID, err)
+		b.Full = data == nil
+		if b.Postings, err = textindex.DecodeBlock(nil, data); err != nil {
+			return nil, fmt.Errorf("term %q block %d of %s/%s: %w", b.Term, b.Number, scope.TenantID, scope.ProjectID, err)
 		}
-		k := key{b.term, b.block}
+		k := key{b.Term, b.Number}
 		if i, ok := seen[k]; ok {
-			if !b.full {
+			if !b.Full {
 				out[i] = b
 			}
 			continue
@@ -230,63 +161,20 @@ func touchedBlocks(ctx context.Context, tx pgx.Tx, scope runtime.Scope, moved ma
 	return out, translate(rows.Err())
 }
 
-// packBlocks returns the blocks a pack writes: the touched blocks without the dropped
-// ordinals (an emptied block is written empty, and then deleted), each term's moved
-// postings merged into its last block while it has room and into new blocks after it.
-// A full last block is not written unless a dropped ordinal made room in it.
-func packBlocks(touched []textBlock, moved map[string][]posting, dropped map[string][]int64) []textBlock {
-	last := map[string]int{} // the term's touched block of the highest number
-	for i := range touched {
-		b := &touched[i]
-		if gone := dropped[b.term]; len(gone) > 0 && !b.full {
-			set := make(map[int64]bool, len(gone))
-			for _, o := range gone {
-				set[o] = true
-			}
-			b.postings = slices.DeleteFunc(b.postings, func(p posting) bool { return set[p.ord] })
-		}
-		if j, ok := last[b.term]; !ok || touched[j].block < b.block {
-			last[b.term] = i
-		}
-	}
-	out := slices.DeleteFunc(slices.Clone(touched), func(b textBlock) bool { return b.full })
-	for term, ps := range moved {
-		next := int32(0)
-		if i, ok := last[term]; ok {
-			b := touched[i]
-			next = b.block + 1
-			if !b.full {
-				room := max(textBlockPostings-len(b.postings), 0)
-				merged := append(b.postings, ps[:min(room, len(ps))]...)
-				slices.SortFunc(merged, byOrd)
-				ps = ps[min(room, len(ps)):]
-				j := slices.IndexFunc(out, func(o textBlock) bool { return o.term == term && o.block == b.block })
-				out[j].postings = merged
-			}
-		}
-		for len(ps) > 0 {
-			n := min(textBlockPostings, len(ps))
-			out = append(out, textBlock{term: term, block: next, postings: ps[:n]})
-			ps, next = ps[n:], next+1
-		}
-	}
-	return out
-}
-
 // writeBlocks stores the blocks a pack wrote, and deletes those it emptied.
-func writeBlocks(ctx context.Context, tx pgx.Tx, scope runtime.Scope, blocks []textBlock) error {
+func writeBlocks(ctx context.Context, tx pgx.Tx, scope runtime.Scope, blocks []textindex.Block) error {
 	var terms, goneTerms []string
 	var numbers, goneNumbers, counts []int32
 	var firsts, lasts []int64
 	var data [][]byte
 	for _, b := range blocks {
-		if len(b.postings) == 0 {
-			goneTerms, goneNumbers = append(goneTerms, b.term), append(goneNumbers, b.block)
+		if len(b.Postings) == 0 {
+			goneTerms, goneNumbers = append(goneTerms, b.Term), append(goneNumbers, b.Number)
 			continue
 		}
-		terms, numbers, counts = append(terms, b.term), append(numbers, b.block), append(counts, int32(len(b.postings)))
-		firsts, lasts = append(firsts, b.postings[0].ord), append(lasts, b.postings[len(b.postings)-1].ord)
-		data = append(data, encodeBlock(b.postings))
+		terms, numbers, counts = append(terms, b.Term), append(numbers, b.Number), append(counts, int32(len(b.Postings)))
+		firsts, lasts = append(firsts, b.Postings[0].Ord), append(lasts, b.Postings[len(b.Postings)-1].Ord)
+		data = append(data, textindex.EncodeBlock(b.Postings))
 	}
 	_, err := tx.Exec(ctx, `
 		WITH gone AS (

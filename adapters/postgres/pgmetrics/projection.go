@@ -1,4 +1,4 @@
-package postgres
+package pgmetrics
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type projectionBacklog struct {
 var _ prometheus.Collector = (*ProjectionCollector)(nil)
 
 // NewProjectionCollector returns the projection collector of the database behind
-// pool, counting at most every refresh (0: DefaultMetricsRefresh); register it once.
+// pool, counting at most every refresh (0: DefaultRefresh); register it once.
 func NewProjectionCollector(pool *pgxpool.Pool, refresh time.Duration) *ProjectionCollector {
 	c := &ProjectionCollector{
 		pool: pool,

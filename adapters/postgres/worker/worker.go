@@ -1,4 +1,8 @@
-package postgres
+// Package worker is the job door of the service: River's workers of every job kind,
+// their periodic schedule and the client that runs them on this replica. It calls the
+// use cases through the runner interfaces below; the enqueue side, which units of work
+// use inside their transactions, is postgres.JobQueue.
+package worker
 
 import (
 	"context"
@@ -13,6 +17,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgmetrics"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/memory"
@@ -143,7 +149,7 @@ type Jobs struct {
 }
 
 // NewJobs returns the job queue of this replica on db; Start starts working.
-func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
+func NewJobs(db *postgres.DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultJobWorkers
 	}
@@ -190,7 +196,7 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 	}
 	var middleware []rivertype.Middleware
 	if opts.Metrics != nil {
-		middleware = append(middleware, newJobMetrics(opts.Metrics))
+		middleware = append(middleware, pgmetrics.NewJobMetrics(opts.Metrics))
 	}
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
 		Middleware:           middleware,
@@ -199,7 +205,8 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 		PeriodicJobs:         periodic,
 		JobTimeout:           tm.jobTimeout,
 		RescueStuckJobsAfter: tm.rescueAfter,
-		// Enqueuing never notifies (quietDriver), so workers poll for new jobs.
+		// Enqueuing never notifies (postgres.DB's insert-only client), so workers poll
+		// for new jobs.
 		FetchPollInterval: JobFetchPollInterval,
 		// A stop lets running jobs end their current run (at most a budget long),
 		// then cancels them; a cancelled run hands its job back (see Work).
@@ -213,7 +220,8 @@ func NewJobs(db *DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
 }
 
 // JobFetchPollInterval is how often an idle worker looks for new jobs: enqueues send
-// no notification (see quietDriver), so it bounds how long a new job waits.
+// no notification (see postgres.DB's insert-only client), so it bounds how long a new
+// job waits.
 const JobFetchPollInterval = 100 * time.Millisecond
 
 // Start starts working jobs. Only Stop stops it: a canceled ctx does not, so that a
@@ -235,15 +243,6 @@ func (j *Jobs) Stop(ctx context.Context) error {
 	return nil
 }
 
-// operationMaxAttempts is how often an operation's job may fail before its operation is
-// marked failed. River's backoff (attempt⁴ seconds) spreads ten attempts over about
-// four hours, so a database outage of that length does not fail the operation.
-const operationMaxAttempts = 10
-
-// operationRescueAttempts is how many more runs River allows, for jobs rescued after a
-// crash once the failures used up operationMaxAttempts.
-const operationRescueAttempts = 15
-
 // operationWorker runs operations' jobs.
 type operationWorker struct {
 	river.WorkerDefaults[runtime.OperationJob]
@@ -261,7 +260,7 @@ func (w *operationWorker) Work(ctx context.Context, job *river.Job[runtime.Opera
 	case err != nil && stopping(ctx):
 		// Stopping: hand the job back; the step that was cut off was rolled back.
 		return river.JobSnooze(0)
-	case err != nil && job.Attempt >= operationMaxAttempts:
+	case err != nil && job.Attempt >= postgres.OperationMaxAttempts:
 		if ferr := w.runner.FailOperation(context.WithoutCancel(ctx), scope, job.Args.OperationID, err); ferr != nil {
 			return errors.Join(err, ferr)
 		}
@@ -316,11 +315,6 @@ func runOutcome(ctx context.Context, finished bool, err error) error {
 	}
 	return nil
 }
-
-// projectionMaxAttempts is how often a projection job runs before River discards it:
-// with River's backoff (attempt⁴ seconds), about a week of a provider outage. Its
-// entries stay queued either way, and the sweep enqueues a new job for them.
-const projectionMaxAttempts = 25
 
 // projectionWorker embeds the backlog of one scope.
 type projectionWorker struct {

@@ -1,4 +1,4 @@
-package postgres
+package textindex
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/agent-context/agent-context/contract"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,7 +29,7 @@ func TestScanText(t *testing.T) {
 
 func TestDocumentVector(t *testing.T) {
 	t.Parallel()
-	v := documentVector("Go go GO 東京タワー")
+	v := DocumentVector("Go go GO 東京タワー")
 	got := map[string][]uint16{}
 	for _, l := range v.Lexemes {
 		for _, p := range l.Positions {
@@ -41,27 +40,7 @@ func TestDocumentVector(t *testing.T) {
 		"go": {1, 2, 3}, "東京": {4}, "京タ": {5}, "タワ": {6}, "ワー": {7}, "ー": {8},
 	}, got)
 	require.True(t, v.Valid)
-	require.Empty(t, documentVector("!!! ...").Lexemes)
-}
-
-// An append builds ahead only the documents of its first 4 MiB of content, each as
-// documentVector would; the rest are left for the COPY to build one at a time.
-func TestBatchDocumentsBoundsEarlyWork(t *testing.T) {
-	t.Parallel()
-	mib := strings.Repeat("a", 1<<20)
-	var batch []contract.ConversationRecord
-	for i := range 100 {
-		batch = append(batch, contract.ConversationRecord{Content: fmt.Sprintf("word%d 東京タワー", i)})
-	}
-	batch = append(batch, contract.ConversationRecord{Content: mib}, contract.ConversationRecord{Content: mib}, contract.ConversationRecord{Content: mib},
-		contract.ConversationRecord{Content: mib}, contract.ConversationRecord{Content: "after"})
-	docs := batchDocuments(batch)
-	for i := range 103 {
-		require.Equal(t, documentVector(batch[i].Content), docs.get(i), i)
-	}
-	require.False(t, docs.get(103).Valid)
-	require.False(t, docs.get(104).Valid)
-	docs.wait()
+	require.Empty(t, DocumentVector("!!! ...").Lexemes)
 }
 
 func TestSearchQuery(t *testing.T) {
@@ -82,13 +61,13 @@ func TestSearchQuery(t *testing.T) {
 		"ÀÉÎ":                    {"'àéî'", nil},
 		strings.Repeat("a ", 10): {"'a'", nil},
 	} {
-		q, runs := searchQuery(text)
+		q, runs := SearchQuery(text)
 		require.Equal(t, want.query, q, text)
 		require.Equal(t, want.runs, runs, text)
 	}
 	require.Equal(t, `'it''s'`, quoteLexeme("it's"))
 	require.Equal(t, `'a\\b'`, quoteLexeme(`a\b`))
-	require.Equal(t, `%50\% \_off \\%`, likeContains(`50% _off \`))
+	require.Equal(t, `%50\% \_off \\%`, LikeContains(`50% _off \`))
 }
 
 // tsqueryShape is what searchQuery may produce: quoted lexemes (optionally prefix
@@ -100,7 +79,7 @@ func FuzzSearchQuery(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		q, runs := searchQuery(text)
+		q, runs := SearchQuery(text)
 		if q != "" {
 			require.Regexp(t, tsqueryShape, q)
 		}
@@ -114,12 +93,12 @@ func FuzzDocumentVector(f *testing.F) {
 	for _, seed := range []string{"hello world", "東京タワー", strings.Repeat("ab ", 300), "'\\''"} {
 		f.Add(seed)
 	}
-	var reused documentBuilder
+	var reused DocumentBuilder
 	f.Fuzz(func(t *testing.T, text string) {
-		v := documentVector(text)
+		v := DocumentVector(text)
 		// A builder that built other documents before builds the same one.
-		reused.build(text + " 東京 previous document")
-		require.Equal(t, v, reused.build(text))
+		reused.Build(text + " 東京 previous document")
+		require.Equal(t, v, reused.Build(text))
 		seen := map[string]bool{}
 		for _, l := range v.Lexemes {
 			require.NotEmpty(t, l.Word)
@@ -142,9 +121,9 @@ func BenchmarkDocumentVector(b *testing.B) {
 	text := strings.Repeat("The deployment policy says: roll back the gateway within 5 minutes of an error. ", 4) +
 		"東京タワーに行きました"
 	b.SetBytes(int64(len(text)))
-	var builder documentBuilder // as an append reuses one per worker
+	var builder DocumentBuilder // as an append reuses one per worker
 	for b.Loop() {
-		builder.build(text)
+		builder.Build(text)
 	}
 }
 
@@ -152,8 +131,8 @@ func TestRecallTerms(t *testing.T) {
 	t.Parallel()
 	lexemes := func(text string) []string {
 		var out []string
-		for _, term := range recallTerms(text) {
-			out = append(out, term.query("t:"))
+		for _, term := range RecallTerms(text) {
+			out = append(out, term.Query("t:"))
 		}
 		return out
 	}
@@ -169,9 +148,9 @@ func TestRecallTerms(t *testing.T) {
 	for i := range 40 {
 		long = append(long, strings.Repeat("w", i%7+1)+fmt.Sprint(i))
 	}
-	terms := recallTerms(strings.Join(long, " "))
+	terms := RecallTerms(strings.Join(long, " "))
 	require.Len(t, terms, maxRecallTerms, "the longest words are kept")
-	require.Equal(t, "wwwwwww13", terms[0].lexeme)
+	require.Equal(t, "wwwwwww13", terms[0].Lexeme)
 }
 
 // recallShape is what the recall text queries may be: quoted lexemes (optionally
@@ -183,12 +162,12 @@ func FuzzRecallTerms(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		terms := recallTerms(text)
+		terms := RecallTerms(text)
 		require.LessOrEqual(t, len(terms), maxRecallTerms)
 		var any, all []string
 		for _, term := range terms {
-			any = append(any, term.query(""))
-			all = append(all, term.query("t:"))
+			any = append(any, term.Query(""))
+			all = append(all, term.Query("t:"))
 		}
 		if len(terms) > 0 {
 			require.Regexp(t, recallShape, strings.Join(any, " | "))

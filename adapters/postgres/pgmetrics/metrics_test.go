@@ -1,4 +1,4 @@
-package postgres
+package pgmetrics
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 func TestJobMetricsOutcomes(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	m := newJobMetrics(reg)
+	m := NewJobMetrics(reg)
 	job := &rivertype.JobRow{Kind: "k"}
 	for _, err := range []error{nil, river.JobSnooze(0), river.JobCancel(errors.New("gone")), errors.New("transient"),
 		fmt.Errorf("wrapped: %w", river.JobSnooze(0))} {

@@ -1,4 +1,4 @@
-package postgres
+package worker
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/runtime"
 )
 
@@ -58,24 +59,24 @@ func TestOperationWorkerOutcomes(t *testing.T) {
 				var snooze *rivertype.JobSnoozeError
 				require.ErrorAs(t, err, &snooze)
 			}},
-		{name: "failed run retries", ctx: context.Background(), err: transient, attempt: operationMaxAttempts - 1,
+		{name: "failed run retries", ctx: context.Background(), err: transient, attempt: postgres.OperationMaxAttempts - 1,
 			want: func(t *testing.T, err error) {
 				require.ErrorIs(t, err, transient)
 				var cancel *rivertype.JobCancelError
 				require.False(t, errors.As(err, &cancel))
 			}},
-		{name: "last attempt fails the operation", ctx: context.Background(), err: transient, attempt: operationMaxAttempts,
+		{name: "last attempt fails the operation", ctx: context.Background(), err: transient, attempt: postgres.OperationMaxAttempts,
 			failed: true, want: func(t *testing.T, err error) {
 				var cancel *rivertype.JobCancelError
 				require.ErrorAs(t, err, &cancel)
 				require.ErrorIs(t, err, transient)
 			}},
 		{name: "a rescued run past the last attempt fails it too", ctx: context.Background(), err: transient,
-			attempt: operationMaxAttempts + 3, failed: true, want: func(t *testing.T, err error) {
+			attempt: postgres.OperationMaxAttempts + 3, failed: true, want: func(t *testing.T, err error) {
 				var cancel *rivertype.JobCancelError
 				require.ErrorAs(t, err, &cancel)
 			}},
-		{name: "stopping hands the job back", ctx: stopped, err: context.Canceled, attempt: operationMaxAttempts,
+		{name: "stopping hands the job back", ctx: stopped, err: context.Canceled, attempt: postgres.OperationMaxAttempts,
 			want: func(t *testing.T, err error) {
 				var snooze *rivertype.JobSnoozeError
 				require.ErrorAs(t, err, &snooze)
@@ -87,7 +88,7 @@ func TestOperationWorkerOutcomes(t *testing.T) {
 			runner := &scriptedRunner{finished: tc.finished, err: tc.err}
 			w := &operationWorker{runner: runner, budget: time.Second}
 			job := &river.Job[runtime.OperationJob]{
-				JobRow: &rivertype.JobRow{Attempt: tc.attempt, MaxAttempts: insertOpts(runtime.OperationJob{}).MaxAttempts},
+				JobRow: &rivertype.JobRow{Attempt: tc.attempt, MaxAttempts: postgres.InsertOpts(runtime.OperationJob{}).MaxAttempts},
 				Args:   runtime.OperationJob{TenantID: "t", ProjectID: "p", OperationID: "op-1"},
 			}
 			tc.want(t, w.Work(tc.ctx, job))

@@ -1,4 +1,4 @@
-package postgres
+package pgmetrics
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 )
 
-// metricsNamespace is the service's metric prefix (docs/observability.md).
-const metricsNamespace = "agent_context"
+// Namespace is the service's metric prefix (docs/observability.md).
+const Namespace = "agent_context"
 
 // PoolCollector exports the connection pool's statistics, read from pool.Stat() at
 // each scrape (no bookkeeping on the query path).
@@ -29,7 +29,7 @@ type PoolCollector struct {
 // NewPoolCollector returns the collector of pool; register it once.
 func NewPoolCollector(pool *pgxpool.Pool) *PoolCollector {
 	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "db_pool", name), help, nil, nil)
+		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "db_pool", name), help, nil, nil)
 	}
 	return &PoolCollector{
 		pool:                    pool,
@@ -100,10 +100,10 @@ type JobQueueCollector struct {
 func NewJobQueueCollector(pool *pgxpool.Pool) *JobQueueCollector {
 	return &JobQueueCollector{
 		pool: pool,
-		jobs: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "jobs", "queued"),
+		jobs: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "jobs", "queued"),
 			"Jobs not yet finished, by queue and River state (available = waiting for a worker).",
 			[]string{"queue", "state"}, nil),
-		oldestWait: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "jobs", "oldest_available_age_seconds"),
+		oldestWait: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "jobs", "oldest_available_age_seconds"),
 			"How long the oldest job ready to run has waited for a worker (0 when none waits).",
 			[]string{"queue"}, nil),
 	}
@@ -166,25 +166,26 @@ func (c *JobQueueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// jobMetrics is River worker middleware that counts every run of a job by kind and
+// JobMetrics is River worker middleware that counts every run of a job by kind and
 // outcome and times it.
-type jobMetrics struct {
+type JobMetrics struct {
 	river.MiddlewareDefaults
 	runs     *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 }
 
-var _ rivertype.WorkerMiddleware = (*jobMetrics)(nil)
+var _ rivertype.WorkerMiddleware = (*JobMetrics)(nil)
 
-func newJobMetrics(reg prometheus.Registerer) *jobMetrics {
+// NewJobMetrics returns the job middleware, its metrics registered with reg.
+func NewJobMetrics(reg prometheus.Registerer) *JobMetrics {
 	f := promauto.With(reg)
-	return &jobMetrics{
+	return &JobMetrics{
 		runs: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: "jobs", Name: "runs_total",
+			Namespace: Namespace, Subsystem: "jobs", Name: "runs_total",
 			Help: "Job runs on this replica by kind and outcome: completed, snoozed (more work follows), cancelled (given up), errored (will be retried or discarded), panicked.",
 		}, []string{"kind", "outcome"}),
 		duration: f.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Subsystem: "jobs", Name: "run_duration_seconds",
+			Namespace: Namespace, Subsystem: "jobs", Name: "run_duration_seconds",
 			Help:    "Duration of job runs by kind and outcome.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"kind", "outcome"}),
@@ -192,7 +193,7 @@ func newJobMetrics(reg prometheus.Registerer) *jobMetrics {
 }
 
 // Work implements rivertype.WorkerMiddleware.
-func (m *jobMetrics) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) (err error) {
+func (m *JobMetrics) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) (err error) {
 	start := time.Now()
 	returned := false
 	defer func() {

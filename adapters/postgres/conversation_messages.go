@@ -7,6 +7,7 @@ import (
 	"math"
 	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/conversation"
@@ -52,7 +54,7 @@ var MessageColumns = []string{
 // MessageRow is the row an append copies for m (with its sequence and time filled in),
 // search document included. Benchmarks and bulk loaders copy the very same rows.
 func MessageRow(scope runtime.Scope, m contract.ConversationRecord) []any {
-	return messageRow(scope, m, documentVector(m.Content))
+	return messageRow(scope, m, textindex.DocumentVector(m.Content))
 }
 
 func messageRow(scope runtime.Scope, m contract.ConversationRecord, doc pgtype.TSVector) []any {
@@ -86,10 +88,10 @@ func batchDocuments(batch []contract.ConversationRecord) *documents {
 	var next atomic.Int64
 	for range min(goruntime.GOMAXPROCS(0), chunks) {
 		d.wg.Go(func() {
-			var b documentBuilder
+			var b textindex.DocumentBuilder
 			for c := int(next.Add(1) - 1); c < chunks; c = int(next.Add(1) - 1) {
 				for i := c * documentsPerChunk; i < min(early, (c+1)*documentsPerChunk); i++ {
-					d.docs[i] = b.build(batch[i].Content)
+					d.docs[i] = b.Build(batch[i].Content)
 				}
 				close(d.ready[c])
 			}
@@ -259,12 +261,12 @@ func insertMessages(ctx context.Context, tx DBTX, scope runtime.Scope, batch, ms
 	for i := len(batch) - 1; i >= 0; i-- {
 		first[key{batch[i].Scope.ConversationID, batch[i].ID}] = i
 	}
-	var late documentBuilder
+	var late textindex.DocumentBuilder
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"messages"}, MessageColumns, pgx.CopyFromSlice(len(msgs), func(i int) ([]any, error) {
 		m := msgs[i]
 		doc := docs.get(first[key{m.Scope.ConversationID, m.ID}])
 		if !doc.Valid {
-			doc = late.build(m.Content)
+			doc = late.Build(m.Content)
 		}
 		return messageRow(scope, m, doc), nil
 	}))
@@ -488,14 +490,14 @@ var searchConversationSQL = strings.NewReplacer(
 // transaction with a local statement timeout; running out of it is SERVICE_UNAVAILABLE
 // with reason statement_timeout.
 func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, q conversation.SearchQuery) ([]contract.SearchHit, error) {
-	tsquery, runs := searchQuery(q.Text)
+	tsquery, runs := textindex.SearchQuery(q.Text)
 	hits := []contract.SearchHit{}
 	if tsquery == "" {
 		return hits, nil
 	}
 	patterns := make([]string, len(runs))
 	for i, r := range runs {
-		patterns[i] = likeContains(r)
+		patterns[i] = textindex.LikeContains(r)
 	}
 	roles := q.Roles
 	if len(roles) == 0 {
@@ -539,4 +541,11 @@ func (s *MessageStore) SearchMessages(ctx context.Context, scope runtime.Scope, 
 		return nil, err
 	}
 	return hits, nil
+}
+
+// float4Score is a float4 rank as the shortest decimal that reads back as it, not its
+// float64 expansion (0.0607927 rather than 0.060792699456214905).
+func float4Score(score float32) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(score), 'g', -1, 32), 64)
+	return f
 }
