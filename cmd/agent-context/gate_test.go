@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"net/url"
 	goruntime "runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,9 +172,8 @@ func TestConsoleBodyBound(t *testing.T) {
 
 	// 100 MB declared: answered without the body being sent (the client stops at the
 	// answer; a server that read it would take the whole upload first).
-	var sent countingReader
-	sent.limit = 100 << 20
-	req, err := http.NewRequest(http.MethodPost, app.base+"/console/login", &sent)
+	sent := &countingReader{limit: 100 << 20}
+	req, err := http.NewRequest(http.MethodPost, app.base+"/console/login", sent)
 	require.NoError(t, err)
 	req.ContentLength = sent.limit
 	req.Header.Set("Content-Type", "multipart/form-data; boundary=x")
@@ -184,7 +183,7 @@ func TestConsoleBodyBound(t *testing.T) {
 		_ = resp.Body.Close()
 		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 	}
-	require.Less(t, sent.n, int64(16<<20), "the server read %d bytes of a refused body", sent.n)
+	require.Less(t, sent.n.Load(), int64(16<<20), "the server read %d bytes of a refused body", sent.n.Load())
 
 	form := browser.get("/console/login")
 	page = browser.send(http.MethodPost, "/console/scope", nil, "Content-Type", "text/plain")
@@ -194,18 +193,23 @@ func TestConsoleBodyBound(t *testing.T) {
 	require.Equal(t, http.StatusUnsupportedMediaType, multipart.Status, multipart.Body)
 }
 
-// countingReader yields limit bytes of a form, counting what was read.
+// countingReader yields limit bytes of a form, counting what was read (the client's
+// transport may still be reading it while the test looks).
 type countingReader struct {
-	n, limit int64
+	n     atomic.Int64
+	limit int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
-	if c.n >= c.limit {
+	read := c.n.Load()
+	if read >= c.limit {
 		return 0, io.EOF
 	}
-	n := min(int64(len(p)), c.limit-c.n)
-	copy(p, bytes.Repeat([]byte("a"), int(n)))
-	c.n += n
+	n := min(int64(len(p)), c.limit-read)
+	for i := range n {
+		p[i] = 'a'
+	}
+	c.n.Add(n)
 	return int(n), nil
 }
 
