@@ -187,3 +187,35 @@ func TestA2APushBadInput(t *testing.T) {
 	good.received(t, 9)
 	require.Zero(t, refused.count())
 }
+
+// TestA2APushOnlyForParticipantsMessages: a message naming a task its sender does not
+// take part in is refused like a task route's outsider (a2a:admin, which open mode
+// gives, does not help): nothing is stored, no event is appended and no push is sent.
+// A participant's message is a change of the task: it is pushed on its own.
+func TestA2APushOnlyForParticipantsMessages(t *testing.T) {
+	t.Parallel()
+	app := pushApp(t)
+	alice, bob, eve := headerAgent(app, "alice"), headerAgent(app, "bob"), headerAgent(app, "eve")
+	hook, url := newWebhook(t, 0)
+	var task contract.Task
+	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
+	rpc(t, alice, `{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "`+task.ID+`",
+		"id": "c1", "url": "`+url+`/hook"}}`)
+
+	before := a2aState(t, app)
+	for i := range 3 {
+		e := eve.post(t, contract.RouteA2AMessagesPost, map[string]any{"toAgent": "alice", "privacy": "private",
+			"taskId": task.ID, "content": "noise " + string(rune('a'+i))}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		require.Equal(t, "taskId", e.Details["field"])
+	}
+	eve.post(t, contract.RouteA2AMessagesPost, map[string]any{"taskId": "t-unknown", "content": "x"}).
+		requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	require.Equal(t, before, a2aState(t, app), "a refused post stores nothing and appends no event")
+
+	bob.ok(t, contract.RouteA2AMessagesPost, map[string]any{"toAgent": "alice", "taskId": task.ID, "content": "on it"}, nil)
+	hook.received(t, 1)
+	bob.ok(t, contract.RouteA2ATasksUpdate, map[string]any{"taskId": task.ID, "state": "working"}, nil)
+	bodies, _ := hook.received(t, 2)
+	require.Equal(t, []string{"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}, pushedStates(bodies))
+	require.Equal(t, 2, hook.count(), "the refused posts triggered nothing")
+}
