@@ -161,7 +161,7 @@ func TestA2APushBadInput(t *testing.T) {
 	}
 	code, _ = rpcErrorCode(t, set(alice, "eleventh", goodURL))
 	require.Equal(t, contract.RPCInvalidParams, code, "more than 10 configs")
-	require.Contains(t, set(bob, "ca", goodURL+"/again"), "result", "replacing one of the ten")
+	require.Contains(t, set(alice, "ca", goodURL+"/again"), "result", "replacing one of the ten")
 
 	list := rpc(t, alice, `{"jsonrpc": "2.0", "id": 2, "method": "ListTaskPushNotificationConfigs", "params": {"taskId": "`+task.ID+`"}}`)
 	require.Len(t, list["result"].(map[string]any)["configs"], 10)
@@ -218,4 +218,45 @@ func TestA2APushOnlyForParticipantsMessages(t *testing.T) {
 	bodies, _ := hook.received(t, 2)
 	require.Equal(t, []string{"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}, pushedStates(bodies))
 	require.Equal(t, 2, hook.count(), "the refused posts triggered nothing")
+}
+
+// TestA2APushConfigIDOwnedByItsCreator: a config ID belongs to the participant who set
+// it; the other participant may see the config (without its secrets) but neither
+// replace nor delete it, in either generation.
+func TestA2APushConfigIDOwnedByItsCreator(t *testing.T) {
+	t.Parallel()
+	app := pushApp(t)
+	alice, bob := headerAgent(app, "alice"), headerAgent(app, "bob")
+	_, url := newWebhook(t, 0)
+	_, bobURL := newWebhook(t, 0)
+	var task contract.Task
+	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
+	set := rpc(t, alice, `{"jsonrpc": "2.0", "id": 1, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "`+task.ID+`",
+		"pushNotificationConfig": {"id": "c1", "url": "`+url+`/hook", "token": "alice-secret"}}}`)
+	require.Contains(t, set, "result", "%v", set)
+	get := `{"jsonrpc": "2.0", "id": 2, "method": "GetTaskPushNotificationConfig", "params": {"taskId": "` + task.ID + `", "id": "c1"}}`
+	stored := rpc(t, alice, get)["result"]
+	require.Equal(t, map[string]any{"taskId": task.ID, "id": "c1", "url": url + "/hook", "token": "alice-secret"}, stored)
+
+	for name, body := range map[string]string{
+		"0.3 set": `{"jsonrpc": "2.0", "id": 3, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "` + task.ID + `",
+			"pushNotificationConfig": {"id": "c1", "url": "` + bobURL + `/hook", "token": "bob-secret"}}}`,
+		"1.0 create": `{"jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "` + task.ID + `",
+			"id": "c1", "url": "` + bobURL + `/hook"}}`,
+		"0.3 delete": `{"jsonrpc": "2.0", "id": 3, "method": "tasks/pushNotificationConfig/delete", "params": {"id": "` + task.ID + `",
+			"pushNotificationConfigId": "c1"}}`,
+		"1.0 delete": `{"jsonrpc": "2.0", "id": 3, "method": "DeleteTaskPushNotificationConfig", "params": {"taskId": "` + task.ID + `", "id": "c1"}}`,
+	} {
+		code, _ := rpcErrorCode(t, rpc(t, bob, body))
+		require.Equal(t, contract.RPCInvalidParams, code, name)
+		require.Equal(t, stored, rpc(t, alice, get)["result"], "%s: the config is unchanged", name)
+	}
+	require.Equal(t, map[string]any{"taskId": task.ID, "id": "c1", "url": url + "/hook"}, rpc(t, bob, get)["result"],
+		"the other participant sees the config without its token")
+
+	set = rpc(t, alice, `{"jsonrpc": "2.0", "id": 4, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "`+task.ID+`",
+		"id": "c1", "url": "`+url+`/again"}}`)
+	require.Equal(t, map[string]any{"taskId": task.ID, "id": "c1", "url": url + "/again"}, set["result"], "the owner replaces it")
+	deleted := rpc(t, alice, `{"jsonrpc": "2.0", "id": 5, "method": "DeleteTaskPushNotificationConfig", "params": {"taskId": "`+task.ID+`", "id": "c1"}}`)
+	require.Nil(t, deleted["error"], "the owner deletes it")
 }
