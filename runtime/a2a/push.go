@@ -113,7 +113,8 @@ type Webhook struct {
 type Webhooks interface {
 	// Check refuses a URL the service may not call (VALIDATION_FAILED naming
 	// field): not https (unless its host is allowed), or resolving to a loopback,
-	// private, link-local or multicast address (unless allowed).
+	// private, link-local, multicast or other special-purpose address (unless
+	// allowed).
 	Check(ctx context.Context, field, rawURL string) error
 	// Post delivers body to w; an error is a failed delivery. retry says whether it
 	// is a retry of a failed one.
