@@ -82,15 +82,20 @@ func pushApp(t *testing.T) *testApp {
 	return startApp(t, func(c *Config) { c.A2ALive.PushAllowHosts = []string{"127.0.0.1"} })
 }
 
+// pushTask starts a pushApp in which alice has created a task for bob.
+func pushTask(t *testing.T) (app *testApp, alice, bob a2aAgent, task contract.Task) {
+	app = pushApp(t)
+	alice, bob = headerAgent(app, "alice"), headerAgent(app, "bob")
+	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
+	return app, alice, bob, task
+}
+
 func TestA2APushDeliversEveryChangeInOrder(t *testing.T) {
 	t.Parallel()
-	app := pushApp(t)
-	alice, bob := headerAgent(app, "alice"), headerAgent(app, "bob")
+	_, alice, bob, task := pushTask(t)
 	hook03, url03 := newWebhook(t, 0)
 	hook10, url10 := newWebhook(t, 0)
 	flaky, urlFlaky := newWebhook(t, 3)
-	var task contract.Task
-	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
 
 	set := rpc(t, alice, `{"jsonrpc": "2.0", "id": 1, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "`+task.ID+`",
 		"pushNotificationConfig": {"id": "c03", "url": "`+url03+`/hook", "token": "tok-03"}}}`)
@@ -131,13 +136,11 @@ func TestA2APushDeliversEveryChangeInOrder(t *testing.T) {
 
 func TestA2APushBadInput(t *testing.T) {
 	t.Parallel()
-	app := pushApp(t)
-	alice, bob, eve := headerAgent(app, "alice"), headerAgent(app, "bob"), headerAgent(app, "eve")
+	app, alice, bob, task := pushTask(t)
+	eve := headerAgent(app, "eve")
 	refused, refusedURL := newWebhook(t, 0)
 	port := refusedURL[strings.LastIndex(refusedURL, ":")+1:]
 	good, goodURL := newWebhook(t, 0)
-	var task contract.Task
-	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
 	set := func(a a2aAgent, id, url string) map[string]any {
 		return rpc(t, a, `{"jsonrpc": "2.0", "id": 1, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "`+task.ID+`",
 			"pushNotificationConfig": {"id": "`+id+`", "url": "`+url+`"}}}`)
@@ -194,11 +197,9 @@ func TestA2APushBadInput(t *testing.T) {
 // A participant's message is a change of the task: it is pushed on its own.
 func TestA2APushOnlyForParticipantsMessages(t *testing.T) {
 	t.Parallel()
-	app := pushApp(t)
-	alice, bob, eve := headerAgent(app, "alice"), headerAgent(app, "bob"), headerAgent(app, "eve")
+	app, alice, bob, task := pushTask(t)
+	eve := headerAgent(app, "eve")
 	hook, url := newWebhook(t, 0)
-	var task contract.Task
-	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
 	rpc(t, alice, `{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "`+task.ID+`",
 		"id": "c1", "url": "`+url+`/hook"}}`)
 
@@ -225,12 +226,9 @@ func TestA2APushOnlyForParticipantsMessages(t *testing.T) {
 // replace nor delete it, in either generation.
 func TestA2APushConfigIDOwnedByItsCreator(t *testing.T) {
 	t.Parallel()
-	app := pushApp(t)
-	alice, bob := headerAgent(app, "alice"), headerAgent(app, "bob")
+	_, alice, bob, task := pushTask(t)
 	_, url := newWebhook(t, 0)
 	_, bobURL := newWebhook(t, 0)
-	var task contract.Task
-	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
 	set := rpc(t, alice, `{"jsonrpc": "2.0", "id": 1, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "`+task.ID+`",
 		"pushNotificationConfig": {"id": "c1", "url": "`+url+`/hook", "token": "alice-secret"}}}`)
 	require.Contains(t, set, "result", "%v", set)
