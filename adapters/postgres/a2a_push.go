@@ -23,7 +23,7 @@ const pushConfigColumns = `task_id, config_id, protocol, url, token, authenticat
 func scanPushConfig(row pgx.Row, extra ...any) (a2a.PushConfig, error) {
 	var c a2a.PushConfig
 	var auth *string
-	if err := row.Scan(append([]any{&c.TaskID, &c.ID, &c.Protocol, &c.URL, &c.Token, &auth, &c.CreatedBy, &c.CreatedAtMs}, extra...)...); err != nil {
+	if err := row.Scan(append([]any{&c.TaskID, &c.ID, &c.Protocol, &c.URL, &c.Token, &auth, &c.Owner, &c.CreatedAtMs}, extra...)...); err != nil {
 		return c, err
 	}
 	if auth != nil {
@@ -35,7 +35,8 @@ func scanPushConfig(row pgx.Row, extra ...any) (a2a.PushConfig, error) {
 func pushNotFound() error { return runtime.NotFound("configId", "push notification config") }
 
 // PutPushConfig implements a2a.PushStore with one statement; the caller holds the
-// task's lock, so the count of the others cannot change under it.
+// task's lock, so the count of the others cannot change under it. created_by is the
+// config's owner: a replacement keeps it.
 func (s *PushStore) PutPushConfig(ctx context.Context, scope runtime.Scope, c *a2a.PushConfig, deliveredSeq int64, deliveredState string) (bool, error) {
 	var auth *string
 	if c.Authentication != nil {
@@ -51,9 +52,9 @@ func (s *PushStore) PutPushConfig(ctx context.Context, scope runtime.Scope, c *a
 		       WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND config_id <> $4) < $13
 		ON CONFLICT (tenant_id, project_id, task_id, config_id) DO UPDATE
 		    SET protocol = excluded.protocol, url = excluded.url, token = excluded.token,
-		        authentication = excluded.authentication, created_by = excluded.created_by
+		        authentication = excluded.authentication
 		RETURNING 1`,
-		scope.TenantID, scope.ProjectID, c.TaskID, c.ID, c.Protocol, c.URL, c.Token, auth, c.CreatedBy, c.CreatedAtMs,
+		scope.TenantID, scope.ProjectID, c.TaskID, c.ID, c.Protocol, c.URL, c.Token, auth, c.Owner, c.CreatedAtMs,
 		deliveredSeq, deliveredState, a2a.MaxPushConfigs).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return true, nil
@@ -95,11 +96,11 @@ func (s *PushStore) ListPushConfigs(ctx context.Context, scope runtime.Scope, ta
 }
 
 // DeletePushConfig implements a2a.PushStore.
-func (s *PushStore) DeletePushConfig(ctx context.Context, scope runtime.Scope, taskID, configID string) error {
+func (s *PushStore) DeletePushConfig(ctx context.Context, scope runtime.Scope, taskID, configID, owner string) error {
 	tag, err := s.db.Exec(ctx, `
 		DELETE FROM a2a_push_configs
-		WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND config_id = $4`,
-		scope.TenantID, scope.ProjectID, taskID, configID)
+		WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND config_id = $4 AND created_by = $5`,
+		scope.TenantID, scope.ProjectID, taskID, configID, owner)
 	if err != nil {
 		return translate(err)
 	}

@@ -144,7 +144,7 @@ func TestPushLeaseKeepsOneRunPerConfig(t *testing.T) {
 	require.True(t, done)
 	require.Equal(t, []string{contract.TaskWorking}, hooks.delivered)
 
-	require.NoError(t, service.Protocol.DeletePushConfig(ctx, b.agent("bob"), job.TaskID, job.ConfigID))
+	require.NoError(t, service.Protocol.DeletePushConfig(ctx, b.agent("alice"), job.TaskID, job.ConfigID))
 	done, _, err = service.Push.DeliverPush(ctx, job, 7, b.clock.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.True(t, done, "a deleted config is done")

@@ -1,8 +1,9 @@
 // Package webhook delivers A2A push notifications under the outbound rules: https
-// only, unless the host is allow-listed; no loopback, private, link-local, multicast
-// or unspecified address, checked on the address actually dialled (after DNS, so a
-// name that rebinds to such an address between the check and the delivery is still
-// refused); no redirects; a 10 s timeout; answers read at most 64 KiB.
+// only, unless the host is allow-listed; no address in a special-purpose range
+// (loopback, private, link-local, multicast, reserved, the IPv6 forms that carry an
+// IPv4 address), checked on the address actually dialled (after DNS, so a name that
+// rebinds to such an address between the check and the delivery is still refused); no
+// redirects; a 10 s timeout; answers read at most 64 KiB.
 package webhook
 
 import (
@@ -93,7 +94,7 @@ func New(opts Options) (*Webhooks, error) {
 }
 
 // errRefused is a delivery to an address the rules forbid.
-var errRefused = errors.New("the webhook's address is loopback, private, link-local or multicast")
+var errRefused = errors.New("the webhook's address is in a special-purpose range (loopback, private, link-local, multicast, reserved)")
 
 // dial connects to addr; unless its host is allow-listed, the address actually
 // dialled (each one DNS gave) is checked before the connection is made.
@@ -116,13 +117,37 @@ func (w *Webhooks) dial(ctx context.Context, network, addr string) (net.Conn, er
 	return d.DialContext(ctx, network, addr)
 }
 
+// special are the special-purpose ranges of the IANA registries no webhook may reach
+// unless allowed: "this network", private, shared (RFC 6598), loopback, link-local,
+// IETF protocol assignments, benchmarking, multicast and reserved IPv4; loopback,
+// unique-local, link-local and multicast IPv6. The IPv6 forms that carry an IPv4
+// address (IPv4-compatible, NAT64, 6to4, Teredo) are refused whole, whatever address
+// they carry: decoding each form to check the address inside is more code to get
+// wrong, and a webhook has no need of them. An IPv4-mapped address is checked as the
+// IPv4 address it is.
+var special = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range []string{
+		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+		"192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
+		"::1/128", "fc00::/7", "fe80::/10", "ff00::/8",
+		"::/96", "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32",
+	} {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}()
+
 // forbidden reports whether a is an address no webhook may have unless allowed.
 func forbidden(a netip.Addr) bool {
-	a = a.Unmap()
-	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() ||
-		// Shared address space (RFC 6598), as private as the private ranges.
-		netip.MustParsePrefix("100.64.0.0/10").Contains(a)
+	// Without its zone: a prefix never contains a zoned address.
+	a = a.Unmap().WithZone("")
+	for _, p := range special {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Check implements a2a.Webhooks: the scheme, the host and, for a host not
@@ -145,7 +170,7 @@ func (w *Webhooks) Check(ctx context.Context, field, rawURL string) error {
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if forbidden(ip) {
-			return runtime.Invalid(field, "%s must not point at a loopback, private, link-local or multicast address", field)
+			return runtime.Invalid(field, "%s must not point at a special-purpose address (loopback, private, link-local, multicast, reserved)", field)
 		}
 		return nil
 	}
@@ -157,7 +182,7 @@ func (w *Webhooks) Check(ctx context.Context, field, rawURL string) error {
 	}
 	for _, a := range addrs {
 		if forbidden(a) {
-			return runtime.Invalid(field, "%s resolves to a loopback, private, link-local or multicast address", field)
+			return runtime.Invalid(field, "%s resolves to a special-purpose address (loopback, private, link-local, multicast, reserved)", field)
 		}
 	}
 	return nil

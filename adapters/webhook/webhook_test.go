@@ -2,8 +2,10 @@ package webhook
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -80,4 +82,55 @@ func TestCheck(t *testing.T) {
 		err := w.Check(ctx, "url", bad)
 		require.Equal(t, contract.CodeValidationFailed, runtime.ErrorCode(err), bad)
 	}
+}
+
+// specialRanges are the special-purpose ranges of the outbound rules (docs/a2a-protocol.md).
+var specialRanges = []string{
+	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
+	"192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
+	"::1/128", "fc00::/7", "fe80::/10", "ff00::/8", "::/96", "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32",
+}
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// TestEverySpecialRangeRefused: the first and last address of every range, and for an
+// IPv4 range its IPv4-mapped and IPv4-compatible forms too, are refused at set time (an
+// IP literal) and at delivery (the address dialled), with no connection made.
+func TestEverySpecialRangeRefused(t *testing.T) {
+	w, err := New(Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, r := range specialRanges {
+		p := netip.MustParsePrefix(r)
+		addrs := []netip.Addr{p.Masked().Addr(), lastAddr(p)}
+		if p.Addr().Is4() {
+			for _, a := range addrs[:2] {
+				b4 := a.As4()
+				addrs = append(addrs, netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff, 12: b4[0], 13: b4[1], 14: b4[2], 15: b4[3]}),
+					netip.AddrFrom16([16]byte{12: b4[0], 13: b4[1], 14: b4[2], 15: b4[3]}))
+			}
+		}
+		for _, a := range addrs {
+			host := net.JoinHostPort(a.String(), "9")
+			err := w.Check(ctx, "url", "https://"+host+"/hook")
+			require.Equal(t, contract.CodeValidationFailed, runtime.ErrorCode(err), "%s in %s at set time", a, r)
+			_, err = w.dial(ctx, "tcp", host)
+			require.ErrorIs(t, err, errRefused, "%s in %s at delivery", a, r)
+		}
+	}
+	for _, ok := range []string{"8.8.8.8", "100.128.0.1", "172.32.0.1", "192.0.1.1", "198.20.0.1", "223.255.255.255",
+		"::ffff:8.8.8.8", "2001:4860:4860::8888", "2003::1", "64:ff9b:2::1"} {
+		a := netip.MustParseAddr(ok)
+		require.False(t, forbidden(a), ok)
+		require.NoError(t, w.Check(ctx, "url", "https://"+net.JoinHostPort(a.String(), "443")+"/hook"), ok)
+	}
+	require.True(t, forbidden(netip.MustParseAddr("fe80::1%eth0")), "a zone does not hide a link-local address")
 }

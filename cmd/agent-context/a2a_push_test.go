@@ -82,15 +82,20 @@ func pushApp(t *testing.T) *testApp {
 	return startApp(t, func(c *Config) { c.A2ALive.PushAllowHosts = []string{"127.0.0.1"} })
 }
 
+// pushTask starts a pushApp in which alice has created a task for bob.
+func pushTask(t *testing.T) (app *testApp, alice, bob a2aAgent, task contract.Task) {
+	app = pushApp(t)
+	alice, bob = headerAgent(app, "alice"), headerAgent(app, "bob")
+	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
+	return app, alice, bob, task
+}
+
 func TestA2APushDeliversEveryChangeInOrder(t *testing.T) {
 	t.Parallel()
-	app := pushApp(t)
-	alice, bob := headerAgent(app, "alice"), headerAgent(app, "bob")
+	_, alice, bob, task := pushTask(t)
 	hook03, url03 := newWebhook(t, 0)
 	hook10, url10 := newWebhook(t, 0)
 	flaky, urlFlaky := newWebhook(t, 3)
-	var task contract.Task
-	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
 
 	set := rpc(t, alice, `{"jsonrpc": "2.0", "id": 1, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "`+task.ID+`",
 		"pushNotificationConfig": {"id": "c03", "url": "`+url03+`/hook", "token": "tok-03"}}}`)
@@ -131,13 +136,11 @@ func TestA2APushDeliversEveryChangeInOrder(t *testing.T) {
 
 func TestA2APushBadInput(t *testing.T) {
 	t.Parallel()
-	app := pushApp(t)
-	alice, bob, eve := headerAgent(app, "alice"), headerAgent(app, "bob"), headerAgent(app, "eve")
+	app, alice, bob, task := pushTask(t)
+	eve := headerAgent(app, "eve")
 	refused, refusedURL := newWebhook(t, 0)
 	port := refusedURL[strings.LastIndex(refusedURL, ":")+1:]
 	good, goodURL := newWebhook(t, 0)
-	var task contract.Task
-	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "review"}, &task)
 	set := func(a a2aAgent, id, url string) map[string]any {
 		return rpc(t, a, `{"jsonrpc": "2.0", "id": 1, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "`+task.ID+`",
 			"pushNotificationConfig": {"id": "`+id+`", "url": "`+url+`"}}}`)
@@ -161,7 +164,7 @@ func TestA2APushBadInput(t *testing.T) {
 	}
 	code, _ = rpcErrorCode(t, set(alice, "eleventh", goodURL))
 	require.Equal(t, contract.RPCInvalidParams, code, "more than 10 configs")
-	require.Contains(t, set(bob, "ca", goodURL+"/again"), "result", "replacing one of the ten")
+	require.Contains(t, set(alice, "ca", goodURL+"/again"), "result", "replacing one of the ten")
 
 	list := rpc(t, alice, `{"jsonrpc": "2.0", "id": 2, "method": "ListTaskPushNotificationConfigs", "params": {"taskId": "`+task.ID+`"}}`)
 	require.Len(t, list["result"].(map[string]any)["configs"], 10)
@@ -186,4 +189,72 @@ func TestA2APushBadInput(t *testing.T) {
 	bob.ok(t, contract.RouteA2ATasksUpdate, map[string]any{"taskId": task.ID, "state": "working"}, nil)
 	good.received(t, 9)
 	require.Zero(t, refused.count())
+}
+
+// TestA2APushOnlyForParticipantsMessages: a message naming a task its sender does not
+// take part in is refused like a task route's outsider (a2a:admin, which open mode
+// gives, does not help): nothing is stored, no event is appended and no push is sent.
+// A participant's message is a change of the task: it is pushed on its own.
+func TestA2APushOnlyForParticipantsMessages(t *testing.T) {
+	t.Parallel()
+	app, alice, bob, task := pushTask(t)
+	eve := headerAgent(app, "eve")
+	hook, url := newWebhook(t, 0)
+	rpc(t, alice, `{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "`+task.ID+`",
+		"id": "c1", "url": "`+url+`/hook"}}`)
+
+	before := a2aState(t, app)
+	for i := range 3 {
+		e := eve.post(t, contract.RouteA2AMessagesPost, map[string]any{"toAgent": "alice", "privacy": "private",
+			"taskId": task.ID, "content": "noise " + string(rune('a'+i))}).requireError(t, http.StatusNotFound, contract.CodeNotFound)
+		require.Equal(t, "taskId", e.Details["field"])
+	}
+	eve.post(t, contract.RouteA2AMessagesPost, map[string]any{"taskId": "t-unknown", "content": "x"}).
+		requireError(t, http.StatusNotFound, contract.CodeNotFound)
+	require.Equal(t, before, a2aState(t, app), "a refused post stores nothing and appends no event")
+
+	bob.ok(t, contract.RouteA2AMessagesPost, map[string]any{"toAgent": "alice", "taskId": task.ID, "content": "on it"}, nil)
+	hook.received(t, 1)
+	bob.ok(t, contract.RouteA2ATasksUpdate, map[string]any{"taskId": task.ID, "state": "working"}, nil)
+	bodies, _ := hook.received(t, 2)
+	require.Equal(t, []string{"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}, pushedStates(bodies))
+	require.Equal(t, 2, hook.count(), "the refused posts triggered nothing")
+}
+
+// TestA2APushConfigIDOwnedByItsCreator: a config ID belongs to the participant who set
+// it; the other participant may see the config (without its secrets) but neither
+// replace nor delete it, in either generation.
+func TestA2APushConfigIDOwnedByItsCreator(t *testing.T) {
+	t.Parallel()
+	_, alice, bob, task := pushTask(t)
+	_, url := newWebhook(t, 0)
+	_, bobURL := newWebhook(t, 0)
+	set := rpc(t, alice, `{"jsonrpc": "2.0", "id": 1, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "`+task.ID+`",
+		"pushNotificationConfig": {"id": "c1", "url": "`+url+`/hook", "token": "alice-secret"}}}`)
+	require.Contains(t, set, "result", "%v", set)
+	get := `{"jsonrpc": "2.0", "id": 2, "method": "GetTaskPushNotificationConfig", "params": {"taskId": "` + task.ID + `", "id": "c1"}}`
+	stored := rpc(t, alice, get)["result"]
+	require.Equal(t, map[string]any{"taskId": task.ID, "id": "c1", "url": url + "/hook", "token": "alice-secret"}, stored)
+
+	for name, body := range map[string]string{
+		"0.3 set": `{"jsonrpc": "2.0", "id": 3, "method": "tasks/pushNotificationConfig/set", "params": {"taskId": "` + task.ID + `",
+			"pushNotificationConfig": {"id": "c1", "url": "` + bobURL + `/hook", "token": "bob-secret"}}}`,
+		"1.0 create": `{"jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "` + task.ID + `",
+			"id": "c1", "url": "` + bobURL + `/hook"}}`,
+		"0.3 delete": `{"jsonrpc": "2.0", "id": 3, "method": "tasks/pushNotificationConfig/delete", "params": {"id": "` + task.ID + `",
+			"pushNotificationConfigId": "c1"}}`,
+		"1.0 delete": `{"jsonrpc": "2.0", "id": 3, "method": "DeleteTaskPushNotificationConfig", "params": {"taskId": "` + task.ID + `", "id": "c1"}}`,
+	} {
+		code, _ := rpcErrorCode(t, rpc(t, bob, body))
+		require.Equal(t, contract.RPCInvalidParams, code, name)
+		require.Equal(t, stored, rpc(t, alice, get)["result"], "%s: the config is unchanged", name)
+	}
+	require.Equal(t, map[string]any{"taskId": task.ID, "id": "c1", "url": url + "/hook"}, rpc(t, bob, get)["result"],
+		"the other participant sees the config without its token")
+
+	set = rpc(t, alice, `{"jsonrpc": "2.0", "id": 4, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "`+task.ID+`",
+		"id": "c1", "url": "`+url+`/again"}}`)
+	require.Equal(t, map[string]any{"taskId": task.ID, "id": "c1", "url": url + "/again"}, set["result"], "the owner replaces it")
+	deleted := rpc(t, alice, `{"jsonrpc": "2.0", "id": 5, "method": "DeleteTaskPushNotificationConfig", "params": {"taskId": "`+task.ID+`", "id": "c1"}}`)
+	require.Nil(t, deleted["error"], "the owner deletes it")
 }

@@ -18,7 +18,7 @@ type A2ALiveConfig struct {
 	// tests shorten it).
 	StreamKeepAlive time.Duration
 	// PushAllowHosts are the webhook hosts that may be reached over plain http and at
-	// loopback, private, link-local or multicast addresses
+	// loopback, private, link-local, multicast or other special-purpose addresses
 	// (AGENT_CONTEXT_A2A_PUSH_ALLOW_HOSTS, comma-separated host names or IPs).
 	PushAllowHosts []string
 }

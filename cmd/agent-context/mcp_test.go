@@ -340,6 +340,27 @@ func TestMCPAgentPrivacy(t *testing.T) {
 	require.Equal(t, contract.CapA2AAdmin, e.Details["requiredCapability"], "a full snapshot needs a2a:admin, as the route does")
 }
 
+// TestMCPAgentPostNamesOwnTasksOnly: a ctx_agent post naming a task its sender does not
+// take part in is NOT_FOUND, as on the route; a participant's is accepted.
+func TestMCPAgentPostNamesOwnTasksOnly(t *testing.T) {
+	t.Parallel()
+	app, minter := startSecuredApp(t)
+	agent := func(subject string) *mcp.ClientSession {
+		return mcpConnect(t, app, "Authorization", minter.subjectBearer(subject, "acme", "alpha",
+			contract.CapA2ASend, contract.CapA2ARead, contract.CapA2ATasks))
+	}
+	alice, bob, carol := agent("alice"), agent("bob"), agent("carol")
+	mcpOK(t, alice, contract.ToolCtxTask, map[string]any{"action": "create", "task_id": "t-1", "to_agent": "bob", "description": "x"}, nil)
+	e := mcpRefused(t, carol, contract.ToolCtxAgent, map[string]any{"action": "post", "to_agent": "alice", "task_id": "t-1",
+		"message": "let me in"}, contract.CodeNotFound)
+	require.Equal(t, "taskId", e.Details["field"])
+	mcpOK(t, bob, contract.ToolCtxAgent, map[string]any{"action": "post", "to_agent": "alice", "task_id": "t-1", "message": "on it"}, nil)
+	var inbox contract.AgentMessages
+	mcpOK(t, alice, contract.ToolCtxAgent, map[string]any{"action": "read"}, &inbox)
+	require.Len(t, inbox.Messages, 1)
+	require.Equal(t, "bob", inbox.Messages[0].FromAgent)
+}
+
 // TestMCPBadInput: wrong types, unknown arguments, unknown actions, a private post
 // without to_agent, a wait over 30 s, an oversize entry, an unknown tool, a malformed
 // or batched JSON-RPC body: each is the contract's error (a tool error, or JSON-RPC

@@ -55,15 +55,26 @@ const hourMs = int64(3600 * 1000)
 // PostMessage validates and stores a message and appends its message_posted event in
 // the same transaction. It answers with a receipt only: a re-post of the same
 // messageId and content is a duplicate with no effect; the same messageId with other
-// content is IDEMPOTENCY_CONFLICT.
+// content is IDEMPOTENCY_CONFLICT. A taskId must name a task the sender takes part in
+// (NOT_FOUND otherwise, a2a:admin included, as for a change of the task).
 func (a *Messages) PostMessage(ctx context.Context, p runtime.Principal, req *contract.PostMessageRequest) (*contract.MessageAck, error) {
 	m, err := validateAgentMessage(p, req)
 	if err != nil {
 		return nil, err
 	}
-	// No unit of work: the store writes the message and its event in one transaction
-	// of its own.
-	ack, err := a.postMessage(ctx, a.stores, p.Scope, &m, a.nowMs())
+	var ack contract.MessageAck
+	if m.TaskID == nil {
+		// No unit of work: the store writes the message and its event in one
+		// transaction of its own.
+		ack, err = a.postMessage(ctx, a.stores, p.Scope, &m, a.nowMs())
+	} else {
+		// A message of a task is a change of it: its lock and push jobs need a
+		// transaction around the post.
+		err = a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
+			ack, err = a.postMessage(ctx, tx, p.Scope, &m, a.nowMs())
+			return err
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +83,22 @@ func (a *Messages) PostMessage(ctx context.Context, p runtime.Principal, req *co
 
 // postMessage stores the validated message m (whose ExpiresAtMs still holds its time to
 // live) through stores (a unit of work's, or the pool's), with its message_posted
-// event.
+// event. A message naming a task goes through a unit of work: it locks the task
+// (before the scope's head, in the lock order), is refused unless its sender takes
+// part in the task, and enqueues the task's push deliveries.
 func (a *service) postMessage(ctx context.Context, stores Stores, scope runtime.Scope, m *contract.AgentMessage, now int64) (contract.MessageAck, error) {
+	if m.TaskID != nil {
+		lt, err := stores.Tasks.LockTask(ctx, scope, *m.TaskID)
+		if err != nil {
+			return contract.MessageAck{}, err
+		}
+		if !participant(&lt.Task, m.FromAgent) {
+			return contract.MessageAck{}, taskNotFound()
+		}
+		if err := enqueuePush(ctx, stores, scope, *m.TaskID); err != nil {
+			return contract.MessageAck{}, err
+		}
+	}
 	m.CreatedAtMs, m.ExpiresAtMs = now, now+m.ExpiresAtMs
 	stored, created, err := stores.AgentMessages.PostMessage(ctx, scope, m, a.maxMessages, now, messagePostedEvent(m))
 	if err != nil {

@@ -50,9 +50,9 @@ type PushConfig struct {
 	// Authentication is the config's authentication object as the client sent it
 	// (compact JSON), or nil.
 	Authentication json.RawMessage
-	// CreatedBy is the participant who set the config last: only they are shown
-	// its token and authentication.
-	CreatedBy   string
+	// Owner is the participant who set the config first: only they may replace or
+	// delete it, and only they are shown its token and authentication.
+	Owner       string
 	CreatedAtMs int64
 }
 
@@ -73,17 +73,18 @@ type PushDelivery struct {
 // PushStore keeps push configs and their delivery positions.
 type PushStore interface {
 	// PutPushConfig stores c (replacing the task's config of the same ID, keeping
-	// its position), unless the task holds MaxPushConfigs others: then created is
-	// false and full true. A new config starts at deliveredSeq in deliveredState.
-	// Errors: SERVICE_UNAVAILABLE.
+	// its position and owner), unless the task holds MaxPushConfigs others: then
+	// full is true. A new config starts at deliveredSeq in deliveredState. Errors:
+	// SERVICE_UNAVAILABLE.
 	PutPushConfig(ctx context.Context, scope runtime.Scope, c *PushConfig, deliveredSeq int64, deliveredState string) (full bool, err error)
 	// GetPushConfig returns one config. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
 	GetPushConfig(ctx context.Context, scope runtime.Scope, taskID, configID string) (PushConfig, error)
 	// ListPushConfigs returns the task's configs by creation. Errors:
 	// SERVICE_UNAVAILABLE.
 	ListPushConfigs(ctx context.Context, scope runtime.Scope, taskID string) ([]PushConfig, error)
-	// DeletePushConfig deletes one config. Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
-	DeletePushConfig(ctx context.Context, scope runtime.Scope, taskID, configID string) error
+	// DeletePushConfig deletes one config of owner; another's or none is NOT_FOUND.
+	// Errors: NOT_FOUND, SERVICE_UNAVAILABLE.
+	DeletePushConfig(ctx context.Context, scope runtime.Scope, taskID, configID, owner string) error
 	// PushConfigIDs returns the IDs of the task's configs. Errors:
 	// SERVICE_UNAVAILABLE.
 	PushConfigIDs(ctx context.Context, scope runtime.Scope, taskID string) ([]string, error)
@@ -112,7 +113,8 @@ type Webhook struct {
 type Webhooks interface {
 	// Check refuses a URL the service may not call (VALIDATION_FAILED naming
 	// field): not https (unless its host is allowed), or resolving to a loopback,
-	// private, link-local or multicast address (unless allowed).
+	// private, link-local, multicast or other special-purpose address (unless
+	// allowed).
 	Check(ctx context.Context, field, rawURL string) error
 	// Post delivers body to w; an error is a failed delivery. retry says whether it
 	// is a retry of a failed one.
@@ -138,7 +140,8 @@ func (PushJob) Kind() string { return "agent_context_a2a_push" }
 
 // SetPushConfig stores a push config of a task the caller participates in (NOT_FOUND
 // otherwise); a URL the service may not call is VALIDATION_FAILED, an eleventh config
-// LIMIT_EXCEEDED. The config's deliveries start with the task's next change.
+// LIMIT_EXCEEDED, the ID of the other participant's config VALIDATION_FAILED. The
+// config's deliveries start with the task's next change.
 func (a *Protocol) SetPushConfig(ctx context.Context, p runtime.Principal, c *PushConfig) (*PushConfig, error) {
 	if err := runtime.ValidateID("taskId", c.TaskID); err != nil {
 		return nil, err
@@ -170,7 +173,7 @@ func (a *Protocol) SetPushConfig(ctx context.Context, p runtime.Principal, c *Pu
 	if err := a.webhooks.Check(ctx, "url", c.URL); err != nil {
 		return nil, err
 	}
-	c.CreatedBy, c.CreatedAtMs = p.Subject, a.nowMs()
+	c.Owner, c.CreatedAtMs = p.Subject, a.nowMs()
 	err := a.db.WithinTx(ctx, func(ctx context.Context, tx Stores) error {
 		// The task's lock orders the config against the task's changes: those
 		// committed before are behind its start, those after enqueue its delivery.
@@ -180,6 +183,14 @@ func (a *Protocol) SetPushConfig(ctx context.Context, p runtime.Principal, c *Pu
 		}
 		if !participant(&lt.Task, p.Subject) {
 			return taskNotFound()
+		}
+		// Every set holds the task's lock, so the owner read here is the one the put
+		// would replace.
+		switch stored, err := tx.Push.GetPushConfig(ctx, p.Scope, c.TaskID, c.ID); {
+		case err == nil && stored.Owner != p.Subject:
+			return pushConfigOwned("id")
+		case err != nil && runtime.ErrorCode(err) != contract.CodeNotFound:
+			return err
 		}
 		last, err := tx.Tasks.LastTaskEvent(ctx, p.Scope, c.TaskID)
 		if err != nil {
@@ -240,15 +251,16 @@ func (a *Protocol) PushConfigs(ctx context.Context, p runtime.Principal, taskID 
 		configs = []PushConfig{c}
 	}
 	for i := range configs {
-		if configs[i].CreatedBy != p.Subject {
+		if configs[i].Owner != p.Subject {
 			configs[i].Token, configs[i].Authentication = nil, nil
 		}
 	}
 	return configs, nil
 }
 
-// DeletePushConfig deletes one config of a task the caller participates in; an
-// unknown config is NOT_FOUND naming configId.
+// DeletePushConfig deletes one config the caller set of a task the caller
+// participates in; an unknown config is NOT_FOUND naming configId, the other
+// participant's VALIDATION_FAILED.
 func (a *Protocol) DeletePushConfig(ctx context.Context, p runtime.Principal, taskID, configID string) error {
 	if _, err := a.participantTask(ctx, p, taskID); err != nil {
 		return err
@@ -256,7 +268,22 @@ func (a *Protocol) DeletePushConfig(ctx context.Context, p runtime.Principal, ta
 	if err := runtime.ValidateID("configId", configID); err != nil {
 		return err
 	}
-	return a.stores.Push.DeletePushConfig(ctx, p.Scope, taskID, configID)
+	c, err := a.stores.Push.GetPushConfig(ctx, p.Scope, taskID, configID)
+	if err != nil {
+		return err
+	}
+	if c.Owner != p.Subject {
+		return pushConfigOwned("configId")
+	}
+	// The owner in the delete too: a config deleted and set again by the other
+	// participant since the read is theirs.
+	return a.stores.Push.DeletePushConfig(ctx, p.Scope, taskID, configID, p.Subject)
+}
+
+// pushConfigOwned refuses a change of the config the other participant set, naming
+// field: its ID is theirs.
+func pushConfigOwned(field string) error {
+	return runtime.Invalid(field, "the push notification config %s belongs to the other participant", field)
 }
 
 // enqueuePush enqueues, in the transaction of a task's change, one delivery job per
