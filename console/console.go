@@ -48,19 +48,19 @@ type Config struct {
 	// Gate verifies the sign-in token as a bearer credential, admits every signed-in
 	// request (the API's rate limits, as the tool "GET /console/<page>", then the
 	// capabilities of the routes the page reads) and bounds the bodies.
-	Gate       *gate.Gate
-	Sessions   *session.Sessions
-	Messages   *conversation.Messages
-	Windows    *conversation.Windows
-	Operations *operation.Maintenance
-	Entries    *memory.Entries
-	Recall     *memory.Recall
+	Gate          *gate.Gate
+	Sessions      *session.Sessions
+	Messages      *conversation.Messages
+	Windows       *conversation.Windows
+	Operations    *operation.Maintenance
+	Entries       *memory.Entries
+	Recall        *memory.Recall
 	Agents        *a2a.Agents
 	AgentMessages *a2a.Messages
 	Tasks         *a2a.Tasks
 	Events        *a2a.Events
-	Costs      *cost.Attribution
-	Clock      runtime.Clock
+	Costs         *cost.Attribution
+	Clock         runtime.Clock
 }
 
 // Console is the console's http.Handler.
