@@ -15,26 +15,16 @@
 -- left to that writer: it either adds to the term or, decrementing it, removes the
 -- rows once it holds the lock and sees this transaction's rows committed. Writers
 -- that only add (creates, imports) take no lock and queue as before.
+
+-- The counting itself is unchanged: the function that did it is kept under another
+-- name, and entry_text_stats_add (which the triggers call) counts, then cleans.
+ALTER FUNCTION entry_text_stats_add(text[], text[], integer[], tsvector[], integer[]) RENAME TO entry_text_stats_count;
+
 -- +goose StatementBegin
-CREATE OR REPLACE FUNCTION entry_text_stats_add(d_tenant text[], d_project text[], d_sign integer[], d_search tsvector[], d_length integer[])
+CREATE FUNCTION entry_text_stats_add(d_tenant text[], d_project text[], d_sign integer[], d_search tsvector[], d_length integer[])
 RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    s smallint := (txid_current() % 16)::smallint;
 BEGIN
-    INSERT INTO entry_text_stats AS t (tenant_id, project_id, shard, docs, length)
-    SELECT d.tenant_id, d.project_id, s, sum(d.sign), sum(d.sign::bigint * d.length)
-    FROM unnest(d_tenant, d_project, d_sign, d_length) AS d(tenant_id, project_id, sign, length)
-    GROUP BY 1, 2 ORDER BY 1, 2
-    ON CONFLICT (tenant_id, project_id, shard) DO UPDATE
-    SET docs = t.docs + excluded.docs, length = t.length + excluded.length;
-
-    INSERT INTO entry_text_terms AS t (tenant_id, project_id, term, shard, docs)
-    SELECT d.tenant_id, d.project_id, substr(l.lexeme, 14), s, sum(d.sign)
-    FROM unnest(d_tenant, d_project, d_sign, d_search) AS d(tenant_id, project_id, sign, search)
-    CROSS JOIN LATERAL unnest(d.search) AS l(lexeme, positions, weights)
-    GROUP BY 1, 2, 3 HAVING sum(d.sign) <> 0 ORDER BY 1, 2, 3
-    ON CONFLICT (tenant_id, project_id, term, shard) DO UPDATE SET docs = t.docs + excluded.docs;
-
+    PERFORM entry_text_stats_count(d_tenant, d_project, d_sign, d_search, d_length);
     IF NOT (-1 = ANY(d_sign)) THEN
         RETURN;
     END IF;
@@ -78,24 +68,5 @@ DELETE FROM entry_text_terms t USING (
 WHERE t.tenant_id = z.tenant_id AND t.project_id = z.project_id AND t.term = z.term;
 
 -- +goose Down
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION entry_text_stats_add(d_tenant text[], d_project text[], d_sign integer[], d_search tsvector[], d_length integer[])
-RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    s smallint := (txid_current() % 16)::smallint;
-BEGIN
-    INSERT INTO entry_text_stats AS t (tenant_id, project_id, shard, docs, length)
-    SELECT d.tenant_id, d.project_id, s, sum(d.sign), sum(d.sign::bigint * d.length)
-    FROM unnest(d_tenant, d_project, d_sign, d_length) AS d(tenant_id, project_id, sign, length)
-    GROUP BY 1, 2 ORDER BY 1, 2
-    ON CONFLICT (tenant_id, project_id, shard) DO UPDATE
-    SET docs = t.docs + excluded.docs, length = t.length + excluded.length;
-
-    INSERT INTO entry_text_terms AS t (tenant_id, project_id, term, shard, docs)
-    SELECT d.tenant_id, d.project_id, substr(l.lexeme, 14), s, sum(d.sign)
-    FROM unnest(d_tenant, d_project, d_sign, d_search) AS d(tenant_id, project_id, sign, search)
-    CROSS JOIN LATERAL unnest(d.search) AS l(lexeme, positions, weights)
-    GROUP BY 1, 2, 3 HAVING sum(d.sign) <> 0 ORDER BY 1, 2, 3
-    ON CONFLICT (tenant_id, project_id, term, shard) DO UPDATE SET docs = t.docs + excluded.docs;
-END $$;
--- +goose StatementEnd
+DROP FUNCTION entry_text_stats_add(text[], text[], integer[], tsvector[], integer[]);
+ALTER FUNCTION entry_text_stats_count(text[], text[], integer[], tsvector[], integer[]) RENAME TO entry_text_stats_add;

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 )
@@ -61,24 +62,7 @@ func requireTextIndex(t *testing.T, pool *pgxpool.Pool, step string) {
 	require.NoError(t, rows.Err())
 	require.NotEmpty(t, documents, "postings after %s: the check compares something", step)
 	require.Equal(t, documents, postings, "postings after %s", step)
-	for name, pair := range map[string][2]string{
-		"scope statistics": {`
-			SELECT tenant_id, project_id, sum(docs), sum(length) FROM entry_text_stats
-			GROUP BY 1, 2 HAVING sum(docs) <> 0 OR sum(length) <> 0`, `
-			SELECT tenant_id, project_id, count(*), sum(search_length) FROM context_entries
-			WHERE status = 'active' GROUP BY 1, 2`},
-		"term statistics": {`
-			SELECT tenant_id, project_id, term, sum(docs) FROM entry_text_terms GROUP BY 1, 2, 3`, `
-			SELECT e.tenant_id, e.project_id, substr(l.lexeme, 14), count(*)
-			FROM context_entries e CROSS JOIN LATERAL unnest(e.search) AS l(lexeme, positions, weights)
-			WHERE e.status = 'active' GROUP BY 1, 2, 3`},
-	} {
-		var diff, rows int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM (`+pair[1]+`) d) FROM (
-			(`+pair[0]+` EXCEPT ALL `+pair[1]+`) UNION ALL (`+pair[1]+` EXCEPT ALL `+pair[0]+`)) d`).Scan(&diff, &rows))
-		require.Zero(t, diff, "%s after %s", name, step)
-		require.NotZero(t, rows, "%s after %s: the check compares something", name, step)
-	}
+	pgtest.RequireTextStatistics(t, pool, step)
 }
 
 // textRows counts the postings a query selects as (tenant, project, term, ordinal, tf,
