@@ -104,3 +104,76 @@ func TestCreateEntriesBatch(t *testing.T) {
 	require.EqualValues(t, 1_203, count(`SELECT sum(docs) FROM entry_text_stats`))
 	require.EqualValues(t, 1_202, count(`SELECT sum(docs) FROM entry_text_terms WHERE term = 'bill'`))
 }
+
+// The BM25 statistics stay a recount of the active entries through a mixed load from
+// concurrent writers (each transaction writing its own shard): creations, corrections
+// (a version superseded and its successor created in one transaction), expiries and
+// physical deletions of whole chains. A term no active entry holds has no row left,
+// whichever shards counted it.
+func TestTextStatisticsMatchTheEntries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	scope := runtime.Scope{TenantID: "t", ProjectID: "p"}
+	within := func(fn func(ctx context.Context, tx memory.Stores) error) error {
+		return db.Memory().WithinTx(ctx, fn)
+	}
+	create := func(ctx context.Context, tx memory.Stores, id, content string) error {
+		e, digest := newEntry(t, id, content, nil)
+		_, err := tx.Entries.CreateEntries(ctx, scope, []contract.ContextEntry{e}, []string{digest})
+		return err
+	}
+	ended := func(id, status string, by *string) []contract.ContextEntry {
+		return []contract.ContextEntry{{ID: id, Status: status, SupersededBy: by, UpdatedAtMs: 2_000}}
+	}
+	workers := make(chan error, 4)
+	for w := range cap(workers) {
+		go func() {
+			workers <- func() error {
+				for i := range 40 {
+					id := fmt.Sprintf("w%d-%02d", w, i)
+					if err := within(func(ctx context.Context, tx memory.Stores) error {
+						return create(ctx, tx, id, fmt.Sprintf("ledger shard%d rare%dq%d", w, w, i))
+					}); err != nil {
+						return err
+					}
+					var err error
+					switch i % 4 {
+					case 1:
+						next := id + "-v2"
+						err = within(func(ctx context.Context, tx memory.Stores) error {
+							if err := create(ctx, tx, next, fmt.Sprintf("ledger corrected fixed%dq%d", w, i)); err != nil {
+								return err
+							}
+							return tx.Entries.UpdateStatus(ctx, scope, ended(id, contract.EntrySuperseded, &next), nil)
+						})
+					case 2:
+						err = within(func(ctx context.Context, tx memory.Stores) error {
+							return tx.Entries.UpdateStatus(ctx, scope, ended(id, contract.EntryExpired, nil), nil)
+						})
+					case 3:
+						prev, chain := fmt.Sprintf("w%d-%02d", w, i-1), fmt.Sprintf("w%d-%02d", w, i-2)
+						_, err = pool.Exec(ctx, `DELETE FROM context_entries WHERE tenant_id = 't' AND entry_id = ANY($1)`,
+							[]string{prev, chain, chain + "-v2"})
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range cap(workers) {
+		require.NoError(t, <-workers)
+	}
+
+	pgtest.RequireTextStatistics(t, pool, "the mixed load")
+	var shards, gone int
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT count(DISTINCT shard), count(*) FILTER (WHERE term IN ('rare0q1', 'rare0q2', 'fixed0q1'))
+		FROM entry_text_terms`).Scan(&shards, &gone))
+	require.Greater(t, shards, 1, "the writers counted in several shards")
+	require.Zero(t, gone, "the terms of expired, superseded and deleted entries have no row")
+}

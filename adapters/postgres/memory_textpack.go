@@ -50,6 +50,29 @@ func (s *ProjectionStore) PackText(ctx context.Context, scope runtime.Scope, lim
 	return done, err
 }
 
+// removeDropped removes up to limit of the scope's dropped postings from the blocks
+// that hold them, under the scope's pack lock (waited for: a deletion has time, and
+// must not report done while a block still holds a deleted document's terms). It
+// returns how many it removed.
+func removeDropped(ctx context.Context, tx pgx.Tx, scope runtime.Scope, limit int) (int, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(entry_text_pack_lock($1, $2))`, scope.TenantID, scope.ProjectID); err != nil {
+		return 0, translate(err)
+	}
+	dropped, err := takeDropped(ctx, tx, scope, limit)
+	if err != nil || len(dropped) == 0 {
+		return 0, err
+	}
+	blocks, err := touchedBlocks(ctx, tx, scope, nil, dropped)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, ords := range dropped {
+		removed += len(ords)
+	}
+	return removed, writeBlocks(ctx, tx, scope, textindex.PackBlocks(blocks, nil, dropped))
+}
+
 // takePending deletes up to limit of the scope's pending postings and returns them by
 // term, sorted by ordinal.
 func takePending(ctx context.Context, tx pgx.Tx, scope runtime.Scope, limit int) (map[string][]textindex.Posting, error) {

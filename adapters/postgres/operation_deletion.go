@@ -84,7 +84,9 @@ var conversationTables = []conversationTable{
 // before it stay under what is left of the budget. Every statement is an index range
 // of at most bounds.Rows rows; the total is not counted ahead (that would read the
 // whole conversation in one statement), so progress.total stays null until the last
-// step sets it to what was deleted.
+// step sets it to what was deleted. Once no row is left, steps remove the scope's
+// dropped text postings from their blocks (not counted as records), and the last
+// step, finding none, marks the operation succeeded.
 func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runtime.Scope, operationID, conversationID string, bounds operation.StepBounds, nowMs int64) (bool, error) {
 	return boundedStep(ctx, s.db, scope, operationID, bounds, func(tx pgx.Tx) (bool, error) {
 		vectors, err := vectorDeletionTables(ctx, tx)
@@ -127,6 +129,12 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 				WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
 				scope.TenantID, scope.ProjectID, operationID, deleted, nowMs)
 			return false, translate(err)
+		}
+		// The entries' packed postings were listed as dropped, their terms still in
+		// the blocks: the deletion is not done until those are rewritten without them.
+		removed, err := removeDropped(ctx, tx, scope, bounds.Rows)
+		if err != nil || removed > 0 {
+			return false, err
 		}
 		_, err = tx.Exec(ctx, `
 			UPDATE operations

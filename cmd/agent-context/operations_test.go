@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/embedding/hash"
 	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/operation"
@@ -697,3 +700,60 @@ func TestOperationsConfigErrors(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A deleted conversation's rare words leave the text index with it: every message,
+// window item, invocation response and entry (content, metadata, an earlier version)
+// holds a word of its own, packed into blocks before the deletion; once the operation
+// has succeeded, no table holds any of them, nor its stem (the form the index keeps),
+// while the words another conversation of the scope shares stay, and so does the
+// word of an entry version kept there for history.
+func TestConversationDeleteLeavesNoTerm(t *testing.T) {
+	t.Parallel()
+	app := startApp(t)
+	pool := openPool(t, app.dsn)
+	var secrets []string
+	// A rare word: random, and ending in a digit so that stemming keeps it whole.
+	rare := func(prefix string) string {
+		b := make([]byte, 6)
+		_, err := rand.Read(b)
+		require.NoError(t, err)
+		return prefix + hex.EncodeToString(b) + "7"
+	}
+	word := func() string {
+		w := rare("zqx")
+		secrets = append(secrets, w)
+		if stem, _ := textindex.EnglishTerm(w); stem != w {
+			secrets = append(secrets, stem)
+		}
+		return w
+	}
+	const conv, kept = "conv-rare", "conv-kept"
+	app.appendOK(t, batchOf(rec(conv, "m1", "user", "ledger "+word()), rec(kept, "k1", "user", "ledger stays")))
+	app.createWindow(t, winBody("w1", conv, "original", winItems(2, func(int) string { return "ledger " + word() })))
+	inv := winInvocation("i1", conv, "w1")
+	inv["responseContent"] = "ledger " + word()
+	app.post(t, pathInvocations, inv).requireOK(t, http.StatusOK, nil)
+	app.createEntry(t, map[string]any{"id": "e-gone", "kind": "fact", "content": "walrus ledger " + word(), "conversationId": conv,
+		"metadata": map[string]any{"note": word()}})
+	app.post(t, pathEntriesFix, map[string]any{"entryId": "e-gone", "content": "walrus ledger " + word()}).
+		requireOK(t, http.StatusCreated, nil)
+	app.createEntry(t, map[string]any{"id": "e-solo", "kind": "fact", "content": word() + " " + word(), "conversationId": conv})
+	history := rare("zqxhistory")
+	app.createEntry(t, map[string]any{"id": "e-kept", "kind": "fact", "content": "walrus ledger " + history, "conversationId": kept})
+	app.post(t, pathEntriesFix, map[string]any{"entryId": "e-kept", "content": "walrus ledger kept"}).requireOK(t, http.StatusCreated, nil)
+	app.waitProjected(t)
+	packText(t, pool)
+	for _, w := range secrets {
+		require.NotEmpty(t, columnsContaining(t, pool, w), "the scan finds %s before the deletion", w)
+	}
+
+	_, op := app.deleteConversation(t, conv)
+	require.Equal(t, contract.OperationSucceeded, app.waitOperation(t, op.ID).State)
+	for _, w := range secrets {
+		require.Empty(t, columnsContaining(t, pool, w), "%s remains after the deletion", w)
+	}
+	require.Subset(t, columnsContaining(t, pool, "walrus"), []string{"entry_text_blocks.term", "entry_text_terms.term"},
+		"the words the scope still holds stay")
+	require.Equal(t, []string{"context_entries.content", "context_entries.search", "entry_text_blocks.term"},
+		columnsContaining(t, pool, history), "the kept history version keeps its postings, and no term row counts it")
+}
