@@ -57,12 +57,7 @@ func BenchmarkEmbeddingBacklog(b *testing.B) {
 	texts := backlogTexts(backlogBurst)
 	var backlogRate, aloneRate, stall, folded float64
 	for round := range b.N {
-		app := startMsgBenchApp(b, func(c *Config) { c.Embedder, c.ModelDir = EmbedderLocal, modelDir })
-		cfg, err := LoadConfig(func(string) string { return "" })
-		require.NoError(b, err)
-		cfg.Embedder, cfg.ModelDir = EmbedderLocal, modelDir
-		alone, err := newEmbedder(cfg)
-		require.NoError(b, err)
+		app, alone := startLocalEmbedderApp(b, modelDir)
 		before := embedAlone(b, alone, texts)
 
 		db, err := postgres.NewDB(app.pool, postgres.DBOptions{})
@@ -86,6 +81,20 @@ func BenchmarkEmbeddingBacklog(b *testing.B) {
 	b.ReportMetric(backlogRate/aloneRate, "ratio")
 	b.ReportMetric(stall, "max-stall-s")
 	b.ReportMetric(folded/float64(b.N), "fold-done-s")
+}
+
+// startLocalEmbedderApp starts a service with the local embedder of modelDir and its
+// default job workers, and returns it with a second instance of that embedder (same
+// configuration) to run alone beside it.
+func startLocalEmbedderApp(b *testing.B, modelDir string) (*msgBenchApp, memory.Embedder) {
+	b.Helper()
+	app := startMsgBenchApp(b, func(c *Config) { c.Embedder, c.ModelDir = EmbedderLocal, modelDir })
+	cfg, err := LoadConfig(func(string) string { return "" })
+	require.NoError(b, err)
+	cfg.Embedder, cfg.ModelDir = EmbedderLocal, modelDir
+	alone, err := newEmbedder(cfg)
+	require.NoError(b, err)
+	return app, alone
 }
 
 // waitFold polls the model's vector table until no vector is outside the HNSW graph
@@ -243,12 +252,7 @@ func BenchmarkEntriesPostedOneByOne(b *testing.B) {
 	texts := backlogTexts(postedOneByOne)
 	var rate, aloneRate, waiting, jobs float64
 	for round := range b.N {
-		app := startMsgBenchApp(b, func(c *Config) { c.Embedder, c.ModelDir = EmbedderLocal, modelDir })
-		cfg, err := LoadConfig(func(string) string { return "" })
-		require.NoError(b, err)
-		cfg.Embedder, cfg.ModelDir = EmbedderLocal, modelDir
-		alone, err := newEmbedder(cfg)
-		require.NoError(b, err)
+		app, alone := startLocalEmbedderApp(b, modelDir)
 		before := embedAlone(b, alone, texts)
 
 		start := time.Now()
