@@ -422,7 +422,7 @@ func (db *DB) projection(h DBTX) *ProjectionStore {
 	return &ProjectionStore{db: h, catalog: db.catalog}
 }
 
-func (db *DB) jobs(c conn) *JobQueue { return &JobQueue{tx: c.tx, client: db.queue} }
+func (db *DB) jobs(c conn) *JobQueue { return &JobQueue{tx: c.tx, db: c.h, client: db.queue} }
 
 // Versions reports the applied schema version and the newest embedded one; /ready
 // calls it.

@@ -128,6 +128,15 @@ func (b *projectionBundle) projectionJobs(t *testing.T) int {
 	return n
 }
 
+// startJobs marks the scope's waiting projection jobs running, as if the run a test
+// makes stood for them: a scope with a job waiting to start gets no other one.
+func (b *projectionBundle) startJobs(t *testing.T) {
+	t.Helper()
+	_, err := b.pool.Exec(context.Background(), `UPDATE river_job SET state = 'running', attempted_at = now()
+		WHERE kind = $1 AND state = 'available'`, memory.ProjectionJob{}.Kind())
+	require.NoError(t, err)
+}
+
 // A run whose budget ends with entries still queued hands the rest over: before the
 // lane's last batch it enqueues the scope's next projection job, once, and reports
 // that it finished (so its own job is not snoozed into a second successor). Here the
@@ -139,6 +148,7 @@ func TestEmbedBacklogHandsOver(t *testing.T) {
 	}
 	set := embeddingtest.NewSet(embeddingtest.Named{Name: contract.EmbedderHash, Embedder: hash.New()})
 	lanes := memory.NewProjection(memory.ProjectionConfig{DB: b.db.Memory(), Embedders: set, Batch: 4, Parallel: 2})
+	b.startJobs(t)
 	jobs := b.projectionJobs(t)
 	done, err := lanes.EmbedBacklog(context.Background(), b.scope, time.Now())
 	require.NoError(t, err)
@@ -907,6 +917,7 @@ func TestProjectionPacksText(t *testing.T) {
 	due, _, err = st.PendingTextScopes(ctx, nil, 10, bound)
 	require.NoError(t, err)
 	require.Equal(t, []runtime.Scope{b.scope}, due, "a dropped posting makes the scope due")
+	b.startJobs(t)
 	jobs := b.projectionJobs(t)
 	finished, err := p.Sweep(ctx, time.Now().Add(time.Minute))
 	require.NoError(t, err)

@@ -57,12 +57,7 @@ func BenchmarkEmbeddingBacklog(b *testing.B) {
 	texts := backlogTexts(backlogBurst)
 	var backlogRate, aloneRate, stall, folded float64
 	for round := range b.N {
-		app := startMsgBenchApp(b, func(c *Config) { c.Embedder, c.ModelDir = EmbedderLocal, modelDir })
-		cfg, err := LoadConfig(func(string) string { return "" })
-		require.NoError(b, err)
-		cfg.Embedder, cfg.ModelDir = EmbedderLocal, modelDir
-		alone, err := newEmbedder(cfg)
-		require.NoError(b, err)
+		app, alone := startLocalEmbedderApp(b, modelDir)
 		before := embedAlone(b, alone, texts)
 
 		db, err := postgres.NewDB(app.pool, postgres.DBOptions{})
@@ -86,6 +81,20 @@ func BenchmarkEmbeddingBacklog(b *testing.B) {
 	b.ReportMetric(backlogRate/aloneRate, "ratio")
 	b.ReportMetric(stall, "max-stall-s")
 	b.ReportMetric(folded/float64(b.N), "fold-done-s")
+}
+
+// startLocalEmbedderApp starts a service with the local embedder of modelDir and its
+// default job workers, and returns it with a second instance of that embedder (same
+// configuration) to run alone beside it.
+func startLocalEmbedderApp(b *testing.B, modelDir string) (*msgBenchApp, memory.Embedder) {
+	b.Helper()
+	app := startMsgBenchApp(b, func(c *Config) { c.Embedder, c.ModelDir = EmbedderLocal, modelDir })
+	cfg, err := LoadConfig(func(string) string { return "" })
+	require.NoError(b, err)
+	cfg.Embedder, cfg.ModelDir = EmbedderLocal, modelDir
+	alone, err := newEmbedder(cfg)
+	require.NoError(b, err)
+	return app, alone
 }
 
 // waitFold polls the model's vector table until no vector is outside the HNSW graph
@@ -216,4 +225,107 @@ func backlogTexts(n int) []string {
 		out[i] = fmt.Sprintf("Memory %d: the %s service %s %s, %s.", i, pick(subjects), pick(verbs), pick(times), pick(remarks))
 	}
 	return out
+}
+
+// postedOneByOne is how many entries BenchmarkEntriesPostedOneByOne posts, by
+// postingClients clients over postingScopes scopes.
+const (
+	postedOneByOne = 2_000
+	postingClients = 4
+	postingScopes  = 3
+)
+
+// BenchmarkEntriesPostedOneByOne measures how fast entries posted one per request
+// become recallable by meaning with the local embedder, against what that embedder does
+// alone on the same texts, in the same run. Each round: the embedder alone (as in
+// BenchmarkEmbeddingBacklog); then 4 clients post 2,000 entries, each its own request,
+// client i to scope i mod 3, on a service with its default job workers, and the clock
+// runs from the first post until no entry waits for its vector in any scope; then the
+// embedder alone again. It reports entries/s from the first post until all are
+// embedded, their ratio to the embedder's texts/s, the entries still waiting when the
+// posting ended and the projection jobs enqueued for them.
+//
+//	AGENT_CONTEXT_MODEL_DIR=… go run ./adapters/postgres/pgtest/pgtestrun -- \
+//	  go test -run '^$' -bench BenchmarkEntriesPostedOneByOne -benchtime 1x -timeout 30m ./cmd/agent-context
+func BenchmarkEntriesPostedOneByOne(b *testing.B) {
+	modelDir := localtest.ModelDir(b)
+	texts := backlogTexts(postedOneByOne)
+	var rate, aloneRate, waiting, jobs float64
+	for round := range b.N {
+		app, alone := startLocalEmbedderApp(b, modelDir)
+		before := embedAlone(b, alone, texts)
+
+		start := time.Now()
+		postOneByOne(b, app, texts, fmt.Sprintf("posted-%d-", round))
+		posted := time.Since(start)
+		left := queuedEntries(b, app)
+		for queuedEntries(b, app) > 0 {
+			require.Less(b, time.Since(start), backlogPatience, "the entries are still waiting")
+			time.Sleep(50 * time.Millisecond)
+		}
+		elapsed := time.Since(start)
+		var n int64
+		require.NoError(b, app.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = $1`,
+			memory.ProjectionJob{}.Kind()).Scan(&n))
+		after := embedAlone(b, alone, texts)
+
+		rate += float64(len(texts)) / elapsed.Seconds()
+		aloneRate += (before + after) / 2
+		waiting += float64(left)
+		jobs += float64(n)
+		b.Logf("round %d: posted in %.1f s (%.0f/s), %d waiting then, all embedded after %.1f s (%.0f entries/s), %d projection jobs; embedder alone %.0f texts/s before, %.0f after",
+			round, posted.Seconds(), float64(len(texts))/posted.Seconds(), left, elapsed.Seconds(),
+			float64(len(texts))/elapsed.Seconds(), n, before, after)
+	}
+	b.ReportMetric(rate/float64(b.N), "entries/s")
+	b.ReportMetric(aloneRate/float64(b.N), "embedder-texts/s")
+	b.ReportMetric(rate/aloneRate, "ratio")
+	b.ReportMetric(waiting/float64(b.N), "waiting-at-end")
+	b.ReportMetric(jobs/float64(b.N), "projection-jobs")
+}
+
+// postOneByOne posts a fact per text, each its own request, from postingClients
+// clients, client i to scope i mod postingScopes, and returns when all were created.
+func postOneByOne(b *testing.B, app *msgBenchApp, texts []string, prefix string) {
+	b.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, postingClients)
+	for c := range postingClients {
+		wg.Go(func() {
+			for i := c; i < len(texts); i += postingClients {
+				body, err := json.Marshal(map[string]any{"id": fmt.Sprintf("%s%05d", prefix, i), "kind": "fact", "content": texts[i]})
+				if err != nil {
+					errs <- err
+					return
+				}
+				req, err := http.NewRequest(http.MethodPost, app.base+contract.RouteEntriesCreate.Path, strings.NewReader(string(body)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("x-infra-tenant-id", fmt.Sprintf("tenant-%d", c%postingScopes))
+				resp, err := app.client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := resp.Body.Close(); err != nil || resp.StatusCode != http.StatusCreated {
+					errs <- fmt.Errorf("create %d: status %d, %v", i, resp.StatusCode, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	require.NoError(b, <-errs)
+}
+
+// queuedEntries is how many entries of every scope wait for their vectors.
+func queuedEntries(b *testing.B, app *msgBenchApp) int64 {
+	b.Helper()
+	var n int64
+	require.NoError(b, app.pool.QueryRow(context.Background(), `SELECT count(*) FROM entry_projection_queue`).Scan(&n))
+	return n
 }

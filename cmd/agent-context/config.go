@@ -61,11 +61,13 @@ type Config struct {
 	// while the key server cannot be reached.
 	JWKSMaxStaleness time.Duration
 	// Background operations (docs/operations.md): the default retention policy (0:
-	// none) and how often it runs, and this replica's job workers (0: it runs no jobs,
-	// other replicas do) and stuck-job rescue window.
+	// none) and how often it runs, this replica's job workers (JobWorkers 0: it runs no
+	// jobs, other replicas do; otherwise the workers of the queue used before the job
+	// classes), each class's workers and the stuck-job rescue window.
 	RetentionMaxAge   time.Duration
 	RetentionInterval time.Duration
 	JobWorkers        int
+	JobClasses        worker.ClassWorkers
 	JobRescueAfter    time.Duration
 	// ProjectionSweepInterval is how often the vector projection's sweep looks for
 	// entries its jobs missed and scopes whose embedder changed.
@@ -333,6 +335,23 @@ func loadOperationsConfig(getenv func(string) string, cfg *Config) []string {
 			e.problem("AGENT_CONTEXT_JOB_WORKERS must be a non-negative integer, got %q", v)
 		}
 		cfg.JobWorkers = n
+	}
+	cfg.JobClasses = worker.DefaultClassWorkers
+	for _, class := range []struct {
+		name    string
+		workers *int
+	}{
+		{"AGENT_CONTEXT_JOB_WORKERS_PUSH", &cfg.JobClasses.Push},
+		{"AGENT_CONTEXT_JOB_WORKERS_PROJECTION", &cfg.JobClasses.Projection},
+		{"AGENT_CONTEXT_JOB_WORKERS_OPERATIONS", &cfg.JobClasses.Operations},
+	} {
+		if v := getenv(class.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				e.problem("%s must be a positive integer, got %q", class.name, v)
+			}
+			*class.workers = n
+		}
 	}
 	return e.errs
 }

@@ -35,7 +35,7 @@ func TestConfigDefaults(t *testing.T) {
 		MaxInFlightBodyBytes: gate.DefaultMaxInFlightBodyBytes,
 		TokenIssuer:          jwtauth.DefaultIssuer, TokenMaxTTL: jwtauth.DefaultMaxTTL, TokenAlgorithms: jwtauth.DefaultAlgorithms,
 		JWKSMaxStaleness:  jwtauth.DefaultMaxStaleness,
-		RetentionInterval: time.Hour, JobWorkers: worker.DefaultJobWorkers, JobRescueAfter: worker.DefaultRescueAfter,
+		RetentionInterval: time.Hour, JobWorkers: worker.DefaultJobWorkers, JobClasses: worker.DefaultClassWorkers, JobRescueAfter: worker.DefaultRescueAfter,
 		ProjectionSweepInterval: worker.DefaultProjectionSweepInterval,
 		Embedder:                EmbedderLocal, ModelDir: filepath.Join(dataDir, "models"), EmbeddingTimeout: openai.DefaultTimeout,
 		A2AMaxMessages: contract.DefaultA2AMaxMessages, A2ATaskRetention: a2a.DefaultA2ATaskRetention,
@@ -70,6 +70,8 @@ func TestConfigEveryProblemAtOnce(t *testing.T) {
 		"AGENT_CONTEXT_JOB_RESCUE_AFTER":          "10ms",
 		"AGENT_CONTEXT_PROJECTION_SWEEP_INTERVAL": "never",
 		"AGENT_CONTEXT_JOB_WORKERS":               "-2",
+		"AGENT_CONTEXT_JOB_WORKERS_PUSH":          "0",
+		"AGENT_CONTEXT_JOB_WORKERS_OPERATIONS":    "two",
 		"AGENT_CONTEXT_A2A_TASK_RETENTION":        "forever",
 		"AGENT_CONTEXT_A2A_EVENT_RETENTION":       "-1h",
 		"AGENT_CONTEXT_A2A_SWEEP_INTERVAL":        "often",
@@ -101,7 +103,7 @@ func TestConfigEveryProblemAtOnce(t *testing.T) {
 		lines[i+1] = strings.ReplaceAll(lines[i+1], env["AGENT_CONTEXT_KNOWLEDGE_PROVIDERS_FILE"], "<file>")
 	}
 	require.Equal(t, []string{
-		"configuration: 41 problems:",
+		"configuration: 43 problems:",
 		"  AGENT_CONTEXT_TOKEN_MAX_TTL must be a positive Go duration such as 30s, got \"long\"",
 		"  AGENT_CONTEXT_JWKS_MAX_STALENESS must be a positive Go duration such as 30s, got \"0s\"",
 		"  AGENT_CONTEXT_TOKEN_ALGORITHMS: none is never accepted: runtime tokens must be signed with an asymmetric key, got \"none\"",
@@ -119,6 +121,8 @@ func TestConfigEveryProblemAtOnce(t *testing.T) {
 		"  AGENT_CONTEXT_PROJECTION_SWEEP_INTERVAL must be a positive Go duration such as 30s, got \"never\"",
 		"  AGENT_CONTEXT_JOB_RESCUE_AFTER must be at least 1s, got \"10ms\"",
 		"  AGENT_CONTEXT_JOB_WORKERS must be a non-negative integer, got \"-2\"",
+		"  AGENT_CONTEXT_JOB_WORKERS_PUSH must be a positive integer, got \"0\"",
+		"  AGENT_CONTEXT_JOB_WORKERS_OPERATIONS must be a positive integer, got \"two\"",
 		"  AGENT_CONTEXT_A2A_TASK_RETENTION must be a positive Go duration such as 30s, got \"forever\"",
 		"  AGENT_CONTEXT_A2A_EVENT_RETENTION must be a positive Go duration such as 30s, got \"-1h\"",
 		"  AGENT_CONTEXT_A2A_SWEEP_INTERVAL must be a positive Go duration such as 30s, got \"often\"",

@@ -18,6 +18,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding/hash"
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/textindex"
+	"github.com/agent-context/agent-context/adapters/postgres/worker"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/operation"
@@ -675,10 +676,13 @@ func TestDefaultRetentionPolicy(t *testing.T) {
 func TestOperationsConfigErrors(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		"AGENT_CONTEXT_RETENTION_MAX_AGE":  "30 days",
-		"AGENT_CONTEXT_RETENTION_INTERVAL": "-1h",
-		"AGENT_CONTEXT_JOB_RESCUE_AFTER":   "500ms",
-		"AGENT_CONTEXT_JOB_WORKERS":        "many",
+		"AGENT_CONTEXT_RETENTION_MAX_AGE":      "30 days",
+		"AGENT_CONTEXT_RETENTION_INTERVAL":     "-1h",
+		"AGENT_CONTEXT_JOB_RESCUE_AFTER":       "500ms",
+		"AGENT_CONTEXT_JOB_WORKERS":            "many",
+		"AGENT_CONTEXT_JOB_WORKERS_PUSH":       "-4",
+		"AGENT_CONTEXT_JOB_WORKERS_PROJECTION": "1.5",
+		"AGENT_CONTEXT_JOB_WORKERS_OPERATIONS": "0",
 	} {
 		_, err := LoadConfig(func(k string) string {
 			if k == name {
@@ -697,6 +701,13 @@ func TestOperationsConfigErrors(t *testing.T) {
 	require.Zero(t, cfg.JobWorkers)
 	require.Equal(t, time.Hour, cfg.RetentionInterval)
 	require.Equal(t, 15*time.Second, cfg.JobRescueAfter)
+	require.Equal(t, worker.DefaultClassWorkers, cfg.JobClasses)
+
+	cfg, err = LoadConfig(func(k string) string {
+		return map[string]string{"AGENT_CONTEXT_JOB_WORKERS_PUSH": "8", "AGENT_CONTEXT_JOB_WORKERS_OPERATIONS": "1"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, worker.ClassWorkers{Push: 8, Projection: 2, Operations: 1}, cfg.JobClasses, "a class not set keeps its default")
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -226,7 +226,7 @@ func (m *Main) Run(ctx context.Context) error {
 	})
 	m.registry.MustRegister(pgmetrics.NewProjectionCollector(m.pool, cfg.MetricsRefresh))
 	if cfg.JobWorkers > 0 {
-		jobOpts := worker.JobOptions{Workers: cfg.JobWorkers, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
+		jobOpts := worker.JobOptions{LegacyWorkers: cfg.JobWorkers, Classes: cfg.JobClasses, RescueAfter: cfg.JobRescueAfter, Logger: m.Log,
 			Metrics: m.registry, A2ASweeper: coordination.Sweeper, A2ASweepInterval: cfg.A2ASweepInterval,
 			Projection: projection, ProjectionSweepInterval: cfg.ProjectionSweepInterval,
 			ExportPurger: exports, ExportPurgeInterval: cfg.ExportPurgeInterval,

@@ -73,8 +73,13 @@ type ExportPurger interface {
 
 // JobOptions tune the job queue of one replica.
 type JobOptions struct {
-	// Workers bounds the jobs this replica runs at once (default 4).
-	Workers int
+	// Classes are the workers of each job class on this replica (DefaultClassWorkers
+	// for a class left 0).
+	Classes ClassWorkers
+	// LegacyWorkers work River's default queue, where every job went before the
+	// classes (default DefaultJobWorkers): jobs a replica of an earlier version
+	// enqueued, or left there to be retried or rescued, still run.
+	LegacyWorkers int
 	// RescueAfter is how long a job may be running before River considers its worker
 	// dead and hands it to another replica (default 15 s). A job's run is kept to a
 	// quarter of it (the rest of an operation continues in a later run), so a live
@@ -108,6 +113,18 @@ type JobOptions struct {
 	// Metrics receives the job run metrics (nil: none).
 	Metrics prometheus.Registerer
 }
+
+// ClassWorkers are the workers of each job class (postgres.QueuePush, QueueProjection,
+// QueueOperations) on one replica. Within a class, a tenant holds at most half of them
+// while another tenant has a job of the class waiting (see fairShare).
+type ClassWorkers struct {
+	Push, Projection, Operations int
+}
+
+// DefaultClassWorkers are the classes' workers when not configured: deliveries wait
+// on webhooks, not on this replica, so they get the most; the projection's jobs each
+// embed on every core already (memory.ProjectionConfig.Parallel).
+var DefaultClassWorkers = ClassWorkers{Push: 4, Projection: 2, Operations: 2}
 
 // Default job options.
 const (
@@ -150,9 +167,10 @@ type Jobs struct {
 
 // NewJobs returns the job queue of this replica on db; Start starts working.
 func NewJobs(db *postgres.DB, runner OperationRunner, opts JobOptions) (*Jobs, error) {
-	if opts.Workers <= 0 {
-		opts.Workers = DefaultJobWorkers
+	if opts.LegacyWorkers <= 0 {
+		opts.LegacyWorkers = DefaultJobWorkers
 	}
+	classes := opts.Classes.withDefaults()
 	tm := timing(opts.RescueAfter)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &operationWorker{runner: runner, budget: tm.budget})
@@ -160,14 +178,14 @@ func NewJobs(db *postgres.DB, runner OperationRunner, opts JobOptions) (*Jobs, e
 	var periodic []*river.PeriodicJob
 	if opts.RetentionInterval > 0 {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.RetentionInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return retentionSweepArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) { return periodicJob(retentionSweepArgs{}) },
 			&river.PeriodicJobOpts{ID: "retention_sweep", RunOnStart: true}))
 	}
 	if opts.A2ASweeper != nil {
 		river.AddWorker(workers, &sweepWorker[a2a.A2ASweepJob]{sweep: opts.A2ASweeper.SweepA2A, budget: tm.budget})
 		if opts.A2ASweepInterval > 0 {
 			periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.A2ASweepInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return a2a.A2ASweepJob{}, nil },
+				func() (river.JobArgs, *river.InsertOpts) { return periodicJob(a2a.A2ASweepJob{}) },
 				&river.PeriodicJobOpts{ID: "a2a_sweep", RunOnStart: true}))
 		}
 	}
@@ -175,7 +193,7 @@ func NewJobs(db *postgres.DB, runner OperationRunner, opts JobOptions) (*Jobs, e
 		river.AddWorker(workers, &sweepWorker[transfer.ExportPurgeJob]{sweep: opts.ExportPurger.PurgeArtifacts, budget: tm.budget})
 		if opts.ExportPurgeInterval > 0 {
 			periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(opts.ExportPurgeInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return transfer.ExportPurgeJob{}, nil },
+				func() (river.JobArgs, *river.InsertOpts) { return periodicJob(transfer.ExportPurgeJob{}) },
 				&river.PeriodicJobOpts{ID: "export_purge", RunOnStart: true}))
 		}
 	}
@@ -191,16 +209,23 @@ func NewJobs(db *postgres.DB, runner OperationRunner, opts JobOptions) (*Jobs, e
 		river.AddWorker(workers, &sweepWorker[projectionSweepArgs]{budget: tm.budget,
 			sweep: func(ctx context.Context, _, deadline time.Time) (bool, error) { return p.Sweep(ctx, deadline) }})
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(interval),
-			func() (river.JobArgs, *river.InsertOpts) { return projectionSweepArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return projectionSweepArgs{}, &river.InsertOpts{Queue: postgres.QueueProjection}
+			},
 			&river.PeriodicJobOpts{ID: "projection_sweep", RunOnStart: true}))
 	}
 	var middleware []rivertype.Middleware
 	if opts.Metrics != nil {
 		middleware = append(middleware, pgmetrics.NewJobMetrics(opts.Metrics))
 	}
+	middleware = append(middleware, newFairShare(db, classes.queues()))
+	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opts.LegacyWorkers}}
+	for q, n := range classes.queues() {
+		queues[q] = river.QueueConfig{MaxWorkers: n}
+	}
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
 		Middleware:           middleware,
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opts.Workers}},
+		Queues:               queues,
 		Workers:              workers,
 		PeriodicJobs:         periodic,
 		JobTimeout:           tm.jobTimeout,
@@ -217,6 +242,30 @@ func NewJobs(db *postgres.DB, runner OperationRunner, opts JobOptions) (*Jobs, e
 		return nil, fmt.Errorf("create the job queue: %w", err)
 	}
 	return &Jobs{client: client}, nil
+}
+
+func (c ClassWorkers) withDefaults() ClassWorkers {
+	if c.Push <= 0 {
+		c.Push = DefaultClassWorkers.Push
+	}
+	if c.Projection <= 0 {
+		c.Projection = DefaultClassWorkers.Projection
+	}
+	if c.Operations <= 0 {
+		c.Operations = DefaultClassWorkers.Operations
+	}
+	return c
+}
+
+// queues are the classes' River queues and their workers.
+func (c ClassWorkers) queues() map[string]int {
+	return map[string]int{postgres.QueuePush: c.Push, postgres.QueueProjection: c.Projection, postgres.QueueOperations: c.Operations}
+}
+
+// periodicJob is a periodic job with the queue options of its kind, so that it runs in
+// its class.
+func periodicJob(args river.JobArgs) (river.JobArgs, *river.InsertOpts) {
+	return args, postgres.InsertOpts(args)
 }
 
 // JobFetchPollInterval is how often an idle worker looks for new jobs: enqueues send

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // scriptedRunner is an OperationRunner whose RunOperation answers as scripted and
@@ -112,4 +113,24 @@ func TestJobTimingKeepsStatementsInsideTheJob(t *testing.T) {
 		require.Less(t, tm.jobTimeout, tm.rescueAfter, "rescue window %s", rescue)
 		require.Equal(t, tm.stepTimeout, StepTimeout(rescue))
 	}
+}
+
+// retryingPush is a PushDeliverer whose delivery failed: it asks to be run again at
+// retryAt.
+type retryingPush struct{ retryAt time.Time }
+
+func (p retryingPush) DeliverPush(context.Context, *a2a.PushJob, int64, time.Time) (bool, time.Time, error) {
+	return false, p.retryAt, nil
+}
+
+// A failed delivery's backoff is waited out in the queue, not on a worker: the run
+// returns at once, snoozing its job until the retry.
+func TestPushBackoffHoldsNoWorker(t *testing.T) {
+	t.Parallel()
+	retryAt := time.Now().Add(time.Hour)
+	w := &pushWorker{push: retryingPush{retryAt: retryAt}, budget: time.Second}
+	err := w.Work(context.Background(), &river.Job[a2a.PushJob]{JobRow: &rivertype.JobRow{ID: 1}})
+	var snooze *rivertype.JobSnoozeError
+	require.ErrorAs(t, err, &snooze)
+	require.InDelta(t, time.Hour, snooze.Duration, float64(time.Minute))
 }
