@@ -531,7 +531,10 @@ func TestOpenAPIContract(t *testing.T) {
 		_, err = rig.full.PostAgentMessage(ctx, post)
 		requireCode(t, err, http.StatusConflict, contract.CodeIdempotencyConflict)
 		_, err = rig.full.PostAgentMessage(ctx, &contract.PostMessageRequest{ToAgent: ptrTo("peer"), Privacy: ptrTo(contract.PrivacyPrivate),
-			TaskID: ptrTo("at-1"), Content: ptrTo("between us")})
+			TaskID: ptrTo("no-such-task"), Content: ptrTo("between us")})
+		requireCode(t, err, http.StatusNotFound, contract.CodeNotFound)
+		_, err = rig.full.PostAgentMessage(ctx, &contract.PostMessageRequest{ToAgent: ptrTo("peer"), Privacy: ptrTo(contract.PrivacyPrivate),
+			Content: ptrTo("between us")})
 		require.NoError(t, err)
 		_, err = rig.full.PostAgentMessage(invalid(), &contract.PostMessageRequest{Content: ptrTo("")})
 		requireCode(t, err, http.StatusBadRequest, contract.CodeValidationFailed)
