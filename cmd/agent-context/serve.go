@@ -178,7 +178,8 @@ func (m *Main) Run(ctx context.Context) error {
 	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
 		MaxEnvelopes: cfg.A2AMaxEnvelopes, Webhooks: webhooks, PushBody: a2arpc.A2APushBody,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
-		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
+		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports,
+		MaxWaitersPerTenant: cfg.A2ALive.MaxWaitersPerTenant}
 	if cfg.A2APeersFile != "" {
 		peers, err := peerregistry.Open(cfg.A2APeersFile, m.Log)
 		if err != nil {

@@ -42,6 +42,13 @@ func (a *Events) PollEvents(ctx context.Context, p runtime.Principal, req *contr
 		}
 		wait = time.Duration(*req.WaitMs) * time.Millisecond
 	}
+	if wait > 0 {
+		release, err := a.AdmitWaiter(p)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	var sub runtime.EventSubscription
 	if wait > 0 && a.notifier != nil {
 		// Subscribed before the first query, so a commit between that query and the
@@ -72,6 +79,15 @@ func (a *Events) PollEvents(ctx context.Context, p runtime.Principal, req *contr
 			return a.eventPage(p.Scope, nil, q.After), nil
 		}
 	}
+}
+
+// AdmitWaiter counts one more waiter of the caller's tenant on this replica and
+// returns its release, or RATE_LIMITED (level "waiters") past the tenant's bound.
+// A long poll admits itself; a stream's door admits it before it does anything else
+// of the request (a message/stream sends its message first) and releases it when the
+// stream ends.
+func (a *Events) AdmitWaiter(p runtime.Principal) (release func(), err error) {
+	return a.waiters.Admit(p.Scope.TenantID)
 }
 
 // wait blocks until sub wakes or pollRecheck passed, and reports whether the poll
