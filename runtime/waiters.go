@@ -23,9 +23,10 @@ const WaitersRetryAfter = time.Second
 // needs no round trip, and a tenant's waiters spread over replicas are bounded by the
 // bound times the replicas.
 type Waiters struct {
-	max int
-	mu  sync.Mutex
-	n   map[string]int
+	max   int
+	mu    sync.Mutex
+	n     map[string]int
+	total int
 }
 
 // NewWaiters bounds each tenant to max waiters (DefaultMaxWaitersPerTenant when max
@@ -51,14 +52,23 @@ func (w *Waiters) Admit(tenant string) (release func(), err error) {
 			With("level", "waiters").With("retryAfterMs", WaitersRetryAfter.Milliseconds()).With("limit", int64(w.max))
 	}
 	w.n[tenant]++
+	w.total++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
+			w.total--
 			if w.n[tenant]--; w.n[tenant] == 0 {
 				delete(w.n, tenant)
 			}
 		})
 	}, nil
+}
+
+// Count is the number of waiters of every tenant on this replica now.
+func (w *Waiters) Count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.total
 }

@@ -20,8 +20,10 @@ func TestWaitersBoundEachTenantAndReleaseOnce(t *testing.T) {
 	_, err = w.Admit("globex")
 	require.NoError(t, err, "another tenant's waiters are its own")
 
+	require.Equal(t, 3, w.Count())
 	first()
 	first()
+	require.Equal(t, 2, w.Count())
 	_, err = w.Admit("acme")
 	require.NoError(t, err, "a released place is free")
 	_, err = w.Admit("acme")

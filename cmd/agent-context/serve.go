@@ -188,6 +188,10 @@ func (m *Main) Run(ctx context.Context) error {
 		a2aCfg.Peers = peers
 	}
 	coordination := a2a.NewCoordination(a2aCfg)
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: pgmetrics.Namespace, Subsystem: "a2a", Name: "waiters",
+		Help: "Streams and long polls waiting on this replica now (AGENT_CONTEXT_MAX_WAITERS_PER_TENANT bounds each tenant's).",
+	}, func() float64 { return float64(coordination.Events.Waiters()) }))
 	rateLimits, err := m.startRateLimits(ctx, dsn)
 	if err != nil {
 		return err

@@ -93,6 +93,7 @@ type service struct {
 	cursors        *runtime.CursorCodec
 	notifier       runtime.EventNotifier
 	waiters        *runtime.Waiters
+	feeds          scopeFeeds
 	clock          runtime.Clock
 	maxMessages    int
 	envelopeBounds EnvelopeBounds
