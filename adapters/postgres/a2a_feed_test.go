@@ -31,8 +31,9 @@ func (l *statementLog) eventReads() int {
 
 // 1,000 long polls of one scope wait on one replica; one event commits. The polls
 // share the reads of their scope: the wake-up costs one read of the log, not one per
-// poll, and each poll still gets what its own filter keeps, with the cursor past the
-// event whether it matched or not.
+// poll, and so does each second's re-check while nothing commits; each poll still
+// gets what its own filter keeps, with the cursor past the event whether it matched
+// or not.
 func TestWaitingPollsShareOneReadPerWakeUp(t *testing.T) {
 	t.Parallel()
 	const polls, filtered = 1000, 10
@@ -62,7 +63,14 @@ func TestWaitingPollsShareOneReadPerWakeUp(t *testing.T) {
 	// Every poll ran its first statement and waits.
 	require.Eventually(t, func() bool { return log.eventReads() >= polls+filtered }, time.Minute, 10*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
+	// While nothing commits the scope is re-checked once a second for a lost hint:
+	// once for all its polls.
 	before := log.eventReads()
+	time.Sleep(2500 * time.Millisecond)
+	idle := log.eventReads() - before
+	t.Logf("%d waiting polls, 2.5 s without a commit: %d reads of the event log", polls+filtered, idle)
+	require.LessOrEqual(t, idle, 3)
+	before = log.eventReads()
 	b.post(t, b.agent("writer"), contract.PostMessageRequest{MessageID: ptr("wake-up")})
 	var next string
 	for range polls {

@@ -11,6 +11,21 @@ import (
 	"github.com/agent-context/agent-context/contract"
 )
 
+// a2aWaiters is the replica's agent_context_a2a_waiters: the streams and long polls
+// admitted and not yet answered.
+func a2aWaiters(t testing.TB, m *Main) int {
+	t.Helper()
+	gathered, err := m.registry.Gather()
+	require.NoError(t, err)
+	for _, f := range gathered {
+		if f.GetName() == "agent_context_a2a_waiters" {
+			return int(f.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	t.Fatal("no agent_context_a2a_waiters")
+	return 0
+}
+
 // A tenant's waiters (long polls, streams) are bounded per replica: past the bound
 // every door refuses a new one as its rate limits refuse, a poll that does not wait is
 // no waiter, and a waiter that returns frees its place.
@@ -21,16 +36,7 @@ func TestA2AWaitersPerTenantAreBounded(t *testing.T) {
 	waitFor := func(kind string) map[string]any {
 		return map[string]any{"waitMs": 30_000, "filter": map[string]any{"kinds": []string{kind}}}
 	}
-	full := func() bool {
-		gathered, err := app.main.registry.Gather()
-		require.NoError(t, err)
-		for _, f := range gathered {
-			if f.GetName() == "agent_context_a2a_waiters" {
-				return f.GetMetric()[0].GetGauge().GetValue() == 2
-			}
-		}
-		return false
-	}
+	full := func() bool { return a2aWaiters(t, app.main) == 2 }
 	registered := alice.pollInBackground(t, waitFor(contract.EventAgentRegistered))
 	posted := bob.pollInBackground(t, waitFor(contract.EventMessagePosted))
 	require.Eventually(t, full, time.Minute, 10*time.Millisecond)
