@@ -192,8 +192,7 @@ func (s *EventStore) PollEvents(ctx context.Context, scope runtime.Scope, q runt
 // TailEvents implements runtime.EventStore: a primary-key range.
 func (s *EventStore) TailEvents(ctx context.Context, scope runtime.Scope, after int64, limit int) ([]runtime.LoggedEvent, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT seq, event_id, kind, actor, correlation_id, target_agents, consistency, coalesce(task_id, ''),
-		    payload::text, created_at_ms
+		SELECT `+loggedEventColumns+`
 		FROM a2a_events
 		WHERE tenant_id = $1 AND project_id = $2 AND seq > $3
 		ORDER BY seq
@@ -202,6 +201,15 @@ func (s *EventStore) TailEvents(ctx context.Context, scope runtime.Scope, after 
 	if err != nil {
 		return nil, translate(err)
 	}
+	return collectLoggedEvents(rows)
+}
+
+// loggedEventColumns are the columns collectLoggedEvents reads, in its order.
+const loggedEventColumns = `seq, event_id, kind, actor, correlation_id, target_agents, consistency, coalesce(task_id, ''),
+		    payload::text, created_at_ms`
+
+// collectLoggedEvents reads the rows of a query of loggedEventColumns and closes them.
+func collectLoggedEvents(rows pgx.Rows) ([]runtime.LoggedEvent, error) {
 	defer rows.Close()
 	var events []runtime.LoggedEvent
 	for rows.Next() {
@@ -220,10 +228,7 @@ func (s *EventStore) TailEvents(ctx context.Context, scope runtime.Scope, after 
 		e.Event.ConsistencyLevel, e.Event.Payload = runtime.ConsistencyLevel(int(rank)), json.RawMessage(payload)
 		events = append(events, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(err)
-	}
-	return events, nil
+	return events, translate(rows.Err())
 }
 
 // PurgeEvents implements runtime.EventStore: the oldest events first, by the time
