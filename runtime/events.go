@@ -96,7 +96,8 @@ type EventNotifier interface {
 	Subscribe(scope Scope) EventSubscription
 }
 
-// EventSubscription is one long poll's interest in its scope.
+// EventSubscription is one waiter's interest in its scope: a scope's feed, shared by
+// its long polls, or one stream.
 type EventSubscription interface {
 	// Wait blocks until an event of the scope may have committed since the
 	// subscription began or since Wait last returned true (wake-ups in between are
