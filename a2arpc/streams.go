@@ -79,8 +79,16 @@ func (w *sseStream) write(b []byte) error {
 
 // rpcStream serves the four streaming methods: it sends (opStream) or names
 // (opSubscribe) the task, then follows it until it is terminal, the stream's time is
-// up, the client leaves or the replica shuts down.
+// up, the client leaves or the replica shuts down. A stream is a waiter of its tenant
+// from the start: past the tenant's bound it is refused as a rate limit refuses
+// POST /a2a, before the message is sent and before the stream's headers.
 func (d *Door) rpcStream(rw http.ResponseWriter, r *http.Request, p runtime.Principal, id jsontext.Value, m rpcMethod, params jsontext.Value) {
+	release, err := d.events.AdmitWaiter(p)
+	if err != nil {
+		d.gate.WriteError(rw, r, err)
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), d.streamMax)
 	defer cancel()
 	w := &sseStream{w: rw, rc: http.NewResponseController(rw), id: id, gen: m.gen}
@@ -89,7 +97,6 @@ func (d *Door) rpcStream(rw http.ResponseWriter, r *http.Request, p runtime.Prin
 	}
 	var taskID string
 	var fail *rpcFailure
-	var err error
 	if m.op == opStream {
 		var t *contract.Task
 		if t, fail, err = d.rpcSendTask(ctx, p, params, m.gen); t != nil {

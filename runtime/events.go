@@ -42,6 +42,24 @@ type EventBatch struct {
 	AtHead bool
 }
 
+// LoggedEvent is an event as the log holds it: its wire form and the task it names
+// ("" for none), which the poll's taskId filter reads.
+type LoggedEvent struct {
+	Event  contract.Event
+	TaskID string
+}
+
+// Keeps reports whether q's agent may see e and q's filter keeps it: what the poll
+// statement asks of every event it examines, for events read once and handed to many
+// polls.
+func (q *EventQuery) Keeps(e *LoggedEvent) bool {
+	return (len(e.Event.TargetAgents) == 0 || slices.Contains(e.Event.TargetAgents, q.Agent)) &&
+		(q.Kinds == nil || slices.Contains(q.Kinds, e.Event.Kind)) &&
+		(q.Actors == nil || slices.Contains(q.Actors, e.Event.Actor)) &&
+		ConsistencyRank(e.Event.ConsistencyLevel) >= q.MinConsistency &&
+		(q.TaskID == "" || e.TaskID == q.TaskID)
+}
+
 // EventStore is the scope's event log.
 type EventStore interface {
 	// AppendEvents appends events to the scope's log, numbered consecutively after the
@@ -54,6 +72,10 @@ type EventStore interface {
 	AppendEvents(ctx context.Context, scope Scope, events []NewEvent) (last int64, err error)
 	// PollEvents runs q once. Errors: SERVICE_UNAVAILABLE.
 	PollEvents(ctx context.Context, scope Scope, q EventQuery) (EventBatch, error)
+	// TailEvents returns up to limit events of the scope after after, in sequence
+	// order, whoever may see them: the one read the waiting polls of a scope share.
+	// Errors: SERVICE_UNAVAILABLE.
+	TailEvents(ctx context.Context, scope Scope, after int64, limit int) ([]LoggedEvent, error)
 	// PurgeEvents deletes up to limit events created before beforeMs and reports how
 	// many it deleted. Errors: SERVICE_UNAVAILABLE.
 	PurgeEvents(ctx context.Context, scope Scope, beforeMs int64, limit int) (int, error)
@@ -74,7 +96,8 @@ type EventNotifier interface {
 	Subscribe(scope Scope) EventSubscription
 }
 
-// EventSubscription is one long poll's interest in its scope.
+// EventSubscription is one waiter's interest in its scope: a scope's feed, shared by
+// its long polls, or one stream.
 type EventSubscription interface {
 	// Wait blocks until an event of the scope may have committed since the
 	// subscription began or since Wait last returned true (wake-ups in between are

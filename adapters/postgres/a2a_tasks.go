@@ -347,7 +347,7 @@ func (s *TaskStore) LastTaskEvent(ctx context.Context, scope runtime.Scope, task
 // TaskEvents implements a2a.TaskStore by the task index of the event log.
 func (s *TaskStore) TaskEvents(ctx context.Context, scope runtime.Scope, taskID string, after int64, limit int) ([]contract.Event, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT seq, event_id, kind, actor, correlation_id, target_agents, consistency, payload::text, created_at_ms
+		SELECT `+loggedEventColumns+`
 		FROM a2a_events
 		WHERE tenant_id = $1 AND project_id = $2 AND task_id = $3 AND seq > $4
 		ORDER BY seq
@@ -356,25 +356,15 @@ func (s *TaskStore) TaskEvents(ctx context.Context, scope runtime.Scope, taskID 
 	if err != nil {
 		return nil, translate(err)
 	}
-	defer rows.Close()
-	var events []contract.Event
-	for rows.Next() {
-		var (
-			e       contract.Event
-			rank    int16
-			payload string
-		)
-		if err := rows.Scan(&e.Sequence, &e.ID, &e.Kind, &e.Actor, &e.CorrelationID, &e.TargetAgents, &rank, &payload,
-			&e.CreatedAtMs); err != nil {
-			return nil, translate(err)
-		}
-		if e.TargetAgents == nil {
-			e.TargetAgents = []string{}
-		}
-		e.ConsistencyLevel, e.Payload = runtime.ConsistencyLevel(int(rank)), json.RawMessage(payload)
-		events = append(events, e)
+	logged, err := collectLoggedEvents(rows)
+	if err != nil {
+		return nil, err
 	}
-	return events, translate(rows.Err())
+	events := make([]contract.Event, len(logged))
+	for i := range logged {
+		events[i] = logged[i].Event
+	}
+	return events, nil
 }
 
 // TaskMessage implements a2a.TaskStore by the messages' primary key.

@@ -47,6 +47,7 @@ type a2aBundle struct {
 type a2aOptions struct {
 	maxMessages int
 	sweepBatch  int
+	maxWaiters  int
 }
 
 func setupA2A(t testing.TB, opts ...a2aOptions) *a2aBundle {
@@ -79,7 +80,7 @@ func setupA2AOn(t testing.TB, pool *pgxpool.Pool, opts ...a2aOptions) *a2aBundle
 		pool: pool, db: db, hub: hub, clock: clock, scope: runtime.Scope{TenantID: "tenant-a", ProjectID: "project-a"},
 		a2a: a2a.NewCoordination(a2a.Config{
 			DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32)), Notifier: hub, Clock: clock,
-			MaxMessages: o.maxMessages, SweepBatch: o.sweepBatch,
+			MaxMessages: o.maxMessages, SweepBatch: o.sweepBatch, MaxWaitersPerTenant: o.maxWaiters,
 		}),
 	}
 }

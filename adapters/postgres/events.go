@@ -189,6 +189,48 @@ func (s *EventStore) PollEvents(ctx context.Context, scope runtime.Scope, q runt
 	return batch, nil
 }
 
+// TailEvents implements runtime.EventStore: a primary-key range.
+func (s *EventStore) TailEvents(ctx context.Context, scope runtime.Scope, after int64, limit int) ([]runtime.LoggedEvent, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT `+loggedEventColumns+`
+		FROM a2a_events
+		WHERE tenant_id = $1 AND project_id = $2 AND seq > $3
+		ORDER BY seq
+		LIMIT $4`,
+		scope.TenantID, scope.ProjectID, after, limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return collectLoggedEvents(rows)
+}
+
+// loggedEventColumns are the columns collectLoggedEvents reads, in its order.
+const loggedEventColumns = `seq, event_id, kind, actor, correlation_id, target_agents, consistency, coalesce(task_id, ''),
+		    payload::text, created_at_ms`
+
+// collectLoggedEvents reads the rows of a query of loggedEventColumns and closes them.
+func collectLoggedEvents(rows pgx.Rows) ([]runtime.LoggedEvent, error) {
+	defer rows.Close()
+	var events []runtime.LoggedEvent
+	for rows.Next() {
+		var (
+			e       runtime.LoggedEvent
+			rank    int16
+			payload string
+		)
+		if err := rows.Scan(&e.Event.Sequence, &e.Event.ID, &e.Event.Kind, &e.Event.Actor, &e.Event.CorrelationID,
+			&e.Event.TargetAgents, &rank, &e.TaskID, &payload, &e.Event.CreatedAtMs); err != nil {
+			return nil, translate(err)
+		}
+		if e.Event.TargetAgents == nil {
+			e.Event.TargetAgents = []string{}
+		}
+		e.Event.ConsistencyLevel, e.Event.Payload = runtime.ConsistencyLevel(int(rank)), json.RawMessage(payload)
+		events = append(events, e)
+	}
+	return events, translate(rows.Err())
+}
+
 // PurgeEvents implements runtime.EventStore: the oldest events first, by the time
 // index.
 func (s *EventStore) PurgeEvents(ctx context.Context, scope runtime.Scope, beforeMs int64, limit int) (int, error) {

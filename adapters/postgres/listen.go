@@ -74,8 +74,9 @@ const maxHintPayload = 7000
 // sends them to every other replica, all scopes hinted meanwhile in one NOTIFY
 // statement at most every HintInterval. No writing transaction ever notifies, so no
 // commit waits on Postgres's notification lock. A hint can be lost (a replica dying
-// after its commit, a listener reconnecting): long polls re-check the log on their
-// own every second, so a lost hint delays an answer, never loses it. When the
+// after its commit, a listener reconnecting): long polls (through their scope's feed)
+// and streams re-check the log on their own every second or keep-alive, so a lost
+// hint delays an answer, never loses it. When the
 // listening connection drops, the hub reconnects with backoff and then wakes every
 // subscription.
 type EventHub struct {
@@ -165,7 +166,7 @@ func (h *EventHub) register(reg prometheus.Registerer, pool *pgxpool.Pool, refre
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: pgmetrics.Namespace, Subsystem: "a2a", Name: "poll_waiters",
-			Help: "Event polls waiting for an event to commit now.",
+			Help: "Subscriptions waiting for a wake-up now: one per scope with waiting long polls, one per stream.",
 		}, func() float64 { return float64(h.waiting.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: pgmetrics.Namespace, Subsystem: "a2a", Name: "listener_connects_total",
@@ -419,7 +420,7 @@ func (h *EventHub) Subscribe(scope runtime.Scope) runtime.EventSubscription {
 	return s
 }
 
-// Waiting is the number of polls waiting in Wait now.
+// Waiting is the number of subscriptions waiting in Wait now.
 func (h *EventHub) Waiting() int64 { return h.waiting.Load() }
 
 // Connects is the number of times the hub connected: 1 plus its reconnections.

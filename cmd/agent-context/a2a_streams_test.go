@@ -210,18 +210,26 @@ func TestA2AStreamEndsAtItsMaximum(t *testing.T) {
 	requireEnded(t, events)
 }
 
+// resubscribe opens a tasks/resubscribe stream of taskID as subject and returns the
+// response, its body unread.
+func resubscribe(ctx context.Context, t *testing.T, app *testApp, subject, taskID string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, app.base+contract.PathA2AJSONRPC,
+		strings.NewReader(`{"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {"id": "`+taskID+`"}}`))
+	require.NoError(t, err)
+	req.Header.Set("x-infra-subject", subject)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	return resp
+}
+
 func TestA2AStreamKeepAliveAndShutdown(t *testing.T) {
 	t.Parallel()
 	app := startApp(t, func(c *Config) { c.A2ALive.StreamKeepAlive = 50 * time.Millisecond })
 	alice := headerAgent(app, "alice")
 	var task contract.Task
 	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "quiet"}, &task)
-	req, err := http.NewRequest(http.MethodPost, app.base+contract.PathA2AJSONRPC,
-		strings.NewReader(`{"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {"id": "`+task.ID+`"}}`))
-	require.NoError(t, err)
-	req.Header.Set("x-infra-subject", "alice")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	resp := resubscribe(context.Background(), t, app, "alice", task.ID)
 	defer resp.Body.Close()
 	lines := bufio.NewScanner(resp.Body)
 	var seen []string
@@ -236,4 +244,34 @@ func TestA2AStreamKeepAliveAndShutdown(t *testing.T) {
 	for lines.Scan() {
 		require.True(t, lines.Text() == "" || strings.HasPrefix(lines.Text(), ":"), "no event after the task: %q", lines.Text())
 	}
+}
+
+// A stream writes its keep-alive even while other tasks' events keep waking it: with
+// a 1 s keep-alive and another agent posting every 200 ms for 3.5 s, the stream of a
+// quiet task writes nothing else, so at least two keep-alives must arrive (three are
+// due; one is spared for a slow machine).
+func TestA2AStreamKeepAliveWhileTheScopeIsBusy(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *Config) { c.A2ALive.StreamKeepAlive = time.Second })
+	alice, bob := headerAgent(app, "alice"), headerAgent(app, "bob")
+	var task contract.Task
+	alice.ok(t, contract.RouteA2ATasksCreate, map[string]any{"toAgent": "bob", "description": "quiet"}, &task)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := resubscribe(ctx, t, app, "alice", task.ID)
+	defer resp.Body.Close()
+	keepAlives := make(chan struct{}, 16)
+	go func() {
+		lines := bufio.NewScanner(resp.Body)
+		for lines.Scan() {
+			if lines.Text() == ": keep-alive" {
+				keepAlives <- struct{}{}
+			}
+		}
+	}()
+
+	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		bob.ok(t, contract.RouteA2AMessagesPost, map[string]any{"content": "busy"}, nil)
+	}
+	require.GreaterOrEqual(t, len(keepAlives), 2, "keep-alives in 3.5 s of a busy scope with a 1 s keep-alive")
 }

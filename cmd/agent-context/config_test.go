@@ -17,6 +17,7 @@ import (
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/gate"
 	"github.com/agent-context/agent-context/mcpserver"
+	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 	"github.com/agent-context/agent-context/runtime/ratelimit"
 	"github.com/agent-context/agent-context/runtime/transfer"
@@ -42,8 +43,9 @@ func TestConfigDefaults(t *testing.T) {
 		A2AEventRetention: a2a.DefaultA2AEventRetention, A2ASweepInterval: time.Minute,
 		RateLimits: ratelimit.DefaultRateLimits, RateLimitBackend: RateLimitMemory,
 		ExportTTL: transfer.DefaultExportTTL, ExportPurgeInterval: DefaultExportPurgeInterval,
-		MetricsRefresh:  pgmetrics.DefaultRefresh,
-		A2ALive:         A2ALiveConfig{StreamMax: a2arpc.DefaultStreamMax, StreamKeepAlive: a2arpc.DefaultStreamKeepAlive},
+		MetricsRefresh: pgmetrics.DefaultRefresh,
+		A2ALive: A2ALiveConfig{StreamMax: a2arpc.DefaultStreamMax, StreamKeepAlive: a2arpc.DefaultStreamKeepAlive,
+			MaxWaitersPerTenant: runtime.DefaultMaxWaitersPerTenant},
 		MCPMaxBodyBytes: mcpserver.DefaultMaxBodyBytes,
 		Tracing:         cfg.Tracing, // telemetry's own defaults, tested there
 	}, cfg)

@@ -178,7 +178,8 @@ func (m *Main) Run(ctx context.Context) error {
 	a2aCfg := a2a.Config{DB: db.A2A(), Cursors: cursors, Notifier: m.hub, MaxMessages: cfg.A2AMaxMessages,
 		MaxEnvelopes: cfg.A2AMaxEnvelopes, Webhooks: webhooks, PushBody: a2arpc.A2APushBody,
 		TaskRetention: cfg.A2ATaskRetention, EventRetention: cfg.A2AEventRetention, HMACKeys: cfg.A2AHMACKeys,
-		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports}
+		RequireSigned: cfg.A2ARequireSigned, DefaultAgent: cfg.A2ADefaultAgent, Artifacts: exports,
+		MaxWaitersPerTenant: cfg.A2ALive.MaxWaitersPerTenant}
 	if cfg.A2APeersFile != "" {
 		peers, err := peerregistry.Open(cfg.A2APeersFile, m.Log)
 		if err != nil {
@@ -187,6 +188,10 @@ func (m *Main) Run(ctx context.Context) error {
 		a2aCfg.Peers = peers
 	}
 	coordination := a2a.NewCoordination(a2aCfg)
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: pgmetrics.Namespace, Subsystem: "a2a", Name: "waiters",
+		Help: "Streams and long polls waiting on this replica now (AGENT_CONTEXT_MAX_WAITERS_PER_TENANT bounds each tenant's).",
+	}, func() float64 { return float64(coordination.Events.Waiters()) }))
 	rateLimits, err := m.startRateLimits(ctx, dsn)
 	if err != nil {
 		return err

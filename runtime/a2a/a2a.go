@@ -65,6 +65,10 @@ type Config struct {
 	// PushBody shapes what they receive.
 	Webhooks Webhooks
 	PushBody PushBody
+	// MaxWaitersPerTenant bounds a tenant's open streams and long polls on this
+	// replica (AGENT_CONTEXT_MAX_WAITERS_PER_TENANT; default
+	// runtime.DefaultMaxWaitersPerTenant).
+	MaxWaitersPerTenant int
 }
 
 // SnapshotArtifacts stores an A2A snapshot document as an export artifact and returns
@@ -88,6 +92,8 @@ type service struct {
 	stores         Stores
 	cursors        *runtime.CursorCodec
 	notifier       runtime.EventNotifier
+	waiters        *runtime.Waiters
+	feeds          scopeFeeds
 	clock          runtime.Clock
 	maxMessages    int
 	envelopeBounds EnvelopeBounds
@@ -104,7 +110,8 @@ type service struct {
 }
 
 func newService(cfg Config) *service {
-	a := &service{db: cfg.DB, stores: cfg.DB.Stores(), cursors: cfg.Cursors, notifier: cfg.Notifier, clock: cfg.Clock,
+	a := &service{db: cfg.DB, stores: cfg.DB.Stores(), cursors: cfg.Cursors, notifier: cfg.Notifier,
+		waiters: runtime.NewWaiters(cfg.MaxWaitersPerTenant), clock: cfg.Clock,
 		maxMessages: cfg.MaxMessages, taskRetention: cfg.TaskRetention, eventRetention: cfg.EventRetention,
 		sweepBatch: cfg.SweepBatch, peers: cfg.Peers, hmacKeys: cfg.HMACKeys, requireSigned: cfg.RequireSigned,
 		defaultAgent: cfg.DefaultAgent, artifacts: cfg.Artifacts, webhooks: cfg.Webhooks, pushBody: cfg.PushBody}

@@ -42,49 +42,57 @@ func (a *Events) PollEvents(ctx context.Context, p runtime.Principal, req *contr
 		}
 		wait = time.Duration(*req.WaitMs) * time.Millisecond
 	}
-	var sub runtime.EventSubscription
-	if wait > 0 && a.notifier != nil {
-		// Subscribed before the first query, so a commit between that query and the
-		// wait still wakes it.
-		sub = a.notifier.Subscribe(p.Scope)
-		defer sub.Close()
+	if wait > 0 {
+		release, err := a.AdmitWaiter(p)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	var feed *scopeFeed
 	for first := true; ; first = false {
 		batch, err := a.stores.Events.PollEvents(ctx, p.Scope, q)
 		if err != nil {
-			// A re-check after a wake-up may meet the database restarting; the
-			// notifier wakes the poll again once it is back.
-			if first || sub == nil || runtime.ErrorCode(err) != contract.CodeServiceUnavailable || !a.wait(waitCtx, sub) {
+			// A read after the first may meet the database restarting; the poll reads
+			// again once its feed read something.
+			if first || feed == nil || runtime.ErrorCode(err) != contract.CodeServiceUnavailable || !feed.next(waitCtx) {
 				return nil, err
 			}
 			continue
 		}
 		q.After = batch.Next
-		if len(batch.Events) > 0 || sub == nil || waitCtx.Err() != nil {
+		if len(batch.Events) > 0 || wait == 0 || a.notifier == nil || waitCtx.Err() != nil {
 			return a.eventPage(p.Scope, batch.Events, q.After), nil
 		}
 		if !batch.AtHead {
 			continue
 		}
-		if !a.wait(waitCtx, sub) {
-			return a.eventPage(p.Scope, nil, q.After), nil
+		if feed == nil {
+			// Joined after the first statement: a new feed reads from where it
+			// stopped, an existing one has been subscribed since before it.
+			feed = a.join(p.Scope, q.After)
+			defer feed.leave()
+		}
+		matches, own := await(waitCtx, feed, &q)
+		if !own {
+			return a.eventPage(p.Scope, matches, q.After), nil
 		}
 	}
 }
 
-// wait blocks until sub wakes or pollRecheck passed, and reports whether the poll
-// should look again: false once waitCtx ended or the notifier stopped.
-func (a *service) wait(waitCtx context.Context, sub runtime.EventSubscription) bool {
-	recheck, cancel := context.WithTimeout(waitCtx, pollRecheck)
-	defer cancel()
-	if sub.Wait(recheck) {
-		return true
-	}
-	// Wait also reports false when the notifier stopped: then recheck has not ended.
-	return waitCtx.Err() == nil && recheck.Err() != nil
+// AdmitWaiter counts one more waiter of the caller's tenant on this replica and
+// returns its release, or RATE_LIMITED (level "waiters") past the tenant's bound.
+// A long poll admits itself; a stream's door admits it before it does anything else
+// of the request (a message/stream sends its message first) and releases it when the
+// stream ends.
+func (a *Events) AdmitWaiter(p runtime.Principal) (release func(), err error) {
+	return a.waiters.Admit(p.Scope.TenantID)
 }
+
+// Waiters is the number of streams and long polls waiting on this replica now.
+func (a *Events) Waiters() int { return a.waiters.Count() }
 
 func (a *service) eventPage(scope runtime.Scope, events []contract.Event, next int64) *contract.EventPage {
 	if events == nil {

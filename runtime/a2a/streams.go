@@ -48,9 +48,12 @@ type StreamUpdate struct {
 // then every change of it in commit order (from the event log, so changes made on any
 // replica), until the task is terminal (FollowTask then returns nil), ctx ends or the
 // notifier stops (it returns the context's error, or ErrFollowStopped). It holds no
-// database connection while it waits: it waits on the notifier, and when idle for
-// idle it calls emit with a StreamIdle update and looks at the log again, so a lost
-// wake-up delays an update by at most idle. An error of emit ends the stream with it.
+// database connection while it waits: it waits on the notifier, and when it has
+// emitted nothing for idle it calls emit with a StreamIdle update and looks at the log
+// again, so a lost wake-up delays an update by at most idle. Wake-ups by other tasks'
+// events do not put the StreamIdle update off: a busy scope would otherwise keep a
+// quiet task's stream silent until a proxy drops it. An error of emit ends the stream
+// with it.
 // A caller who is not a participant gets NOT_FOUND, as on every task route.
 func (a *Events) FollowTask(ctx context.Context, p runtime.Principal, taskID string, idle time.Duration,
 	emit func(*StreamUpdate) error) error {
@@ -76,6 +79,14 @@ func (a *Events) FollowTask(ctx context.Context, p runtime.Principal, taskID str
 	if !participant(&t, p.Subject) {
 		return taskNotFound()
 	}
+	// The StreamIdle update is due idle after the last update emitted, however often
+	// the scope wakes the stream in between.
+	var due time.Time
+	write := emit
+	emit = func(u *StreamUpdate) error {
+		due = time.Now().Add(idle)
+		return write(u)
+	}
 	if err := emit(&StreamUpdate{Kind: StreamTask, Task: &t, State: t.State, AtMs: t.UpdatedAtMs, Final: TaskTerminal(t.State)}); err != nil {
 		return err
 	}
@@ -97,7 +108,7 @@ func (a *Events) FollowTask(ctx context.Context, p runtime.Principal, taskID str
 		if len(events) == followBatch {
 			continue
 		}
-		if err := a.waitForEvents(ctx, sub, idle, emit); err != nil {
+		if err := a.waitForEvents(ctx, sub, due, emit); err != nil {
 			return err
 		}
 	}
@@ -111,10 +122,10 @@ const followBatch = 100
 // shutting down).
 var ErrFollowStopped = errors.New("the event notifier stopped")
 
-// waitForEvents waits until an event of the scope may have committed, or for idle, and
-// then emits an idle update.
-func (a *service) waitForEvents(ctx context.Context, sub runtime.EventSubscription, idle time.Duration, emit func(*StreamUpdate) error) error {
-	wait, cancel := context.WithTimeout(ctx, idle)
+// waitForEvents waits until an event of the scope may have committed, or until due,
+// and then emits an idle update.
+func (a *service) waitForEvents(ctx context.Context, sub runtime.EventSubscription, due time.Time, emit func(*StreamUpdate) error) error {
+	wait, cancel := context.WithDeadline(ctx, due)
 	defer cancel()
 	if sub != nil && sub.Wait(wait) {
 		return nil
