@@ -227,9 +227,9 @@ type RecallBreakdown struct {
 	TextScore   *float64 `json:"textScore"`
 }
 
-// RecallResult is one recalled entry. Score is the reciprocal rank fusion of both
-// halves in hybrid mode, the cosine similarity in vector mode and the BM25 score in
-// text mode; higher is better.
+// RecallResult is one recalled entry. Score is the fusion of both halves' scores in
+// hybrid mode (between 0 and 1), the cosine similarity in vector mode and the BM25
+// score in text mode; higher is better.
 type RecallResult struct {
 	Entry     ContextEntry    `json:"entry"`
 	Score     float64         `json:"score"`

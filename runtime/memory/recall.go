@@ -103,20 +103,21 @@ func NewRecall(store RecallStore, projection *Projection, embedders Embedders, c
 	return r
 }
 
-// rrfK is the constant of reciprocal rank fusion: a result's fused score is the sum,
-// over the halves that found it, of the half's weight for it / (rrfK + its rank there).
-// A vector hit weighs 1. Beside a full vector half, a text hit weighs textWeight times
-// its coverage (the share of the query's term weight, Σ idf, that the entry holds),
-// and not at all below minTextCoverage: BM25 finds an entry by any one shared word, and
-// an entry that shares a question's incidental words only, fused with the vector
-// half's answers, pushes them down, while an entry holding most of the question is the
-// best evidence either half has. Without a full vector half every text hit weighs
-// textWeight. The values were measured on the labelled set and on a long conversation
-// (docs/recall-quality.md).
+// A hybrid recall fuses its halves by their scores, not their ranks: a result's fused
+// score is textShare × its BM25 score over the text half's best × its coverage (the
+// share of the query's term weight, Σ idf, that it holds), plus its cosine similarity's
+// margin over the vector half's last candidate, up to vectorMarginCap. Both parts say
+// how sure their half is, which ranks cannot: a vector hit standing out from the crowd
+// of its candidates counts, one among many alike (a short turn of small talk, close
+// to every other) barely does; a text hit counts by how strongly and how fully it
+// matches the question, so one sharing an incidental word with it counts little
+// whatever its rank. Without a full vector half (degraded, or fewer hits than asked
+// for), the text part is not scaled by coverage: it is all there is to rank some
+// entries by. The values were measured on the labelled set and on three long
+// conversations (docs/recall-quality.md).
 const (
-	rrfK            = 60
-	textWeight      = 3.0
-	minTextCoverage = 0.25
+	textShare       = 0.6
+	vectorMarginCap = 0.4
 )
 
 // Candidates one half of a hybrid recall contributes, relative to topK: fusion needs
@@ -233,52 +234,46 @@ func single(hits []RecallHit, q recallQuery, mark func(b *contract.RecallBreakdo
 	return out
 }
 
-// fuse merges the two halves of a hybrid recall by weighted reciprocal rank fusion,
-// best first; ties go to the result with the better rank in either half, then to the
-// newer entry, then to the smaller ID. Beside a full vector half (gate), text hits
-// weigh by their coverage and those below minTextCoverage stay out; without one
-// (degraded, or fewer vector hits than asked for) every text hit weighs textWeight.
-func fuse(vector, text []RecallHit, q recallQuery, gate bool) []contract.RecallResult {
+// fuse merges the two halves of a hybrid recall by the sum of their parts (textShare,
+// vectorMarginCap), best first; ties go to the result with the better rank in either
+// half, then to the newer entry, then to the smaller ID. Beside a full vector half
+// (full), the text part is scaled by the hit's coverage.
+func fuse(vector, text []RecallHit, q recallQuery, full bool) []contract.RecallResult {
 	type fused struct {
 		res  contract.RecallResult
 		best int
 	}
 	byID := map[string]*fused{}
 	var order []*fused
-	// weight is a hit's weight in the fusion; 0 leaves it out.
-	add := func(hits []RecallHit, weight func(RecallHit) float64, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
+	add := func(hits []RecallHit, part func(RecallHit) float64, mark func(b *contract.RecallBreakdown, rank int, score float64)) {
 		for i, h := range hits {
-			rank, f, w := i+1, byID[h.Entry.ID], weight(h)
-			if w == 0 {
-				// Not fused, but shown where the other half found the entry.
-				if f != nil {
-					mark(&f.res.Breakdown, rank, h.Score)
-				}
-				continue
-			}
+			rank, f := i+1, byID[h.Entry.ID]
 			if f == nil {
 				f = &fused{res: contract.RecallResult{Entry: h.Entry}, best: rank}
 				byID[h.Entry.ID] = f
 				order = append(order, f)
 			}
-			f.res.Score += w / float64(rrfK+rank)
+			f.res.Score += part(h)
 			f.best = min(f.best, rank)
 			mark(&f.res.Breakdown, rank, h.Score)
 		}
 	}
-	textHitWeight := func(RecallHit) float64 { return textWeight }
-	if gate {
-		textHitWeight = func(h RecallHit) float64 {
-			if h.Coverage < minTextCoverage {
-				return 0
-			}
-			return textWeight * h.Coverage
-		}
+	if len(vector) > 0 {
+		last := vector[len(vector)-1].Score
+		add(vector, func(h RecallHit) float64 { return min(vectorMarginCap, h.Score-last) },
+			func(b *contract.RecallBreakdown, rank int, score float64) {
+				b.VectorRank, b.VectorScore = &rank, &score
+			})
 	}
-	add(vector, func(RecallHit) float64 { return 1 }, func(b *contract.RecallBreakdown, rank int, score float64) {
-		b.VectorRank, b.VectorScore = &rank, &score
-	})
-	add(text, textHitWeight, func(b *contract.RecallBreakdown, rank int, score float64) { b.TextRank, b.TextScore = &rank, &score })
+	if len(text) > 0 && text[0].Score > 0 {
+		best := text[0].Score
+		add(text, func(h RecallHit) float64 {
+			if !full {
+				return textShare * h.Score / best
+			}
+			return textShare * h.Score / best * h.Coverage
+		}, func(b *contract.RecallBreakdown, rank int, score float64) { b.TextRank, b.TextScore = &rank, &score })
+	}
 	slices.SortStableFunc(order, func(a, b *fused) int {
 		switch {
 		case a.res.Score != b.res.Score:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,27 +151,28 @@ func TestRecallQueryBudget(t *testing.T) {
 	}
 }
 
-// Weighted reciprocal rank fusion: the sum of weight/(60 + rank) over the halves, a
-// vector hit weighing 1 and a text hit 3 (beside a full vector half: 3 × its coverage,
-// and nothing below a quarter); ties go to the better single rank, then the newer
-// entry, then the smaller ID; minScore and topK cut the fused list.
+// Score fusion: a result's text part is 0.6 × its BM25 score over the best (beside a
+// full vector half: × its coverage), its vector part its cosine's margin over the
+// vector half's last candidate, up to 0.4; ties go to the better single rank, then the
+// newer entry, then the smaller ID; minScore and topK cut the fused list.
 func TestRecallFusion(t *testing.T) {
 	t.Parallel()
 	store := &stubRecall{
 		vector: []memory.RecallHit{hit("a", 1, 0.9), hit("b", 1, 0.8), hit("c", 1, 0.7)},
 		text:   []memory.RecallHit{hit("c", 1, 0.5), hit("d", 5, 0.4), hit("e", 9, 0.3), hit("f", 9, 0.2)},
 	}
-	store.text[2].Coverage = 0.4 // weighs 1.2 beside a full vector half
-	store.text[3].Coverage = 0.2 // below minTextCoverage: not fused beside a full vector half
+	store.text[2].Coverage = 0.4
+	store.text[3].Coverage = 0.2
 	r := newRecall(t, store, unitEmbedder{model: testModel})
 	res, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
-	// The vector half came back short (it saw all it could rank): every text hit
-	// weighs 3 whatever its coverage. c: 1/63 + 3/61; d: 3/62; e: 3/63; f: 3/64; then
-	// the vector half's a (1/61) and b (1/62).
+	// The vector half came back short (it saw all it could rank): the text part is not
+	// scaled by coverage. c: 0.6 (+ 0, the vector half's last); d 0.48; e 0.36; f 0.24;
+	// then the vector half's a (margin 0.2) and b (0.1).
 	require.Equal(t, []string{"c", "d", "e", "f", "a", "b"}, resultIDs(res.Results))
-	require.InDelta(t, 1.0/63+3.0/61, res.Results[0].Score, 1e-15)
-	require.InDelta(t, 3.0/64, res.Results[3].Score, 1e-15)
+	require.InDelta(t, 0.6, res.Results[0].Score, 1e-12)
+	require.InDelta(t, 0.24, res.Results[3].Score, 1e-12)
+	require.InDelta(t, 0.2, res.Results[4].Score, 1e-12)
 	c := res.Results[0].Breakdown
 	require.Equal(t, 3, *c.VectorRank)
 	require.Equal(t, 0.7, *c.VectorScore)
@@ -183,45 +183,44 @@ func TestRecallFusion(t *testing.T) {
 	require.Equal(t, 20, store.queries[0].Limit, "a hybrid half asks for more candidates than topK")
 	require.Equal(t, memory.Generation{Number: 3, Model: testModel}, store.queries[0].Generation)
 
-	// Beside a full vector half (20 hits, the candidates of topK 10): c 3/61, d 3/62,
-	// e 1.2/63, then the vector half's v00 (1/61) on; f stays out.
+	// Beside a full vector half (20 hits, the candidates of topK 10, the last at 0.52)
+	// coverage scales the text part: c 0.6, d 0.48, then the vector half's v00 (margin
+	// 0.47, capped at 0.4), v01 0.36 … v07 0.24; e (0.36 × 0.4) and f (0.24 × 0.2) fall
+	// behind them.
 	full := &stubRecall{text: store.text}
 	for i := range 20 {
-		full.vector = append(full.vector, hit(fmt.Sprintf("v%02d", i), 1, 0.5))
+		full.vector = append(full.vector, hit(fmt.Sprintf("v%02d", i), 1, 0.9-0.02*float64(i)))
 	}
+	full.vector[0].Score = 0.99
 	res, err = newRecall(t, full, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
 		&contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
-	require.Equal(t, []string{"c", "d", "e", "v00", "v01", "v02", "v03", "v04", "v05", "v06"}, resultIDs(res.Results))
-	require.InDelta(t, 1.2/63, res.Results[2].Score, 1e-15)
+	require.Equal(t, []string{"c", "d", "v00", "v01", "v02", "v03", "v04", "v05", "v06", "v07"}, resultIDs(res.Results))
+	require.InDelta(t, 0.4, res.Results[2].Score, 1e-12)
+	require.InDelta(t, 0.36, res.Results[3].Score, 1e-12)
 
-	// A text hit holding a third of the query weighs 1, as a vector hit: at the same
-	// rank the two tie, and the newer entry goes first.
-	tie := &stubRecall{vector: full.vector, text: []memory.RecallHit{hit("t1", 1, 0.9), hit("t2", 5, 0.8)}}
-	tie.text[0].Coverage, tie.text[1].Coverage = 0.1, 1.0/3
-	res, err = newRecall(t, tie, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
+	// An entry both halves found adds its parts: v05, 0.28 + 0.6 × 0.5, goes first.
+	both := &stubRecall{vector: full.vector, text: []memory.RecallHit{hit("v05", 1, 0.8)}}
+	both.text[0].Coverage = 0.5
+	res, err = newRecall(t, both, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
 		&contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
-	require.Equal(t, []string{"v00", "t2", "v01", "v02"}, resultIDs(res.Results)[:4])
-	require.Equal(t, res.Results[1].Score, res.Results[2].Score)
-
-	// A gated text hit the vector half found too is shown, not fused.
-	full.vector[5] = hit("f", 9, 0.5)
-	res, err = newRecall(t, full, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
-		&contract.RecallRequest{Query: "q"})
-	require.NoError(t, err)
-	f := res.Results[slices.IndexFunc(res.Results, func(x contract.RecallResult) bool { return x.Entry.ID == "f" })]
-	require.Equal(t, 4, *f.Breakdown.TextRank)
-	require.InDelta(t, 1.0/66, f.Score, 1e-15, "the vector half's rank 6 alone")
+	require.Equal(t, []string{"v05", "v00", "v01"}, resultIDs(res.Results)[:3])
+	require.InDelta(t, 0.28+0.3, res.Results[0].Score, 1e-12)
+	require.Equal(t, 1, *res.Results[0].Breakdown.TextRank)
+	require.Equal(t, 6, *res.Results[0].Breakdown.VectorRank)
 
 	top := 2
-	min := 1.0 / 61
-	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", TopK: &top, MinScore: &min})
+	minScore := 0.25
+	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", MinScore: &minScore})
+	require.NoError(t, err)
+	require.Equal(t, []string{"c", "d", "e"}, resultIDs(res.Results))
+	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", TopK: &top, MinScore: &minScore})
 	require.NoError(t, err)
 	require.Len(t, res.Results, 2)
-	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", MinScore: &min, Mode: "vector"})
+	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", MinScore: &minScore, Mode: "vector"})
 	require.NoError(t, err)
-	require.Len(t, res.Results, 3, "vector scores are similarities: all pass 1/61")
+	require.Len(t, res.Results, 3, "vector scores are similarities: all pass 0.25")
 	require.Equal(t, 10, store.queries[len(store.queries)-1].Limit)
 }
 
