@@ -10,6 +10,10 @@ BENCH ?= .
 # report its own deadline as a failure with no crasher (golang/go#75804, fixed in 1.27).
 FUZZTIME ?= 20000x
 BIN := bin/agent-context
+# The source tarball of Citus for `make test/citus` when Citus is not installed
+# (deploy/local/citus.sh builds it); the caller names it, e.g. CI.
+CITUS_TARBALL ?=
+export CITUS_TARBALL
 # The local embedder's model: `make setup` installs it here, and `make run`, the tests
 # and the benchmarks read it from here (a test fails, naming `make setup`, without it).
 MODEL_DIR ?= $(or $(AGENT_CONTEXT_MODEL_DIR),$(or $(AGENT_CONTEXT_DATA_DIR),$(CURDIR)/.agent-context)/models)
@@ -48,6 +52,10 @@ test: setup ## run every test against a throwaway local Postgres, then the deplo
 	$(PGRUN) $(GO) test $(TEST_FLAGS) ./...
 	cd $(MANIFESTS) && $(GO) test $(TEST_FLAGS) ./...
 	$(PGRUN) bash -c 'cd $(INTEROP) && $(GO) test $(TEST_FLAGS) ./...'
+
+.PHONY: test/citus
+test/citus: setup ## run every test against a local Citus cluster (coordinator + 2 workers); CITUS_TARBALL names Citus's source when it is not installed
+	AGENT_CONTEXT_TEST_CITUS=1 $(PGRUN) $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: console/screenshots
 console/screenshots: setup ## retake the console screenshots under docs/console (the browser test takes them)

@@ -53,10 +53,13 @@ func NewMigrator(dsn string) (*Migrator, error) {
 	return &Migrator{db: db, provider: provider}, nil
 }
 
-// Up applies every pending migration.
+// Up applies every pending migration, then, on a Citus coordinator, distributes the
+// tables Citus does not know yet (Distribute).
 func (m *Migrator) Up(ctx context.Context) error {
-	_, err := m.provider.Up(ctx)
-	return err
+	if _, err := m.provider.Up(ctx); err != nil {
+		return err
+	}
+	return m.Distribute(ctx)
 }
 
 // Down rolls back the most recent migration.

@@ -261,3 +261,45 @@ func TestMigrationConvertsVectorTables(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE indexname = 'entry_vectors_7_hnsw'`).Scan(&def))
 	require.Contains(t, def, "USING hnsw (embedding vector_cosine_ops) WITH (m='16', ef_construction='200') WHERE indexed")
 }
+
+// On plain Postgres, up distributes nothing and needs nothing of Citus; on a Citus
+// coordinator, it leaves every table with a tenant_id distributed by it, in one
+// colocation group, and River's and goose's tables local.
+func TestMigrateDistributesOnlyOnCitus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDSN(t)
+	m, err := postgres.NewMigrator(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	require.NoError(t, m.Up(ctx))
+
+	pool, err := postgres.NewPool(ctx, dsn, postgres.PoolOptions{MaxConns: 1, ApplicationName: "migrate-test"})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var citus bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus))
+	if !citus {
+		var catalog *string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('pg_dist_partition')::text`).Scan(&catalog))
+		require.Nil(t, catalog, "plain Postgres has no Citus catalog")
+		return
+	}
+	var undistributed []string
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT coalesce(array_agg(c.relname ORDER BY c.relname), '{}') FROM pg_class c
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+		  AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant_id')
+		  AND NOT EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = c.oid AND p.partmethod = 'h')`).
+		Scan(&undistributed))
+	require.Empty(t, undistributed)
+	var groups int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'`).Scan(&groups))
+	require.Equal(t, 1, groups)
+	var local []string
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT coalesce(array_agg(p.logicalrelid::regclass::text), '{}') FROM pg_dist_partition p
+		WHERE p.logicalrelid::regclass::text LIKE 'river\_%' OR p.logicalrelid::regclass::text = 'goose_db_version'`).
+		Scan(&local))
+	require.Empty(t, local)
+}

@@ -77,6 +77,11 @@ SRC
 	log "pgvector installed"
 fi
 
+# --- Citus, for `make test/citus` only ----------------------------------------------------
+# Built from the source tarball CITUS_TARBALL names when Citus is not installed; nothing
+# happens without that variable (see citus.sh).
+bash "$(dirname "${BASH_SOURCE[0]}")/citus.sh"
+
 # --- The local embedder's model ------------------------------------------------------
 # The default embedder (AGENT_CONTEXT_EMBEDDER=local) runs Universal Sentence Encoder
 # Lite from files that are never committed and never fetched at run time: fetch-model.sh

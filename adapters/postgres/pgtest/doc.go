@@ -21,6 +21,16 @@
 //  3. A Docker engine: the pgvector/pgvector:pg15 image through testcontainers.
 //  4. Otherwise the test fails, saying how to install Postgres; it never skips.
 //
+// On Citus (`make test/citus`: pgtestrun with AGENT_CONTEXT_TEST_CITUS=1 starts a
+// coordinator and two workers and names the workers in AGENT_CONTEXT_TEST_CITUS_WORKERS),
+// a database cannot be cloned across the cluster, so every database, the template
+// included, is made on each node under the same name: the template gets the citus and
+// vector extensions on every node, the nodes are registered in it and it is migrated
+// through the coordinator, which distributes its tables onto the workers' copies. A
+// test's database is then a clone of the local template on each node, and a
+// consistent Citus database of its own. Tables Citus refuses to distribute are
+// listed on stderr and stay local on the coordinator.
+//
 // The template database is named agent_context_tmpl_<migrations.Hash()>, so it is built
 // once per server and schema version and shared by every test process; a schema change
 // simply yields a new template.

@@ -44,7 +44,8 @@ type server struct {
 	adminDSN string
 	admin    *pgxpool.Pool
 	template string
-	teardown func() // stops what provisioning started; nil for an external server
+	teardown func()   // stops what provisioning started; nil for an external server
+	workers  []worker // the Citus workers, when the server is a Citus coordinator
 }
 
 var (
@@ -72,6 +73,9 @@ func run(m *testing.M) int {
 	defer mu.Unlock()
 	if srv != nil {
 		srv.admin.Close()
+		for _, w := range srv.workers {
+			w.admin.Close()
+		}
 		if srv.teardown != nil {
 			srv.teardown()
 		}
@@ -119,7 +123,7 @@ func NewDSN(tb testing.TB) string {
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
+		if err := s.execEverywhere(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
 			tb.Errorf("pgtest: drop database %s: %v", name, err)
 		}
 	})
@@ -172,6 +176,9 @@ func provision(ctx context.Context) (*server, error) {
 		if s.admin != nil {
 			s.admin.Close()
 		}
+		for _, w := range s.workers {
+			w.admin.Close()
+		}
 		if s.teardown != nil {
 			s.teardown()
 		}
@@ -179,6 +186,9 @@ func provision(ctx context.Context) (*server, error) {
 	}
 	if s.admin, err = postgres.NewPool(ctx, s.adminDSN, postgres.PoolOptions{MaxConns: 4, ApplicationName: "pgtest-admin"}); err != nil {
 		return fail(fmt.Errorf("pgtest: %w", err))
+	}
+	if err := s.connectWorkers(ctx); err != nil {
+		return fail(err)
 	}
 	if s.template, err = s.ensureTemplate(ctx); err != nil {
 		return fail(err)
@@ -242,7 +252,9 @@ func startWatchdog(dataDir, dir string) *exec.Cmd {
 
 // ensureTemplate builds the migrated template once per server and schema. Parallel
 // test processes serialize on an advisory lock; a database by that name not yet marked
-// as a template is a build that died midway, and is rebuilt.
+// as a template is a build that died midway, and is rebuilt. On Citus the template is
+// made on every node, joined into a Citus database and migrated (which distributes its
+// tables) through the coordinator; the coordinator's copy is marked a template last.
 func (s *server) ensureTemplate(ctx context.Context) (string, error) {
 	name := "agent_context_tmpl_" + migrations.Hash()
 	if ready, err := s.templateReady(ctx, name); err != nil || ready {
@@ -268,25 +280,35 @@ func (s *server) ensureTemplate(ctx context.Context) (string, error) {
 		"DROP DATABASE IF EXISTS " + ident(name) + " WITH (FORCE)",
 		"CREATE DATABASE " + ident(name),
 	} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
+		if err := s.execEverywhere(ctx, sql); err != nil {
 			return "", fmt.Errorf("pgtest: template %s: %w", name, err)
+		}
+	}
+	if s.citus() {
+		if err := s.joinCitus(ctx, name); err != nil {
+			return "", err
 		}
 	}
 	dsn, err := withDatabase(s.adminDSN, name)
 	if err != nil {
 		return "", fmt.Errorf("pgtest: %w", err)
 	}
-	if err := postgres.Migrate(ctx, dsn); err != nil {
+	err = postgres.Migrate(ctx, dsn)
+	if s.citus() {
+		err = toleratedRefusals(err)
+	}
+	if err != nil {
 		return "", fmt.Errorf("pgtest: migrate template %s: %w", name, err)
 	}
 	// Cloning fails while anyone is connected to the template; goose's backends may
-	// still be exiting, and closing connections keeps stray tools out for good.
-	_, err = conn.Exec(ctx, "ALTER DATABASE "+ident(name)+" WITH ALLOW_CONNECTIONS false")
+	// still be exiting (and on Citus its maintenance daemon and the coordinator's
+	// connections hold every node's copy), and closing connections keeps them out.
+	err = s.execEverywhere(ctx, "ALTER DATABASE "+ident(name)+" WITH ALLOW_CONNECTIONS false")
 	if err == nil {
-		_, err = conn.Exec(ctx, "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = $1", name)
+		err = s.execEverywhere(ctx, "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = $1", name)
 	}
 	if err == nil {
-		_, err = conn.Exec(ctx, "ALTER DATABASE "+ident(name)+" WITH IS_TEMPLATE true")
+		err = s.execEverywhere(ctx, "ALTER DATABASE "+ident(name)+" WITH IS_TEMPLATE true")
 	}
 	if err != nil {
 		return "", fmt.Errorf("pgtest: template %s: %w", name, err)
@@ -306,13 +328,26 @@ func (s *server) templateReady(ctx context.Context, name string) (bool, error) {
 	return ready, nil
 }
 
-// createDatabase clones the template. Postgres refuses while another session is
-// connected to the template ("source database is being accessed by other users",
-// 55006), which can briefly happen; retry that.
+// createDatabase clones the template, on Citus on every node. Postgres refuses while
+// another session is connected to the template ("source database is being accessed by
+// other users", 55006), which can briefly happen; retry that.
 func (s *server) createDatabase(ctx context.Context, name string) error {
+	pools := []*pgxpool.Pool{}
+	for _, w := range s.workers {
+		pools = append(pools, w.admin)
+	}
+	for _, pool := range append(pools, s.admin) {
+		if err := s.cloneTemplate(ctx, pool, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *server) cloneTemplate(ctx context.Context, pool *pgxpool.Pool, name string) error {
 	sql := "CREATE DATABASE " + ident(name) + " TEMPLATE " + ident(s.template)
 	for delay := 10 * time.Millisecond; ; delay *= 2 {
-		_, err := s.admin.Exec(ctx, sql)
+		_, err := pool.Exec(ctx, sql)
 		var pgErr *pgconn.PgError
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || delay > 2*time.Second {
 			if err != nil {

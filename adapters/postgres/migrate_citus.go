@@ -1,0 +1,197 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// distributionLockKey serializes distribution across replicas that migrate at once,
+// as goose's own lock does for the migrations ("agctxdst").
+const distributionLockKey = 0x6167637478647374
+
+// TableRefusal is one table Citus would not distribute.
+type TableRefusal struct {
+	Table string
+	Err   error
+}
+
+// DistributionError lists every table Citus refused. Distribution goes on past a
+// refusal, so one run reports them all and a later run, once fixed, picks up where
+// this one stopped (tables already distributed are skipped).
+type DistributionError struct {
+	Refused []TableRefusal
+}
+
+func (e *DistributionError) Error() string {
+	parts := make([]string, len(e.Refused))
+	for i, r := range e.Refused {
+		parts[i] = r.Table + ": " + r.Err.Error()
+	}
+	return fmt.Sprintf("citus refused to distribute %d tables: %s", len(e.Refused), strings.Join(parts, "; "))
+}
+
+// citusTable is a table of the schema not yet known to Citus.
+type citusTable struct {
+	name       string
+	tenant     bool     // has a tenant_id column: distributed by it
+	references []string // tables its foreign keys point at
+}
+
+// Distribute hands the schema to Citus when the database has the citus extension
+// (a Citus coordinator) and does nothing otherwise: every table with a tenant_id
+// becomes a distributed table by tenant_id, all colocated so a tenant's rows of every
+// table sit on one node and joins and foreign keys stay local there; every other table
+// becomes a reference table (copied to every node, since distributed rows refer to
+// them), except River's and goose's bookkeeping, which only the coordinator reads.
+// Up calls it after the migrations, so a later migration's new tables are distributed
+// by the same run that creates them.
+func (m *Migrator) Distribute(ctx context.Context) error {
+	conn, err := m.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	var citus bool
+	if err := conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return fmt.Errorf("look for citus: %w", err)
+	}
+	if !citus {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, distributionLockKey); err != nil {
+		return fmt.Errorf("lock distribution: %w", err)
+	}
+	// An unlock fails only on a broken connection, whose session and lock end with it.
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, distributionLockKey)
+	}()
+
+	tables, anchor, err := undistributedTables(ctx, conn)
+	if err != nil {
+		return err
+	}
+	var refused []TableRefusal
+	failed := map[string]bool{}
+	for _, t := range distributionOrder(tables) {
+		if blocked := slices.IndexFunc(t.references, func(r string) bool { return failed[r] }); blocked >= 0 {
+			failed[t.name] = true
+			refused = append(refused, TableRefusal{t.name, fmt.Errorf("references %s, which was refused", t.references[blocked])})
+			continue
+		}
+		var err error
+		switch {
+		case !t.tenant:
+			_, err = conn.ExecContext(ctx, `SELECT create_reference_table($1)`, t.name)
+		case anchor == "":
+			// The first distributed table starts the colocation group the others join.
+			_, err = conn.ExecContext(ctx, `SELECT create_distributed_table($1, 'tenant_id')`, t.name)
+			if err == nil {
+				anchor = t.name
+			}
+		default:
+			_, err = conn.ExecContext(ctx, `SELECT create_distributed_table($1, 'tenant_id', colocate_with => $2)`, t.name, anchor)
+		}
+		if err != nil {
+			failed[t.name] = true
+			refused = append(refused, TableRefusal{t.name, err})
+		}
+	}
+	if len(refused) > 0 {
+		return &DistributionError{Refused: refused}
+	}
+	return nil
+}
+
+// undistributedTables reads the current schema's ordinary tables that Citus does not
+// know yet, with their foreign keys, and the hash-distributed table new ones colocate
+// with ("" before the first).
+func undistributedTables(ctx context.Context, conn *sql.Conn) ([]citusTable, string, error) {
+	rows, err := conn.QueryContext(ctx, `
+		SELECT c.relname,
+		       EXISTS (SELECT 1 FROM pg_attribute a
+		               WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped),
+		       coalesce(string_agg(DISTINCT r.relname, ' ') FILTER (WHERE r.oid <> c.oid), '')
+		FROM pg_class c
+		LEFT JOIN pg_constraint f ON f.conrelid = c.oid AND f.contype = 'f'
+		LEFT JOIN pg_class r ON r.oid = f.confrelid
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+		  AND NOT c.relispartition
+		  AND c.relname NOT LIKE 'river\_%' AND c.relname <> 'goose_db_version'
+		  AND NOT EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = c.oid)
+		GROUP BY c.oid, c.relname`)
+	if err != nil {
+		return nil, "", fmt.Errorf("list tables to distribute: %w", err)
+	}
+	var tables []citusTable
+	for rows.Next() {
+		var t citusTable
+		var refs string
+		if err := rows.Scan(&t.name, &t.tenant, &refs); err != nil {
+			_ = rows.Close()
+			return nil, "", err
+		}
+		t.references = strings.Fields(refs)
+		tables = append(tables, t)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, "", fmt.Errorf("list tables to distribute: %w", err)
+	}
+	var anchor string
+	err = conn.QueryRowContext(ctx, `
+		SELECT coalesce(min(logicalrelid::regclass::text), '') FROM pg_dist_partition
+		WHERE partmethod = 'h' AND colocationid = (
+			SELECT min(colocationid) FROM pg_dist_partition WHERE partmethod = 'h')`).Scan(&anchor)
+	if err != nil {
+		return nil, "", fmt.Errorf("find the colocation group: %w", err)
+	}
+	return tables, anchor, nil
+}
+
+// distributionOrder puts reference tables first, since distributed tables point at
+// them, then every table after the tables it references (Citus refuses a foreign key
+// to a table it does not know yet), by name otherwise. A reference to a table outside
+// the list (already distributed, or kept local) does not order anything.
+func distributionOrder(tables []citusTable) []citusTable {
+	sorted := slices.Clone(tables)
+	slices.SortFunc(sorted, func(a, b citusTable) int {
+		if a.tenant != b.tenant {
+			if a.tenant {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	pending := map[string]bool{}
+	for _, t := range sorted {
+		pending[t.name] = true
+	}
+	out := make([]citusTable, 0, len(sorted))
+	for len(out) < len(sorted) {
+		progressed := false
+		for _, t := range sorted {
+			if !pending[t.name] || slices.ContainsFunc(t.references, func(r string) bool { return pending[r] }) {
+				continue
+			}
+			pending[t.name] = false
+			out = append(out, t)
+			progressed = true
+		}
+		if !progressed {
+			// A cycle of foreign keys: add the rest as they come, and let Citus say
+			// which of them it refuses.
+			for _, t := range sorted {
+				if pending[t.name] {
+					pending[t.name] = false
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	return out
+}
