@@ -42,7 +42,8 @@ func scanInvocation(row pgx.Row) (contract.ModelInvocation, error) {
 	return m, nil
 }
 
-// SaveInvocation implements conversation.WindowStore.
+// SaveInvocation implements conversation.WindowStore. A saved invocation is added to
+// the cost sums in its transaction.
 func (s *WindowStore) SaveInvocation(ctx context.Context, scope runtime.Scope, inv *contract.ModelInvocation) (contract.ModelInvocation, bool, error) {
 	var stored contract.ModelInvocation
 	created := false
@@ -105,7 +106,10 @@ func (s *WindowStore) SaveInvocation(ctx context.Context, scope runtime.Scope, i
 			return errRecordExists
 		}
 		stored, created = *inv, true
-		return nil
+		var sums costChange
+		sums.add(inv.ID, conversation, inv.AgentID, inv.ToolName, inv.Model, inv.StartedAtMs, inv.InputTokens,
+			inv.OutputTokens, inv.CachedTokens)
+		return sums.addTo(ctx, tx, scope)
 	})
 	if err != nil && !errors.Is(err, errRecordExists) {
 		return contract.ModelInvocation{}, false, err

@@ -78,3 +78,74 @@ func PackText(ctx context.Context, pool DBTX, scope runtime.Scope) error {
 		}
 	}
 }
+
+// IndexEntries adds the scope's entries ids, loaded with COPY or SQL past the store,
+// to the text index, as their create would have.
+func IndexEntries(ctx context.Context, pool DBTX, scope runtime.Scope, ids []string) error {
+	return inTx(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT status = 'active', search, search_length, text_ord, created_at_ms FROM context_entries
+			WHERE tenant_id = $1 AND project_id = $2 AND entry_id = ANY($3)`, scope.TenantID, scope.ProjectID, ids)
+		if err != nil {
+			return err
+		}
+		var text textChange
+		var e entryText
+		if _, err := pgx.ForEachRow(rows, []any{&e.active, &e.doc, &e.length, &e.ord, &e.created}, func() error {
+			text.inserted(&e)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return text.apply(ctx, tx, scope)
+	})
+}
+
+// DeleteEntries deletes the scope's entries ids, and takes them off the text index,
+// as a purge does.
+func DeleteEntries(ctx context.Context, pool DBTX, scope runtime.Scope, ids []string) error {
+	return inTx(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			DELETE FROM context_entries WHERE tenant_id = $1 AND project_id = $2 AND entry_id = ANY($3)
+			RETURNING status = 'active', search, search_length, text_ord`, scope.TenantID, scope.ProjectID, ids)
+		if err != nil {
+			return err
+		}
+		var text textChange
+		var e entryText
+		if _, err := pgx.ForEachRow(rows, []any{&e.active, &e.doc, &e.length, &e.ord}, func() error {
+			text.deleted(&e)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return text.apply(ctx, tx, scope)
+	})
+}
+
+// CountInvocations adds the scope's invocations ids, loaded with COPY or SQL past the
+// store, to the cost sums, as their save would have.
+func CountInvocations(ctx context.Context, pool DBTX, scope runtime.Scope, ids []string) error {
+	return inTx(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT invocation_id, conversation_id, agent_id, tool_name, model, started_at_ms, input_tokens,
+			       output_tokens, cached_tokens
+			FROM model_invocations WHERE tenant_id = $1 AND project_id = $2 AND invocation_id = ANY($3)`,
+			scope.TenantID, scope.ProjectID, ids)
+		if err != nil {
+			return err
+		}
+		var sums costChange
+		var id, conversation, agent, model string
+		var tool *string
+		var started, input, output, cached int64
+		if _, err := pgx.ForEachRow(rows, []any{&id, &conversation, &agent, &tool, &model, &started, &input, &output,
+			&cached}, func() error {
+			sums.add(id, conversation, agent, tool, model, started, input, output, cached)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return sums.addTo(ctx, tx, scope)
+	})
+}

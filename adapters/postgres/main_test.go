@@ -3,10 +3,11 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/agent-context/agent-context/adapters/postgres"
-	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

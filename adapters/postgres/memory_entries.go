@@ -103,11 +103,11 @@ const entryInsertColumns = `tenant_id, project_id, entry_id, kind, content, conv
 const entryInsertArgs = 19
 
 // CreateEntries implements memory.EntryStore: the conversations' claims (in the order
-// of their IDs) and one insert of every entry, in one savepoint that is rolled back
-// when no entry was created, so that a retry writes nothing. One statement for the
-// batch means the triggers of context_entries (the BM25 statistics and postings) run
-// once for it: a statement per entry would update the scope's statistics rows once per
-// entry, and in one transaction each update walks past every earlier version of them.
+// of their IDs) and one insert of every entry, then the text index's share of the
+// entries created (their postings, and the BM25 statistics of the active ones), in
+// one savepoint that is rolled back when no entry was created, so that a retry
+// writes nothing. The batch updates the scope's statistics rows once: once per entry,
+// in one transaction, each update would walk past every earlier version of them.
 func (s *EntryStore) CreateEntries(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, digests []string) ([]memory.EntryWrite, error) {
 	out := make([]memory.EntryWrite, len(entries))
 	if len(entries) == 0 {
@@ -120,9 +120,13 @@ func (s *EntryStore) CreateEntries(ctx context.Context, scope runtime.Scope, ent
 		var values strings.Builder
 		args := make([]any, 2, 2+entryInsertArgs*len(entries))
 		args[0], args[1] = scope.TenantID, scope.ProjectID
+		texts := make(map[string]*entryText, len(entries))
 		for i := range entries {
 			e := &entries[i]
 			doc, length := entryDocument(scope, e.Content)
+			if _, ok := texts[e.ID]; !ok {
+				texts[e.ID] = &entryText{active: e.Status == contract.EntryActive, doc: doc, length: int32(length), created: e.CreatedAtMs}
+			}
 			n := len(args)
 			if i > 0 {
 				values.WriteString(", ")
@@ -139,13 +143,25 @@ func (s *EntryStore) CreateEntries(ctx context.Context, scope runtime.Scope, ent
 				e.MergedInto, digests[i], e.CreatedAtMs, e.UpdatedAtMs, doc, length)
 		}
 		rows, err := tx.Query(ctx, `INSERT INTO context_entries (`+entryInsertColumns+`)
-			VALUES `+values.String()+` ON CONFLICT DO NOTHING RETURNING entry_id`, args...)
+			VALUES `+values.String()+` ON CONFLICT DO NOTHING RETURNING entry_id, text_ord`, args...)
 		if err != nil {
 			return translate(err)
 		}
-		inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
+		var inserted []string
+		var text textChange
+		var id string
+		var ord int64
+		if _, err := pgx.ForEachRow(rows, []any{&id, &ord}, func() error {
+			inserted = append(inserted, id)
+			t := texts[id]
+			t.ord = ord
+			text.inserted(t)
+			return nil
+		}); err != nil {
 			return translate(err)
+		}
+		if err := text.apply(ctx, tx, scope); err != nil {
+			return err
 		}
 		// An ID the batch holds twice was inserted for its first occurrence; the later
 		// ones find it stored, as they would one create after another.
@@ -266,8 +282,11 @@ func collectEntries(rows pgx.Rows) ([]contract.ContextEntry, error) {
 	return out, translate(rows.Err())
 }
 
-// UpdateStatus implements memory.EntryStore with one statement. The time an entry
-// leaves the active status is kept as its ended_at_ms, for recall as of an instant.
+// UpdateStatus implements memory.EntryStore with one statement, and the BM25
+// statistics of the entries that became or stopped being active in the same
+// transaction (a status leaves the document and its postings as they are). The time
+// an entry leaves the active status is kept as its ended_at_ms, for recall as of an
+// instant.
 func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entries []contract.ContextEntry, reason *string) error {
 	n := len(entries)
 	ids, statuses := make([]string, n), make([]string, n)
@@ -277,16 +296,37 @@ func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entr
 		ids[i], statuses[i], supersededBy[i], mergedInto[i] = e.ID, e.Status, e.SupersededBy, e.MergedInto
 		expires[i], updated[i] = e.ExpiresAtMs, e.UpdatedAtMs
 	}
-	_, err := s.db.Exec(ctx, `
-		UPDATE context_entries e
-		SET status = u.status, superseded_by = u.superseded_by, merged_into = u.merged_into,
-		    expires_at_ms = u.expires_at_ms, updated_at_ms = u.updated_at_ms, status_reason = $9,
-		    ended_at_ms = CASE WHEN u.status <> 'active' THEN coalesce(e.ended_at_ms, u.updated_at_ms) END
-		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[])
-		     AS u(entry_id, status, superseded_by, merged_into, expires_at_ms, updated_at_ms)
-		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id`,
-		scope.TenantID, scope.ProjectID, ids, statuses, supersededBy, mergedInto, expires, updated, reason)
-	return translate(err)
+	return inTx(ctx, s.db, func(tx pgx.Tx) error {
+		// o is the rows as they were: locked first, in ID order, as LockEntries does.
+		rows, err := tx.Query(ctx, `
+			UPDATE context_entries e
+			SET status = u.status, superseded_by = u.superseded_by, merged_into = u.merged_into,
+			    expires_at_ms = u.expires_at_ms, updated_at_ms = u.updated_at_ms, status_reason = $9,
+			    ended_at_ms = CASE WHEN u.status <> 'active' THEN coalesce(e.ended_at_ms, u.updated_at_ms) END
+			FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[])
+			     AS u(entry_id, status, superseded_by, merged_into, expires_at_ms, updated_at_ms),
+			     (SELECT o.entry_id, o.status FROM context_entries o
+			      WHERE o.tenant_id = $1 AND o.project_id = $2 AND o.entry_id = ANY($3::text[])
+			      ORDER BY o.entry_id FOR UPDATE) o
+			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id AND o.entry_id = u.entry_id
+			RETURNING o.status = 'active', u.status = 'active', e.search, e.search_length`,
+			scope.TenantID, scope.ProjectID, ids, statuses, supersededBy, mergedInto, expires, updated, reason)
+		if err != nil {
+			return translate(err)
+		}
+		var text textChange
+		var was bool
+		var t entryText
+		if _, err := pgx.ForEachRow(rows, []any{&was, &t.active, &t.doc, &t.length}, func() error {
+			old := t
+			old.active = was
+			text.updated(&old, &t, false)
+			return nil
+		}); err != nil {
+			return translate(err)
+		}
+		return text.apply(ctx, tx, scope)
+	})
 }
 
 // ActiveEntries implements memory.EntryStore, walking the primary key.

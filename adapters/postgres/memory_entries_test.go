@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
@@ -154,8 +155,7 @@ func TestTextStatisticsMatchTheEntries(t *testing.T) {
 						})
 					case 3:
 						prev, chain := fmt.Sprintf("w%d-%02d", w, i-1), fmt.Sprintf("w%d-%02d", w, i-2)
-						_, err = pool.Exec(ctx, `DELETE FROM context_entries WHERE tenant_id = 't' AND entry_id = ANY($1)`,
-							[]string{prev, chain, chain + "-v2"})
+						err = postgres.DeleteEntries(ctx, pool, scope, []string{prev, chain, chain + "-v2"})
 					}
 					if err != nil {
 						return err

@@ -908,11 +908,11 @@ func TestProjectionPacksText(t *testing.T) {
 	require.Equal(t, &b.scope, last, "examined all the same")
 	total += 6
 
-	var packedOrd int64
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT min(first_ord) FROM entry_text_blocks WHERE tenant_id = $1`,
-		b.scope.TenantID).Scan(&packedOrd))
-	_, err = b.pool.Exec(ctx, `DELETE FROM context_entries WHERE text_ord = $1`, packedOrd)
-	require.NoError(t, err)
+	var packedID string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT entry_id FROM context_entries
+		WHERE text_ord = (SELECT min(first_ord) FROM entry_text_blocks WHERE tenant_id = $1)`,
+		b.scope.TenantID).Scan(&packedID))
+	require.NoError(t, postgres.DeleteEntries(ctx, b.pool, b.scope, []string{packedID}))
 	require.Equal(t, 6, count(`SELECT count(*) FROM entry_text_dropped WHERE tenant_id = $1 AND project_id = $2`))
 	due, _, err = st.PendingTextScopes(ctx, nil, 10, bound)
 	require.NoError(t, err)

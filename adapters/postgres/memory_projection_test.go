@@ -91,6 +91,11 @@ func copyEntries(tb testing.TB, conn *pgxpool.Conn, scope runtime.Scope, model m
 			"active", int64(1), "seeded", now, now, doc, int32(length)}, nil
 	}))
 	require.NoError(tb, err)
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.ID
+	}
+	require.NoError(tb, postgres.IndexEntries(ctx, conn, scope, ids))
 	half := model.Dimensions > 2000 && model.Dimensions <= 4000
 	_, err = conn.CopyFrom(ctx, pgx.Identifier{table}, []string{"tenant_id", "project_id", "generation", "entry_id", "kind", "tags", "embedding", "indexed"},
 		pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {

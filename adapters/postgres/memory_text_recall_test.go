@@ -195,10 +195,12 @@ func copyBM25Docs(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, docs []
 	ctx := context.Background()
 	for half := range 2 {
 		var rows [][]any
+		var ids []string
 		for i, d := range docs {
 			if i%2 != half {
 				continue
 			}
+			ids = append(ids, d.id)
 			doc, length := postgres.EntryDocument(scope, texts[i])
 			tags, status, ended, by, conversation := []string{}, "active", (*int64)(nil), (*string)(nil), (*string)(nil)
 			if d.rare {
@@ -215,6 +217,7 @@ func copyBM25Docs(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, docs []
 			"content", "source_record_ids", "tags", "importance", "status", "version", "request_sha256", "created_at_ms",
 			"updated_at_ms", "ended_at_ms", "superseded_by", "search", "search_length", "conversation_id"}, pgx.CopyFromRows(rows))
 		require.NoError(t, err)
+		require.NoError(t, postgres.IndexEntries(ctx, pool, scope, ids))
 		if half == 0 {
 			require.NoError(t, postgres.PackText(ctx, pool, scope))
 		}

@@ -24,6 +24,69 @@ type conversationTable struct {
 	// Match, when set, selects the rows instead of Column: a condition on the
 	// tenant ($1), project ($2) and conversation ($3).
 	Match string
+	// Derived, when set, keeps what other tables derive from the table's rows: the
+	// deletion hands it the rows it deleted, in its transaction.
+	Derived *derivedRows
+}
+
+// derivedRows takes rows deleted from a table off what is derived from them.
+type derivedRows struct {
+	// Columns are the deleted rows' columns (or expressions over them) Forget reads.
+	Columns []string
+	// Forget reads the deleted rows' size and Columns from rows, takes them off, and
+	// returns how many rows and bytes it read.
+	Forget func(ctx context.Context, tx pgx.Tx, scope runtime.Scope, rows pgx.Rows) (int64, int64, error)
+}
+
+// returning is the deleted rows' columns the deletion's statement returns after size,
+// named d0, d1, ….
+func (d *derivedRows) returning() (string, string) {
+	var as, names strings.Builder
+	for i, c := range d.Columns {
+		fmt.Fprintf(&as, ", %s AS d%d", c, i)
+		fmt.Fprintf(&names, ", d%d", i)
+	}
+	return as.String(), names.String()
+}
+
+// entriesDerived takes deleted entries off the text index.
+var entriesDerived = &derivedRows{
+	Columns: []string{"status = 'active'", "search", "search_length", "text_ord"},
+	Forget: func(ctx context.Context, tx pgx.Tx, scope runtime.Scope, rows pgx.Rows) (int64, int64, error) {
+		var text textChange
+		var n, bytes, size int64
+		var e entryText
+		if _, err := pgx.ForEachRow(rows, []any{&size, &e.active, &e.doc, &e.length, &e.ord}, func() error {
+			n, bytes = n+1, bytes+size
+			text.deleted(&e)
+			return nil
+		}); err != nil {
+			return 0, 0, translate(err)
+		}
+		return n, bytes, text.apply(ctx, tx, scope)
+	},
+}
+
+// invocationsDerived takes deleted invocations off the cost sums.
+var invocationsDerived = &derivedRows{
+	Columns: []string{"invocation_id", "conversation_id", "agent_id", "tool_name", "model", "started_at_ms",
+		"input_tokens", "output_tokens", "cached_tokens"},
+	Forget: func(ctx context.Context, tx pgx.Tx, scope runtime.Scope, rows pgx.Rows) (int64, int64, error) {
+		var sums costChange
+		var n, bytes, size int64
+		var id, conversation, agent, model string
+		var tool *string
+		var started, input, output, cached int64
+		if _, err := pgx.ForEachRow(rows, []any{&size, &id, &conversation, &agent, &tool, &model, &started, &input,
+			&output, &cached}, func() error {
+			n, bytes = n+1, bytes+size
+			sums.add(id, conversation, agent, tool, model, started, input, output, cached)
+			return nil
+		}); err != nil {
+			return 0, 0, translate(err)
+		}
+		return n, bytes, sums.takeFrom(ctx, tx, scope)
+	},
 }
 
 // match is the condition selecting t's rows of the conversation $3.
@@ -69,11 +132,13 @@ var conversationTables = []conversationTable{
 	// Entries and their queue rows; the vector tables (one per embedding model, listed
 	// by vectorDeletionTables) are emptied before every table here.
 	{Name: "entry_projection_queue", Column: "conversation_id", Size: []string{"entry_id"}},
-	{Name: "context_entries", Column: "conversation_id", Size: []string{"content", "metadata", "search", "status_reason"}},
+	{Name: "context_entries", Column: "conversation_id", Size: []string{"content", "metadata", "search", "status_reason"},
+		Derived: entriesDerived},
 	// Windows go last: deleting one cascades to the derivations that name it from
 	// another conversation (a derivation's conversation_id is its target's).
 	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}},
-	{Name: "model_invocations", Column: "conversation_id", Size: []string{"response_content", "error", "metadata"}},
+	{Name: "model_invocations", Column: "conversation_id", Size: []string{"response_content", "error", "metadata"},
+		Derived: invocationsDerived},
 	{Name: "context_window_items", Column: "conversation_id", Size: []string{"content", "knowledge_evidence", "metadata"}},
 	{Name: "context_windows", Column: "conversation_id", Size: []string{"metadata"}},
 }
@@ -84,7 +149,8 @@ var conversationTables = []conversationTable{
 // before it stay under what is left of the budget. Every statement is an index range
 // of at most bounds.Rows rows; the total is not counted ahead (that would read the
 // whole conversation in one statement), so progress.total stays null until the last
-// step sets it to what was deleted. Once no row is left, steps remove the scope's
+// step sets it to what was deleted. The deleted entries are taken off the text index,
+// the deleted invocations off the cost sums, in the step's transaction. Once no row is left, steps remove the scope's
 // dropped text postings from their blocks (not counted as records), and the last
 // step, finding none, marks the operation succeeded.
 func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runtime.Scope, operationID, conversationID string, bounds operation.StepBounds, nowMs int64) (bool, error) {
@@ -98,27 +164,9 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 			if deleted >= int64(bounds.Rows) || bytes >= bounds.Bytes {
 				break
 			}
-			var rows, size int64
-			if err := tx.QueryRow(ctx, fmt.Sprintf(`
-				WITH picked AS (
-				    SELECT ctid, %[3]s AS size FROM %[1]s
-				    WHERE tenant_id = $1 AND project_id = $2 AND %[2]s
-				    LIMIT $4
-				), bounded AS (
-				    SELECT ctid FROM (
-				        SELECT ctid, sum(size) OVER (ORDER BY ctid ROWS UNBOUNDED PRECEDING) - size AS before
-				        FROM picked
-				    ) p
-				    WHERE before < $5
-				), gone AS (
-				    DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT ctid FROM bounded))
-				    RETURNING %[3]s AS size
-				)
-				SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone`,
-				pgx.Identifier{t.Name}.Sanitize(), t.match(), t.sizeExpr()),
-				scope.TenantID, scope.ProjectID, conversationID, int64(bounds.Rows)-deleted, bounds.Bytes-bytes).
-				Scan(&rows, &size); err != nil {
-				return false, translate(err)
+			rows, size, err := deleteConversationRows(ctx, tx, scope, conversationID, t, int64(bounds.Rows)-deleted, bounds.Bytes-bytes)
+			if err != nil {
+				return false, err
 			}
 			deleted += rows
 			bytes += size
@@ -144,4 +192,49 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 			scope.TenantID, scope.ProjectID, operationID, nowMs)
 		return err == nil, translate(err)
 	})
+}
+
+// deleteConversationRowsSQL deletes the rows of the table %[1]s that %[2]s selects, at
+// most $4 of them and only while the bytes of those before stay under $5, as gone:
+// each deleted row's size (%[3]s) and the columns %[4]s. The caller adds the SELECT
+// from gone.
+const deleteConversationRowsSQL = `
+	WITH picked AS (
+	    SELECT ctid, %[3]s AS size FROM %[1]s
+	    WHERE tenant_id = $1 AND project_id = $2 AND %[2]s
+	    LIMIT $4
+	), bounded AS (
+	    SELECT ctid FROM (
+	        SELECT ctid, sum(size) OVER (ORDER BY ctid ROWS UNBOUNDED PRECEDING) - size AS before
+	        FROM picked
+	    ) p
+	    WHERE before < $5
+	), gone AS (
+	    DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT ctid FROM bounded))
+	    RETURNING %[3]s AS size%[4]s
+	)
+	`
+
+// deleteConversationRows deletes a bounded batch of t's rows of the conversation, and
+// returns how many rows and bytes it deleted. A table with derived data hands the
+// deleted rows to it.
+func deleteConversationRows(ctx context.Context, tx pgx.Tx, scope runtime.Scope, conversationID string, t conversationTable, rowBound, byteBound int64) (int64, int64, error) {
+	var columns, names string
+	if t.Derived != nil {
+		columns, names = t.Derived.returning()
+	}
+	query := fmt.Sprintf(deleteConversationRowsSQL, pgx.Identifier{t.Name}.Sanitize(), t.match(), t.sizeExpr(), columns)
+	args := []any{scope.TenantID, scope.ProjectID, conversationID, rowBound, byteBound}
+	if t.Derived != nil {
+		rows, err := tx.Query(ctx, query+`SELECT size`+names+` FROM gone`, args...)
+		if err != nil {
+			return 0, 0, translate(err)
+		}
+		return t.Derived.Forget(ctx, tx, scope, rows)
+	}
+	var n, size int64
+	if err := tx.QueryRow(ctx, query+`SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone`, args...).Scan(&n, &size); err != nil {
+		return 0, 0, translate(err)
+	}
+	return n, size, nil
 }

@@ -567,32 +567,51 @@ func (s *ExportStore) ExportEntries(ctx context.Context, scope runtime.Scope, q 
 }
 
 // PurgeExpiredEntries implements transfer.MaintenanceStore with one statement over
-// context_entries_by_expiry.
+// context_entries_by_expiry, and the text index's share of the entries it deleted in
+// the same transaction.
 func (s *ExportStore) PurgeExpiredEntries(ctx context.Context, scope runtime.Scope, cutoffMs int64, after transfer.ExportKey, limit int) ([]string, transfer.ExportKey, bool, error) {
 	var examined int
 	var lastTime *int64
 	var lastID *string
 	var purged []string
-	err := s.db.QueryRow(ctx, `
-		WITH examined AS (
-			SELECT e.entry_id, e.expires_at_ms, e.status, e.conversation_id FROM context_entries e
-			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.expires_at_ms IS NOT NULL
-			  AND (e.expires_at_ms, e.entry_id) > ($3, $4) AND e.expires_at_ms <= $5
-			ORDER BY e.expires_at_ms, e.entry_id
-			LIMIT $6
-		), gone AS (
-			DELETE FROM context_entries e USING examined x
-			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = x.entry_id
-			  AND x.status IN ('active', 'expired') AND `+liveConversation("e")+`
-			RETURNING e.entry_id
-		), last AS (
-			SELECT expires_at_ms, entry_id FROM examined ORDER BY expires_at_ms DESC, entry_id DESC LIMIT 1
-		)
-		SELECT (SELECT count(*) FROM examined), (SELECT expires_at_ms FROM last), (SELECT entry_id FROM last),
-		       coalesce((SELECT array_agg(entry_id ORDER BY entry_id) FROM gone), '{}')`,
-		scope.TenantID, scope.ProjectID, after.Time, after.ID, cutoffMs, limit).Scan(&examined, &lastTime, &lastID, &purged)
+	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
+		var active []bool
+		var docs []pgtype.TSVector
+		var lengths []int32
+		var ords []int64
+		err := tx.QueryRow(ctx, `
+			WITH examined AS (
+				SELECT e.entry_id, e.expires_at_ms, e.status, e.conversation_id FROM context_entries e
+				WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.expires_at_ms IS NOT NULL
+				  AND (e.expires_at_ms, e.entry_id) > ($3, $4) AND e.expires_at_ms <= $5
+				ORDER BY e.expires_at_ms, e.entry_id
+				LIMIT $6
+			), gone AS (
+				DELETE FROM context_entries e USING examined x
+				WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = x.entry_id
+				  AND x.status IN ('active', 'expired') AND `+liveConversation("e")+`
+				RETURNING e.entry_id, e.status = 'active' AS active, e.search, e.search_length, e.text_ord
+			), last AS (
+				SELECT expires_at_ms, entry_id FROM examined ORDER BY expires_at_ms DESC, entry_id DESC LIMIT 1
+			)
+			SELECT (SELECT count(*) FROM examined), (SELECT expires_at_ms FROM last), (SELECT entry_id FROM last),
+			       coalesce((SELECT array_agg(entry_id ORDER BY entry_id) FROM gone), '{}'), g.active, g.search, g.length, g.ord
+			FROM (SELECT coalesce(array_agg(active), '{}') AS active, coalesce(array_agg(search), '{}') AS search,
+			             coalesce(array_agg(search_length), '{}') AS length, coalesce(array_agg(text_ord), '{}') AS ord
+			      FROM gone) g`,
+			scope.TenantID, scope.ProjectID, after.Time, after.ID, cutoffMs, limit).
+			Scan(&examined, &lastTime, &lastID, &purged, &active, &docs, &lengths, &ords)
+		if err != nil {
+			return translate(err)
+		}
+		var text textChange
+		for i := range ords {
+			text.deleted(&entryText{active: active[i], doc: docs[i], length: lengths[i], ord: ords[i]})
+		}
+		return text.apply(ctx, tx, scope)
+	})
 	if err != nil {
-		return nil, after, false, translate(err)
+		return nil, after, false, err
 	}
 	if lastTime == nil {
 		return purged, after, false, nil
@@ -625,7 +644,8 @@ func (s *ExportStore) ReindexMessages(ctx context.Context, scope runtime.Scope, 
 	return last, int64(len(ids)), more, translate(err)
 }
 
-// ReindexEntries implements transfer.MaintenanceStore.
+// ReindexEntries implements transfer.MaintenanceStore: the documents are built here,
+// as creates build them, and written with writeEntryDocuments.
 func (s *ExportStore) ReindexEntries(ctx context.Context, scope runtime.Scope, after transfer.ExportKey, bounds operation.StepBounds) (transfer.ExportKey, int64, bool, error) {
 	var ids []string
 	var docs []pgtype.TSVector
@@ -641,10 +661,49 @@ func (s *ExportStore) ReindexEntries(ctx context.Context, scope runtime.Scope, a
 	if err != nil || len(ids) == 0 {
 		return after, 0, false, err
 	}
-	_, err = s.db.Exec(ctx, `
-		UPDATE context_entries e SET search = u.doc, search_length = u.length
-		FROM unnest($3::text[], $4::tsvector[], $5::integer[]) AS u(entry_id, doc, length)
-		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id`,
-		scope.TenantID, scope.ProjectID, ids, docs, lengths)
-	return last, int64(len(ids)), more, translate(err)
+	err = inTx(ctx, s.db, func(tx pgx.Tx) error {
+		return writeEntryDocuments(ctx, tx, scope, ids, docs, lengths)
+	})
+	return last, int64(len(ids)), more, err
+}
+
+// writeEntryDocuments gives the scope's entries ids the documents docs of lengths
+// lengths, with the text index's share: an entry whose document or length changes
+// takes a new ordinal (its postings move from the old to the new), and its counts in
+// the statistics follow its document. The ordinals are drawn from entry_text_ords
+// before the update, one per entry (those of unchanged entries are left unused), so
+// that the update itself calls no volatile function.
+func writeEntryDocuments(ctx context.Context, tx pgx.Tx, scope runtime.Scope, ids []string, docs []pgtype.TSVector, lengths []int32) error {
+	var ords []int64
+	if err := tx.QueryRow(ctx, `SELECT array_agg(nextval('entry_text_ords')) FROM generate_series(1, $1)`, len(ids)).
+		Scan(&ords); err != nil {
+		return translate(err)
+	}
+	// o is the rows as they were, locked in ID order.
+	rows, err := tx.Query(ctx, `
+		UPDATE context_entries e SET search = u.doc, search_length = u.length, text_ord = u.ord
+		FROM unnest($3::text[], $4::tsvector[], $5::integer[], $6::bigint[]) AS u(entry_id, doc, length, ord),
+		     (SELECT o.entry_id, o.status, o.search, o.search_length, o.text_ord FROM context_entries o
+		      WHERE o.tenant_id = $1 AND o.project_id = $2 AND o.entry_id = ANY($3::text[])
+		      ORDER BY o.entry_id FOR UPDATE) o
+		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id AND o.entry_id = u.entry_id
+		  AND (o.search <> u.doc OR o.search_length <> u.length)
+		RETURNING e.status = 'active', o.search, o.search_length, o.text_ord, e.search, e.search_length, e.text_ord,
+		          e.created_at_ms, o.search <> e.search`,
+		scope.TenantID, scope.ProjectID, ids, docs, lengths, ords)
+	if err != nil {
+		return translate(err)
+	}
+	var text textChange
+	var old, now entryText
+	var changed bool
+	if _, err := pgx.ForEachRow(rows, []any{&now.active, &old.doc, &old.length, &old.ord, &now.doc, &now.length,
+		&now.ord, &now.created, &changed}, func() error {
+		old.active = now.active
+		text.updated(&old, &now, changed)
+		return nil
+	}); err != nil {
+		return translate(err)
+	}
+	return text.apply(ctx, tx, scope)
 }

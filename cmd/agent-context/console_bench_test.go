@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-context/agent-context/adapters/postgres"
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	rt "github.com/agent-context/agent-context/runtime"
 )
@@ -115,6 +116,7 @@ func loadConsoleBench(b *testing.B) *msgBenchApp {
 		-- The document as the service writes it: stemmed terms behind the scope's tag.
 		CROSS JOIN (SELECT encode(substr(sha256(convert_to('local' || chr(31) || 'local', 'UTF8')), 1, 6), 'hex') || ':' AS tag) t`)
 	require.NoError(b, err)
+	pgtest.RecountText(b, app.pool)
 	// As autovacuum would after a bulk insert; without statistics on the postings the
 	// recall page's text half is planned blind and runs into the statement timeout.
 	for _, table := range []string{"context_windows", "context_entries", "entry_text_postings"} {

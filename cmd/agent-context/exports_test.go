@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
 )
@@ -658,6 +659,7 @@ func TestAdvancedPurgeAndReindex(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(context.Background(), `UPDATE context_entries SET search = ''::tsvector`)
 	require.NoError(t, err)
+	pgtest.RecountText(t, pool)
 	require.Empty(t, app.searchIDs(t, map[string]any{"query": "capybara"}))
 	require.Empty(t, app.recallIDs(t, map[string]any{"query": "stays active", "mode": "text"}))
 	reindexed := app.advanced(t, contract.AdvancedReindexTextSearch)

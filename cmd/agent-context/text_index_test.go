@@ -181,6 +181,7 @@ func TestTextIndexFollowsEveryWrite(t *testing.T) {
 
 	_, err = pool.Exec(context.Background(), `UPDATE context_entries SET search = ''::tsvector, search_length = 0 WHERE entry_id <> 'e-conv'`)
 	require.NoError(t, err)
+	pgtest.RecountText(t, pool)
 	requireTextIndex(t, pool, "documents emptied in place")
 	require.Equal(t, []string{"e-conv"}, text("walrus"))
 	app.advanced(t, contract.AdvancedReindexTextSearch)
