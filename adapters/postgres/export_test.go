@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/agent-context/agent-context/adapters/postgres/textindex"
 	"github.com/agent-context/agent-context/runtime"
@@ -147,5 +148,18 @@ func CountInvocations(ctx context.Context, pool DBTX, scope runtime.Scope, ids [
 			return err
 		}
 		return sums.addTo(ctx, tx, scope)
+	})
+}
+
+// WriteEntryDocuments gives the scope's entries ids the documents of texts (their
+// content left as it is), as a reindex writes documents.
+func WriteEntryDocuments(ctx context.Context, pool DBTX, scope runtime.Scope, ids, texts []string) error {
+	docs, lengths := make([]pgtype.TSVector, len(ids)), make([]int32, len(ids))
+	for i, text := range texts {
+		doc, length := entryDocument(scope, text)
+		docs[i], lengths[i] = doc, int32(length)
+	}
+	return inTx(ctx, pool, func(tx pgx.Tx) error {
+		return writeEntryDocuments(ctx, tx, scope, ids, docs, lengths)
 	})
 }
