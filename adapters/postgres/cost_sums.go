@@ -21,7 +21,10 @@ import (
 // 16 shards (a digest of the invocation ID, cost_usage_shard, so that the deletion of
 // an invocation finds its shard again); cost_usage_conversations sums them by
 // conversation and model. Every statement writes its rows in key order, so that two
-// writers touching the same rows lock them in the same order and cannot deadlock.
+// writers touching the same rows lock them in the same order and cannot deadlock. The
+// rows to lock are read by their primary key from the invocations' keys (LATERAL
+// subqueries): the scope is a constant here, and a join would be free to walk every
+// sum of the scope.
 
 // costChange is the invocations a statement inserted or deleted in a scope, as the
 // sums take them.
@@ -100,12 +103,13 @@ const (
 	// costLockConversationsSQL locks the conversation sums of deleted invocations in
 	// key order, before they are subtracted.
 	costLockConversationsSQL = `
-		SELECT 1 FROM cost_usage_conversations u
-		JOIN (SELECT DISTINCT d.conversation_id, m.model_no FROM ` + costDeltaRows + `
-		      JOIN cost_models m ON m.tenant_id = $1 AND m.project_id = $2 AND m.model = d.model) k
-		    ON u.tenant_id = $1 AND u.project_id = $2 AND u.conversation_id = k.conversation_id AND u.model_no = k.model_no
-		ORDER BY u.conversation_id, u.model_no
-		FOR UPDATE OF u`
+		SELECT 1 FROM (SELECT DISTINCT d.conversation_id, m.model_no FROM ` + costDeltaRows + `
+		               JOIN cost_models m ON m.tenant_id = $1 AND m.project_id = $2 AND m.model = d.model
+		               ORDER BY 1, 2) k
+		CROSS JOIN LATERAL (SELECT 1 FROM cost_usage_conversations u
+		                    WHERE u.tenant_id = $1 AND u.project_id = $2 AND u.conversation_id = k.conversation_id
+		                      AND u.model_no = k.model_no
+		                    FOR UPDATE) u`
 	// costSubtractConversationsSQL subtracts them, and returns how many sums it
 	// changed and how many it should have (a sum not found would mean the sums had
 	// drifted from the invocations).
@@ -134,15 +138,15 @@ const (
 	// costLockGroupsSQL locks the agent, tool and hour sums of deleted invocations in
 	// key order.
 	costLockGroupsSQL = `
-		SELECT 1 FROM cost_usage u
-		JOIN (SELECT DISTINCT g.grouping, g.key, m.model_no, cost_usage_shard(d.invocation_id) AS shard
-		      FROM ` + costDeltaRows + `
-		      JOIN cost_models m ON m.tenant_id = $1 AND m.project_id = $2 AND m.model = d.model
-		      CROSS JOIN LATERAL ` + costGroups + `) k
-		    ON u.tenant_id = $1 AND u.project_id = $2 AND u.grouping = k.grouping AND u.key = k.key
-		   AND u.model_no = k.model_no AND u.shard = k.shard
-		ORDER BY u.grouping, u.key, u.model_no, u.shard
-		FOR UPDATE OF u`
+		SELECT 1 FROM (SELECT DISTINCT g.grouping, g.key, m.model_no, cost_usage_shard(d.invocation_id) AS shard
+		               FROM ` + costDeltaRows + `
+		               JOIN cost_models m ON m.tenant_id = $1 AND m.project_id = $2 AND m.model = d.model
+		               CROSS JOIN LATERAL ` + costGroups + `
+		               ORDER BY 1, 2, 3, 4) k
+		CROSS JOIN LATERAL (SELECT 1 FROM cost_usage u
+		                    WHERE u.tenant_id = $1 AND u.project_id = $2 AND u.grouping = k.grouping AND u.key = k.key
+		                      AND u.model_no = k.model_no AND u.shard = k.shard
+		                    FOR UPDATE) u`
 	// costSubtractGroupsSQL subtracts them, counting as costSubtractConversationsSQL.
 	costSubtractGroupsSQL = `
 		WITH k AS (

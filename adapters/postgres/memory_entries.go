@@ -297,18 +297,22 @@ func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entr
 		expires[i], updated[i] = e.ExpiresAtMs, e.UpdatedAtMs
 	}
 	return inTx(ctx, s.db, func(tx pgx.Tx) error {
-		// o is the rows as they were: locked first, in ID order, as LockEntries does.
+		// o is the rows as they were: locked first, once, in ID order, as LockEntries
+		// does.
 		rows, err := tx.Query(ctx, `
+			WITH o AS MATERIALIZED (
+			    SELECT o.entry_id, o.status FROM context_entries o
+			    WHERE o.tenant_id = $1 AND o.project_id = $2 AND o.entry_id = ANY($3::text[])
+			    ORDER BY o.entry_id FOR UPDATE
+			)
 			UPDATE context_entries e
 			SET status = u.status, superseded_by = u.superseded_by, merged_into = u.merged_into,
 			    expires_at_ms = u.expires_at_ms, updated_at_ms = u.updated_at_ms, status_reason = $9,
 			    ended_at_ms = CASE WHEN u.status <> 'active' THEN coalesce(e.ended_at_ms, u.updated_at_ms) END
 			FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[])
-			     AS u(entry_id, status, superseded_by, merged_into, expires_at_ms, updated_at_ms),
-			     (SELECT o.entry_id, o.status FROM context_entries o
-			      WHERE o.tenant_id = $1 AND o.project_id = $2 AND o.entry_id = ANY($3::text[])
-			      ORDER BY o.entry_id FOR UPDATE) o
-			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id AND o.entry_id = u.entry_id
+			     AS u(entry_id, status, superseded_by, merged_into, expires_at_ms, updated_at_ms)
+			JOIN o USING (entry_id)
+			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ANY($3::text[]) AND e.entry_id = u.entry_id
 			RETURNING o.status = 'active', u.status = 'active', e.search, e.search_length`,
 			scope.TenantID, scope.ProjectID, ids, statuses, supersededBy, mergedInto, expires, updated, reason)
 		if err != nil {

@@ -161,30 +161,35 @@ const (
 	// row of the term was locked and the locked rows still sum to zero. A term with a
 	// row locked by another writer is left to that writer: it either adds to the term
 	// or, decrementing it, removes the rows once it holds the terms lock and sees this
-	// transaction's rows committed.
+	// transaction's rows committed. Each term's rows are read by the primary key, from
+	// the decremented terms (the LATERAL subqueries): the scope is a constant here, and
+	// a join would otherwise be free to walk every term of the scope.
 	textZeroTermsSQL = `
-		WITH decremented AS (
+		WITH decremented AS MATERIALIZED (
 		    SELECT substr(l.lexeme, 14) AS term
 		    FROM unnest($3::integer[], $4::tsvector[]) AS d(sign, search)
 		    CROSS JOIN LATERAL unnest(d.search) AS l(lexeme, positions, weights)
 		    GROUP BY 1 HAVING sum(d.sign) < 0
-		), zero AS (
-		    SELECT x.term, count(*) AS shards
+		), zero AS MATERIALIZED (
+		    SELECT x.term, s.shards
 		    FROM decremented x
-		    JOIN entry_text_terms t ON t.tenant_id = $1 AND t.project_id = $2 AND t.term = x.term
-		    GROUP BY 1 HAVING sum(t.docs) = 0
+		    CROSS JOIN LATERAL (SELECT sum(t.docs) AS docs, count(*) AS shards FROM entry_text_terms t
+		                        WHERE t.tenant_id = $1 AND t.project_id = $2 AND t.term = x.term) s
+		    WHERE s.docs = 0
+		    ORDER BY x.term
 		), locked AS (
-		    SELECT t.term, t.docs, z.shards
+		    SELECT z.term, t.docs, z.shards
 		    FROM zero z
-		    JOIN entry_text_terms t ON t.tenant_id = $1 AND t.project_id = $2 AND t.term = z.term
-		    ORDER BY t.term, t.shard
-		    FOR UPDATE OF t SKIP LOCKED
+		    CROSS JOIN LATERAL (SELECT t.docs FROM entry_text_terms t
+		                        WHERE t.tenant_id = $1 AND t.project_id = $2 AND t.term = z.term
+		                        ORDER BY t.shard
+		                        FOR UPDATE SKIP LOCKED) t
 		), gone AS (
 		    SELECT term FROM locked
 		    GROUP BY 1 HAVING sum(docs) = 0 AND count(*) = min(shards)
 		)
-		DELETE FROM entry_text_terms t USING gone g
-		WHERE t.tenant_id = $1 AND t.project_id = $2 AND t.term = g.term`
+		DELETE FROM entry_text_terms t
+		WHERE t.tenant_id = $1 AND t.project_id = $2 AND t.term = ANY(ARRAY(SELECT term FROM gone))`
 )
 
 // apply writes the change in tx, in one round trip: the postings first, then the

@@ -679,14 +679,17 @@ func writeEntryDocuments(ctx context.Context, tx pgx.Tx, scope runtime.Scope, id
 		Scan(&ords); err != nil {
 		return translate(err)
 	}
-	// o is the rows as they were, locked in ID order.
+	// o is the rows as they were, locked once, in ID order.
 	rows, err := tx.Query(ctx, `
+		WITH o AS MATERIALIZED (
+		    SELECT o.entry_id, o.status, o.search, o.search_length, o.text_ord FROM context_entries o
+		    WHERE o.tenant_id = $1 AND o.project_id = $2 AND o.entry_id = ANY($3::text[])
+		    ORDER BY o.entry_id FOR UPDATE
+		)
 		UPDATE context_entries e SET search = u.doc, search_length = u.length, text_ord = u.ord
-		FROM unnest($3::text[], $4::tsvector[], $5::integer[], $6::bigint[]) AS u(entry_id, doc, length, ord),
-		     (SELECT o.entry_id, o.status, o.search, o.search_length, o.text_ord FROM context_entries o
-		      WHERE o.tenant_id = $1 AND o.project_id = $2 AND o.entry_id = ANY($3::text[])
-		      ORDER BY o.entry_id FOR UPDATE) o
-		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = u.entry_id AND o.entry_id = u.entry_id
+		FROM unnest($3::text[], $4::tsvector[], $5::integer[], $6::bigint[]) AS u(entry_id, doc, length, ord)
+		JOIN o USING (entry_id)
+		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ANY($3::text[]) AND e.entry_id = u.entry_id
 		  AND (o.search <> u.doc OR o.search_length <> u.length)
 		RETURNING e.status = 'active', o.search, o.search_length, o.text_ord, e.search, e.search_length, e.text_ord,
 		          e.created_at_ms, o.search <> e.search`,
