@@ -442,7 +442,7 @@ func liveGenerations(ctx context.Context, db DBTX, scope runtime.Scope) ([]memor
 // (customPlans): a burst into a scope the statistics have not seen yet is exactly
 // when the estimates are wrong. The claim walks the queue's index in its order
 // (created_at_ms, entry_id), so it reads about limit rows however long the backlog,
-// and updates the rows it locked by their row addresses.
+// and updates the rows it locked by their keys.
 func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (memory.Backlog, error) {
 	b := memory.Backlog{Claim: uuid.NewString()}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
@@ -455,8 +455,8 @@ func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope,
 		}
 		rows, err := tx.Query(ctx, `
 			UPDATE entry_projection_queue q SET claim = $5, claimed_until_ms = $6
-			WHERE q.ctid = ANY(ARRAY(
-				SELECT p.ctid FROM entry_projection_queue p
+			WHERE q.tenant_id = $1 AND q.project_id = $2 AND q.entry_id = ANY(ARRAY(
+				SELECT p.entry_id FROM entry_projection_queue p
 				WHERE p.tenant_id = $1 AND p.project_id = $2 AND p.claimed_until_ms <= $3
 				ORDER BY p.created_at_ms, p.entry_id
 				LIMIT $4
@@ -822,8 +822,8 @@ func (s *ProjectionStore) DropRetiredStep(ctx context.Context, scope runtime.Sco
 			rowBytes := int64(t.Model.Dimensions)*4 + 128
 			limit := max(min(int64(bounds.Rows), bounds.Bytes/rowBytes), 1)
 			tag, err := tx.Exec(ctx, fmt.Sprintf(`
-				DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
-					SELECT ctid FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND generation = ANY($3) LIMIT $4))`,
+				DELETE FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND (generation, entry_id) IN (
+					SELECT generation, entry_id FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND generation = ANY($3) LIMIT $4)`,
 				t.ident()), scope.TenantID, scope.ProjectID, gens, limit)
 			if err != nil {
 				return false, s.catalog.translate(t, err)

@@ -466,8 +466,9 @@ func (st *retentionStep) remove(ctx context.Context, conversations []string, seq
 // and reports whether none is left.
 func (st *retentionStep) forget(ctx context.Context) (bool, error) {
 	tag, err := st.tx.Exec(ctx, `
-		DELETE FROM retention_touched WHERE ctid = ANY(ARRAY(
-		    SELECT ctid FROM retention_touched
+		DELETE FROM retention_touched
+		WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3 AND conversation_id = ANY(ARRAY(
+		    SELECT conversation_id FROM retention_touched
 		    WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3
 		    LIMIT $4))`,
 		st.scope.TenantID, st.scope.ProjectID, st.operationID, int64(st.bounds.Rows))
