@@ -925,7 +925,8 @@ func vectorDeletionTables(ctx context.Context, db DBTX) ([]conversationTable, er
 	}
 	tables := make([]conversationTable, len(names))
 	for i, n := range names {
-		tables[i] = conversationTable{Name: n, Column: "conversation_id", Size: []string{"embedding", "tags"}}
+		tables[i] = conversationTable{Name: n, Column: "conversation_id", Size: []string{"embedding", "tags"},
+			Key: []string{"generation", "entry_id"}}
 	}
 	return tables, nil
 }
