@@ -38,7 +38,7 @@ func (e *DistributionError) Error() string {
 // citusTable is a table of the schema not yet known to Citus.
 type citusTable struct {
 	name       string
-	tenant     bool     // has a tenant_id column: distributed by it
+	tenant     bool     // has a tenant_id column in every unique key: distributed by it
 	references []string // tables its foreign keys point at
 }
 
@@ -47,7 +47,10 @@ type citusTable struct {
 // becomes a distributed table by tenant_id, all colocated so a tenant's rows of every
 // table sit on one node and joins and foreign keys stay local there; every other table
 // becomes a reference table (copied to every node, since distributed rows refer to
-// them), except River's and goose's bookkeeping, which only the coordinator reads.
+// them), except River's and goose's bookkeeping, which only the coordinator reads. A
+// table whose primary key or other unique key leaves out its tenant_id is found by that
+// key before its tenant is known (console_sessions, by the session's hash): Citus
+// cannot distribute it by tenant, and it becomes a reference table too.
 // Up calls it after the migrations, so a later migration's new tables are distributed
 // by the same run that creates them.
 func (m *Migrator) Distribute(ctx context.Context) error {
@@ -114,7 +117,9 @@ func undistributedTables(ctx context.Context, conn *sql.Conn) ([]citusTable, str
 	rows, err := conn.QueryContext(ctx, `
 		SELECT c.relname,
 		       EXISTS (SELECT 1 FROM pg_attribute a
-		               WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped),
+		               WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped
+		                 AND NOT EXISTS (SELECT 1 FROM pg_index i
+		                                 WHERE i.indrelid = c.oid AND i.indisunique AND NOT a.attnum = ANY (i.indkey))),
 		       coalesce(string_agg(DISTINCT r.relname, ' ') FILTER (WHERE r.oid <> c.oid), '')
 		FROM pg_class c
 		LEFT JOIN pg_constraint f ON f.conrelid = c.oid AND f.contype = 'f'
