@@ -222,6 +222,9 @@ func (s *ProjectionStore) ensureModelLocked(ctx context.Context, tx DBTX, model 
 			return vectorTable{}, translate(err)
 		}
 	}
+	if err := distributeCreated(ctx, tx, t.Name); err != nil {
+		return vectorTable{}, err
+	}
 	if _, err := tx.Exec(ctx, `INSERT INTO vector_models (model_id, dimensions, table_name, created_at_ms)
 		VALUES ($1, $2, $3, $4)`, model.ID, model.Dimensions, t.Name, time.Now().UnixMilli()); err != nil {
 		return vectorTable{}, translate(err)

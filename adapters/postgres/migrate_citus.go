@@ -147,14 +147,39 @@ func undistributedTables(ctx context.Context, conn *sql.Conn) ([]citusTable, str
 		return nil, "", fmt.Errorf("list tables to distribute: %w", err)
 	}
 	var anchor string
-	err = conn.QueryRowContext(ctx, `
-		SELECT coalesce(min(logicalrelid::regclass::text), '') FROM pg_dist_partition
-		WHERE partmethod = 'h' AND colocationid = (
-			SELECT min(colocationid) FROM pg_dist_partition WHERE partmethod = 'h')`).Scan(&anchor)
-	if err != nil {
+	if err = conn.QueryRowContext(ctx, colocationAnchorSQL).Scan(&anchor); err != nil {
 		return nil, "", fmt.Errorf("find the colocation group: %w", err)
 	}
 	return tables, anchor, nil
+}
+
+// colocationAnchorSQL names a hash-distributed table of the schema's colocation group,
+// "" before the first.
+const colocationAnchorSQL = `
+	SELECT coalesce(min(logicalrelid::regclass::text), '') FROM pg_dist_partition
+	WHERE partmethod = 'h' AND colocationid = (
+		SELECT min(colocationid) FROM pg_dist_partition WHERE partmethod = 'h')`
+
+// distributeCreated hands a table made at run time (a vector generation's table) to
+// Citus as it is made, in the transaction that creates it, when the database is a
+// Citus coordinator: distributed by tenant_id in the colocation group of the schema's
+// tables, so its rows sit beside their tenant's entries. On plain Postgres it does
+// nothing.
+func distributeCreated(ctx context.Context, tx DBTX, table string) error {
+	var citus bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil || !citus {
+		return translate(err)
+	}
+	var anchor string
+	if err := tx.QueryRow(ctx, colocationAnchorSQL).Scan(&anchor); err != nil {
+		return translate(err)
+	}
+	if anchor == "" {
+		_, err := tx.Exec(ctx, `SELECT create_distributed_table($1, 'tenant_id')`, table)
+		return translate(err)
+	}
+	_, err := tx.Exec(ctx, `SELECT create_distributed_table($1, 'tenant_id', colocate_with => $2)`, table, anchor)
+	return translate(err)
 }
 
 // distributionOrder puts reference tables first, since distributed tables point at
