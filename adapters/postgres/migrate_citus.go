@@ -170,6 +170,11 @@ func distributeCreated(ctx context.Context, tx DBTX, table string) error {
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil || !citus {
 		return translate(err)
 	}
+	// The transaction writes vector_models (a reference table) after the distribution:
+	// Citus allows that only when the distribution ran its shards one at a time.
+	if _, err := tx.Exec(ctx, `SET LOCAL citus.multi_shard_modify_mode TO 'sequential'`); err != nil {
+		return translate(err)
+	}
 	var anchor string
 	if err := tx.QueryRow(ctx, colocationAnchorSQL).Scan(&anchor); err != nil {
 		return translate(err)
