@@ -160,15 +160,21 @@ const colocationAnchorSQL = `
 	WHERE partmethod = 'h' AND colocationid = (
 		SELECT min(colocationid) FROM pg_dist_partition WHERE partmethod = 'h')`
 
+// onCitus reports whether the database is a Citus coordinator.
+func onCitus(ctx context.Context, db DBTX) (bool, error) {
+	var citus bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
+	return citus, translate(err)
+}
+
 // distributeCreated hands a table made at run time (a vector generation's table) to
 // Citus as it is made, in the transaction that creates it, when the database is a
 // Citus coordinator: distributed by tenant_id in the colocation group of the schema's
 // tables, so its rows sit beside their tenant's entries. On plain Postgres it does
 // nothing.
 func distributeCreated(ctx context.Context, tx DBTX, table string) error {
-	var citus bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil || !citus {
-		return translate(err)
+	if citus, err := onCitus(ctx, tx); err != nil || !citus {
+		return err
 	}
 	// The transaction writes vector_models (a reference table) after the distribution:
 	// Citus allows that only when the distribution ran its shards one at a time.
