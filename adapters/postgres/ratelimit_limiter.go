@@ -260,24 +260,66 @@ func readRateRun(res pgx.BatchResults, c rateCheck, from, to int, waits *[]time.
 // SweepRateLimits deletes the bucket shards untouched for a minute, which are full
 // again and so the same as absent ones, at most limit of them, skipping any a check
 // holds; it returns how many it deleted. Run it periodically (serve does, every
-// minute): it keeps the table to the buckets in use.
+// minute): it keeps the table to the buckets in use. The idle shards are listed first,
+// then deleted by a statement per tenant in one batch, each locking its own (Citus
+// locks no rows of several tenants in one statement).
 func (l *RateLimiter) SweepRateLimits(ctx context.Context, limit int) (int64, error) {
 	var nowUs *int64
 	if l.clock != nil {
 		us := l.clock.Now().UnixMicro()
 		nowUs = &us
 	}
-	tag, err := l.db.Exec(ctx, `
-		DELETE FROM rate_limit_buckets b
-		USING (
-			SELECT ctid FROM rate_limit_buckets
-			WHERE at_us <= coalesce($1::bigint, (extract(epoch FROM statement_timestamp()) * 1000000)::bigint) - `+microsPerMinute+`
-			LIMIT $2
-			FOR UPDATE SKIP LOCKED
-		) idle
-		WHERE b.ctid = idle.ctid`, nowUs, limit)
+	idle := `at_us <= coalesce($1::bigint, (extract(epoch FROM statement_timestamp()) * 1000000)::bigint) - ` + microsPerMinute
+	rows, err := l.db.Query(ctx, `SELECT tenant_id, level, name, shard FROM rate_limit_buckets WHERE `+idle+` LIMIT $2`,
+		nowUs, limit)
 	if err != nil {
 		return 0, translate(err)
 	}
-	return tag.RowsAffected(), nil
+	shards, err := pgx.CollectRows(rows, pgx.RowToStructByPos[bucketShard])
+	if err != nil || len(shards) == 0 {
+		return 0, translate(err)
+	}
+	type tenantShards struct {
+		levels, names []string
+		shards        []int16
+	}
+	byTenant := map[string]*tenantShards{}
+	var tenants []string
+	for _, sh := range shards {
+		t := byTenant[sh.TenantID]
+		if t == nil {
+			t = &tenantShards{}
+			byTenant[sh.TenantID] = t
+			tenants = append(tenants, sh.TenantID)
+		}
+		t.levels, t.names, t.shards = append(t.levels, sh.Level), append(t.names, sh.Name), append(t.shards, sh.Shard)
+	}
+	b := &pgx.Batch{}
+	for _, tenant := range tenants {
+		t := byTenant[tenant]
+		b.Queue(`
+			DELETE FROM rate_limit_buckets
+			WHERE tenant_id = $2 AND (level, name, shard) IN (
+				SELECT level, name, shard FROM rate_limit_buckets
+				WHERE tenant_id = $2 AND (level, name, shard) IN (SELECT * FROM unnest($3::text[], $4::text[], $5::smallint[]))
+				  AND `+idle+`
+				FOR UPDATE SKIP LOCKED)`, nowUs, tenant, t.levels, t.names, t.shards)
+	}
+	res := l.db.SendBatch(ctx, b)
+	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
+	var deleted int64
+	for range tenants {
+		tag, err := res.Exec()
+		if err != nil {
+			return 0, translate(err)
+		}
+		deleted += tag.RowsAffected()
+	}
+	return deleted, translate(res.Close())
+}
+
+// bucketShard is the key of one shard row of a bucket.
+type bucketShard struct {
+	TenantID, Level, Name string
+	Shard                 int16
 }
