@@ -4,7 +4,7 @@
 -- refuse it: each tenant's buckets are checked by a statement of their own (on Citus
 -- each tenant's rows sit on their own shard), all in one transaction, and this error
 -- rolls back the tokens the others took (docs/rate-limits.md). It returns true when
--- ok, so a statement calls it in a condition.
+-- ok, so a statement calls it in a condition (rate_limit_admit(false) where it refuses).
 -- +goose StatementBegin
 CREATE FUNCTION rate_limit_admit(ok boolean) RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
