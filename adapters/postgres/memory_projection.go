@@ -920,7 +920,7 @@ func (s *ProjectionStore) StaleScopes(ctx context.Context, model string, after *
 		             AND o.kind = 'vector_rebuild' AND o.state IN ('pending', 'running')), false)
 		FROM entry_projections p
 		LEFT JOIN entry_generations g ON g.tenant_id = p.tenant_id AND g.project_id = p.project_id AND g.state = 'active'`
-	citus, err := onCitus(ctx, s.db)
+	citus, err := OnCitus(ctx, s.db)
 	if err != nil || !citus {
 		return scopeWalk(ctx, s.db, after, scopeQueries{postgres: fmt.Sprintf(stale, "$4") + `
 			WHERE (p.tenant_id, p.project_id) > ($1::text, $2::text)

@@ -160,8 +160,9 @@ const colocationAnchorSQL = `
 	WHERE partmethod = 'h' AND colocationid = (
 		SELECT min(colocationid) FROM pg_dist_partition WHERE partmethod = 'h')`
 
-// onCitus reports whether the database is a Citus coordinator.
-func onCitus(ctx context.Context, db DBTX) (bool, error) {
+// OnCitus reports whether the database is a Citus coordinator: the statements that
+// Citus runs differently from one Postgres choose by it.
+func OnCitus(ctx context.Context, db DBTX) (bool, error) {
 	var citus bool
 	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
 	return citus, translate(err)
@@ -173,7 +174,7 @@ func onCitus(ctx context.Context, db DBTX) (bool, error) {
 // tables, so its rows sit beside their tenant's entries. On plain Postgres it does
 // nothing.
 func distributeCreated(ctx context.Context, tx DBTX, table string) error {
-	if citus, err := onCitus(ctx, tx); err != nil || !citus {
+	if citus, err := OnCitus(ctx, tx); err != nil || !citus {
 		return err
 	}
 	// The transaction writes vector_models (a reference table) after the distribution:

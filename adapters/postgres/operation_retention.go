@@ -545,7 +545,7 @@ type scheduledScope struct {
 // Citus coordinator), and returns the due scopes and the last one examined (nil when
 // none was left).
 func scopeWalk(ctx context.Context, db DBTX, after *runtime.Scope, queries scopeQueries, args ...any) ([]runtime.Scope, *runtime.Scope, error) {
-	citus, err := onCitus(ctx, db)
+	citus, err := OnCitus(ctx, db)
 	if err != nil {
 		return nil, nil, err
 	}
