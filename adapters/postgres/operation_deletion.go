@@ -24,6 +24,18 @@ type conversationTable struct {
 	// Match, when set, selects the rows instead of Column: a condition on the
 	// tenant ($1), project ($2) and conversation ($3).
 	Match string
+	// Key lists the primary key's columns after tenant_id and project_id: a deletion
+	// step deletes the rows it picked by them.
+	Key []string
+}
+
+// key is t's Key as a column list.
+func (t conversationTable) key() string {
+	cols := make([]string, len(t.Key))
+	for i, c := range t.Key {
+		cols[i] = pgx.Identifier{c}.Sanitize()
+	}
+	return strings.Join(cols, ", ")
 }
 
 // match is the condition selecting t's rows of the conversation $3.
@@ -51,7 +63,8 @@ func (t conversationTable) sizeExpr() string {
 }
 
 // messagesTable is the messages table; retention bounds its steps by the same sizes.
-var messagesTable = conversationTable{Name: "messages", Column: "conversation_id", Size: []string{"content", "metadata", "search"}}
+var messagesTable = conversationTable{Name: "messages", Column: "conversation_id", Size: []string{"content", "metadata", "search"},
+	Key: []string{"conversation_id", "message_id"}}
 
 // conversationTables lists every table holding rows of a conversation, in the order
 // physical deletion empties them (a table whose rows other tables reference by a
@@ -60,28 +73,34 @@ var messagesTable = conversationTable{Name: "messages", Column: "conversation_id
 // the test that scans every column of every table after a deletion proves it. The
 // vector tables, created at run time, are listed by vectorDeletionTables.
 var conversationTables = []conversationTable{
-	{Name: "export_chunks", Size: []string{"data"}, Match: linkedArtifacts},
-	{Name: "export_artifacts", Size: []string{"sha256"}, Match: linkedArtifacts},
+	{Name: "export_chunks", Size: []string{"data"}, Match: linkedArtifacts, Key: []string{"artifact_id", "chunk_index"}},
+	{Name: "export_artifacts", Size: []string{"sha256"}, Match: linkedArtifacts, Key: []string{"artifact_id"}},
 	messagesTable,
 	// The A2A events that name the conversation (window_created, entry_written):
 	// IDs only, but a deleted conversation leaves no trace beyond its tombstone.
-	{Name: "a2a_events", Column: "conversation_id", Size: []string{"payload"}},
+	{Name: "a2a_events", Column: "conversation_id", Size: []string{"payload"}, Key: []string{"seq"}},
 	// Entries and their queue rows; the vector tables (one per embedding model, listed
 	// by vectorDeletionTables) are emptied before every table here.
-	{Name: "entry_projection_queue", Column: "conversation_id", Size: []string{"entry_id"}},
-	{Name: "context_entries", Column: "conversation_id", Size: []string{"content", "metadata", "search", "status_reason"}},
+	{Name: "entry_projection_queue", Column: "conversation_id", Size: []string{"entry_id"}, Key: []string{"entry_id"}},
+	{Name: "context_entries", Column: "conversation_id", Size: []string{"content", "metadata", "search", "status_reason"},
+		Key: []string{"entry_id"}},
 	// Windows go last: deleting one cascades to the derivations that name it from
 	// another conversation (a derivation's conversation_id is its target's).
-	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}},
-	{Name: "model_invocations", Column: "conversation_id", Size: []string{"response_content", "error", "metadata"}},
-	{Name: "context_window_items", Column: "conversation_id", Size: []string{"content", "knowledge_evidence", "metadata"}},
-	{Name: "context_windows", Column: "conversation_id", Size: []string{"metadata"}},
+	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}, Key: []string{"derivation_id"}},
+	{Name: "model_invocations", Column: "conversation_id", Size: []string{"response_content", "error", "metadata"},
+		Key: []string{"invocation_id"}},
+	{Name: "context_window_items", Column: "conversation_id", Size: []string{"content", "knowledge_evidence", "metadata"},
+		Key: []string{"window_id", "ordinal"}},
+	{Name: "context_windows", Column: "conversation_id", Size: []string{"metadata"}, Key: []string{"window_id"}},
 }
 
-// DeleteConversationStep implements operation.OperationStore. Rows are picked by ctid so
-// one statement serves every table whatever its key; a batch runs table by table in
-// the order of conversationTables, each statement taking rows while the bytes of those
-// before it stay under what is left of the budget. Every statement is an index range
+// DeleteConversationStep implements operation.OperationStore. One statement shape
+// serves every table: it picks rows with their sizes, keeps those whose bytes before
+// them (in key order) stay under what is left of the budget, and deletes those by key
+// with the scope's tenant, so that Citus routes it to the tenant's shard; the sizes
+// are summed from what it picked, as Citus allows no function but an immutable one
+// in a RETURNING clause. A batch runs table by table in the order of
+// conversationTables. Every statement is an index range
 // of at most bounds.Rows rows; the total is not counted ahead (that would read the
 // whole conversation in one statement), so progress.total stays null until the last
 // step sets it to what was deleted. Once no row is left, steps remove the scope's
@@ -101,21 +120,21 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 			var rows, size int64
 			if err := tx.QueryRow(ctx, fmt.Sprintf(`
 				WITH picked AS (
-				    SELECT ctid, %[3]s AS size FROM %[1]s
+				    SELECT %[4]s, %[3]s AS size FROM %[1]s
 				    WHERE tenant_id = $1 AND project_id = $2 AND %[2]s
 				    LIMIT $4
 				), bounded AS (
-				    SELECT ctid FROM (
-				        SELECT ctid, sum(size) OVER (ORDER BY ctid ROWS UNBOUNDED PRECEDING) - size AS before
+				    SELECT * FROM (
+				        SELECT *, sum(size) OVER (ORDER BY %[4]s ROWS UNBOUNDED PRECEDING) - size AS before
 				        FROM picked
 				    ) p
 				    WHERE before < $5
 				), gone AS (
-				    DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT ctid FROM bounded))
-				    RETURNING %[3]s AS size
+				    DELETE FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND (%[4]s) IN (SELECT %[4]s FROM bounded)
+				    RETURNING %[4]s
 				)
-				SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone`,
-				pgx.Identifier{t.Name}.Sanitize(), t.match(), t.sizeExpr()),
+				SELECT count(*), coalesce(sum(b.size), 0)::bigint FROM gone JOIN bounded b USING (%[4]s)`,
+				pgx.Identifier{t.Name}.Sanitize(), t.match(), t.sizeExpr(), t.key()),
 				scope.TenantID, scope.ProjectID, conversationID, int64(bounds.Rows)-deleted, bounds.Bytes-bytes).
 				Scan(&rows, &size); err != nil {
 				return false, translate(err)
