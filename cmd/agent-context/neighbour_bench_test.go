@@ -233,7 +233,18 @@ func (n *neighbours) underEntries(b *testing.B) {
 	wg.Wait()
 	close(errs)
 	require.NoError(b, <-errs)
-	waitEmbedded(b, n.a)
+	// The next load starts once A's projection jobs are done, the fold of its vectors
+	// into the graph included.
+	for {
+		var jobs int
+		require.NoError(b, n.app.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE queue = $1
+			AND state IN ('available', 'running', 'scheduled', 'retryable') AND args->>'tenantId' = 'local'`,
+			postgres.QueueProjection).Scan(&jobs))
+		if jobs == 0 {
+			return
+		}
+		time.Sleep(neighbourPoll)
+	}
 }
 
 // underPush measures B while A's push deliveries wait on the slow webhook. A keeps
