@@ -12,6 +12,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
 	"github.com/agent-context/agent-context/contract"
+	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
 // eventReads counts the statements of log that read the event log: the polls' own and
@@ -88,4 +89,77 @@ func TestWaitingPollsShareOneReadPerWakeUp(t *testing.T) {
 		require.NotNil(t, page)
 		require.Equal(t, []string{contract.EventAgentRegistered}, eventKinds(page.Events))
 	}
+}
+
+// 200 streams follow tasks of one scope on one replica (20 tasks, 10 streams each).
+// They share their scope's reads with its long polls: a change of a task nobody
+// follows wakes every stream and costs one read of the log, not one per stream; a
+// change of a followed task reaches each of its streams at the same cost.
+func TestWaitingStreamsShareOneReadPerWakeUp(t *testing.T) {
+	t.Parallel()
+	const tasks, perTask = 20, 10
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := &statementLog{}
+	pool, err := postgres.NewPool(ctx, pgtest.NewDSN(t), postgres.PoolOptions{MaxConns: 8, Tracer: log})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	b := setupA2AOn(t, pool, a2aOptions{maxWaiters: tasks * perTask})
+	alice, bob := b.agent("alice"), b.agent("bob")
+	create := func(description string) string {
+		task, _, err := b.a2a.Tasks.CreateTask(ctx, alice, &contract.CreateTaskRequest{ToAgent: "bob", Description: &description})
+		require.NoError(t, err)
+		return task.ID
+	}
+	followed := make([]string, tasks)
+	for i := range followed {
+		followed[i] = create(fmt.Sprintf("followed %d", i))
+	}
+	quiet := create("nobody follows this one")
+
+	type update struct {
+		task string
+		u    a2a.StreamUpdate
+	}
+	updates := make(chan update, tasks*perTask*4)
+	for _, id := range followed {
+		for range perTask {
+			go func() {
+				err := b.a2a.Events.FollowTask(ctx, alice, id, time.Hour, func(u *a2a.StreamUpdate) error {
+					updates <- update{id, *u}
+					return nil
+				})
+				if err != nil && ctx.Err() == nil {
+					t.Errorf("stream of %s: %v", id, err)
+				}
+			}()
+		}
+	}
+	for range tasks * perTask {
+		require.Equal(t, a2a.StreamTask, (<-updates).u.Kind)
+	}
+	// Every stream read its task, found no event after it and follows the feed.
+	time.Sleep(500 * time.Millisecond)
+
+	before := log.eventReads()
+	_, err = b.a2a.Tasks.UpdateTask(ctx, bob, &contract.UpdateTaskRequest{TaskID: quiet, State: contract.TaskWorking})
+	require.NoError(t, err)
+	time.Sleep(500 * time.Millisecond)
+	reads := log.eventReads() - before
+	t.Logf("%d waiting streams, an event of another task: %d reads of the event log", tasks*perTask, reads)
+	require.LessOrEqual(t, reads, 3)
+	require.Empty(t, updates, "no stream shows another task's change")
+
+	before = log.eventReads()
+	_, err = b.a2a.Tasks.UpdateTask(ctx, bob, &contract.UpdateTaskRequest{TaskID: followed[0], State: contract.TaskWorking})
+	require.NoError(t, err)
+	for range perTask {
+		got := <-updates
+		require.Equal(t, followed[0], got.task)
+		require.Equal(t, a2a.StreamStatus, got.u.Kind)
+		require.Equal(t, contract.TaskWorking, got.u.State)
+	}
+	reads = log.eventReads() - before
+	t.Logf("%d waiting streams, an event of a followed task: %d reads of the event log", tasks*perTask, reads)
+	require.LessOrEqual(t, reads, 3)
 }

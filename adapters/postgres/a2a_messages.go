@@ -44,8 +44,8 @@ func scanAgentMessage(row pgx.Row) (contract.AgentMessage, error) {
 const purgeExpired = `
 	WITH gone AS (
 	    DELETE FROM a2a_messages
-	    WHERE ctid = ANY (ARRAY(
-	        SELECT ctid FROM a2a_messages
+	    WHERE tenant_id = $1 AND project_id = $2 AND message_id = ANY (ARRAY(
+	        SELECT message_id FROM a2a_messages
 	        WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3
 	        ORDER BY expires_at_ms LIMIT $4))
 	    RETURNING seq
@@ -58,18 +58,16 @@ const purgeExpired = `
 	SELECT n FROM counted`
 
 // goneMarks is the CTE that deletes the read marks of the messages in gone. Here and in
-// every purge the rows to delete are collected by their row addresses first (one
-// InitPlan), and the delete is a TID scan of those: it costs nothing when the array is
-// empty, as it is for most posts, and never depends on the statistics. The marks are
-// found message by message on the primary key's prefix (a lateral probe per gone
-// sequence); a condition "message_seq = ANY (...)" let a generic plan scan every mark
-// of the scope and filter, on every post.
+// every purge the keys of the rows to delete are collected first (one InitPlan), and
+// the delete probes the primary key with those: it costs nothing when the array is
+// empty, as it is for most posts, and never depends on the statistics. Rows are named
+// by key, never by address, and every statement carries the scope's tenant: Citus
+// routes it to the tenant's shard and refuses a ctid in a modification it cannot
+// route. The marks are found on the primary key's prefix, the gone sequences an
+// array in the index condition.
 const goneMarks = `marks AS (
 	    DELETE FROM a2a_message_reads
-	    WHERE ctid = ANY (ARRAY(
-	        SELECT r.ctid FROM gone CROSS JOIN LATERAL (
-	            SELECT ctid FROM a2a_message_reads
-	            WHERE tenant_id = $1 AND project_id = $2 AND message_seq = gone.seq OFFSET 0) r))
+	    WHERE tenant_id = $1 AND project_id = $2 AND message_seq = ANY (ARRAY(SELECT seq FROM gone))
 	)`
 
 // noPurgeLimit lets a purge take every expired message: at most the scope's bound.
@@ -120,8 +118,8 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 	b.Queue(`
 		WITH gone AS (
 		    DELETE FROM a2a_messages
-		    WHERE ctid = ANY (ARRAY(
-		        SELECT ctid FROM a2a_messages
+		    WHERE tenant_id = $1 AND project_id = $2 AND message_id = ANY (ARRAY(
+		        SELECT message_id FROM a2a_messages
 		        WHERE tenant_id = $1 AND project_id = $2
 		        ORDER BY created_at_ms, message_id
 		        LIMIT greatest((SELECT live_messages FROM a2a_heads WHERE tenant_id = $1 AND project_id = $2) - $3, 0)))
@@ -334,11 +332,11 @@ func (s *AgentMessageStore) PurgeOrphanMarks(ctx context.Context, scope runtime.
 	queueSetLocal(b, keyPlans)
 	b.Queue(`
 		DELETE FROM a2a_message_reads
-		WHERE ctid = ANY (ARRAY(
-		    SELECT o.ctid FROM a2a_message_reads o
+		WHERE tenant_id = $1 AND project_id = $2 AND (message_seq, agent_id) IN (
+		    SELECT o.message_seq, o.agent_id FROM a2a_message_reads o
 		    WHERE o.tenant_id = $1 AND o.project_id = $2 AND NOT EXISTS (
 		        SELECT 1 FROM a2a_messages m WHERE m.tenant_id = $1 AND m.project_id = $2 AND m.seq = o.message_seq OFFSET 0)
-		    LIMIT $3))`,
+		    LIMIT $3)`,
 		scope.TenantID, scope.ProjectID, limit)
 	res := s.db.SendBatch(ctx, b)
 	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported

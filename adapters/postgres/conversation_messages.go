@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/agent-context/agent-context/adapters/postgres/textindex"
@@ -176,8 +175,7 @@ func (s *MessageStore) appendOnce(ctx context.Context, scope runtime.Scope, batc
 			return err
 		}
 		if err := insertMessages(ctx, tx, scope, batch, plan.Insert, docs); err != nil {
-			var pgErr *pgconn.PgError
-			if !lookup && errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "messages_pkey" {
+			if constraint, ok := uniqueViolation(err); !lookup && ok && constraint == "messages_pkey" {
 				return errRepeatedID
 			}
 			return translate(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"regexp"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -14,6 +15,7 @@ import (
 // SQLSTATE codes the adapter translates.
 const (
 	sqlstateUniqueViolation  = "23505"
+	sqlstateInternalError    = "XX000"
 	sqlstateUndefinedTable   = "42P01"
 	sqlstateQueryCanceled    = "57014"
 	sqlstateAdminShutdown    = "57P01"
@@ -44,7 +46,8 @@ func translate(err error) error {
 			return unavailable("deadlock", err)
 		case sqlstateSerialization:
 			return unavailable("serialization_failure", err)
-		case sqlstateUniqueViolation:
+		}
+		if _, ok := uniqueViolation(err); ok {
 			return &runtime.Error{Code: contract.CodeConflict, Message: "the record conflicts with an existing one", Err: err}
 		}
 		return err
@@ -58,6 +61,38 @@ func translate(err error) error {
 		return unavailable("database", err)
 	}
 	return err
+}
+
+// citusUniqueViolation is the message of a unique violation that Citus passes on from a
+// worker as an internal error (XX000) on some paths, COPY through the coordinator among
+// them, instead of as 23505. It names the shard's constraint.
+var citusUniqueViolation = regexp.MustCompile(`^duplicate key value violates unique constraint "([^"]+)"`)
+
+// shardSuffix is what Citus appends to a table's names on its shards: "_" and the
+// shard's ID. No constraint of the schema ends in "_" and digits.
+var shardSuffix = regexp.MustCompile(`_[0-9]+$`)
+
+// uniqueViolation reports whether err is a unique violation, as Postgres reports it
+// (23505) or as Citus passes it on from a shard (XX000 naming the shard's constraint),
+// and names the constraint as the schema does: without the shard's suffix.
+func uniqueViolation(err error) (string, bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return "", false
+	}
+	name := pgErr.ConstraintName
+	switch pgErr.Code {
+	case sqlstateUniqueViolation:
+	case sqlstateInternalError:
+		m := citusUniqueViolation.FindStringSubmatch(pgErr.Message)
+		if m == nil {
+			return "", false
+		}
+		name = m[1]
+	default:
+		return "", false
+	}
+	return shardSuffix.ReplaceAllString(name, ""), true
 }
 
 // txConflict reports whether err is Postgres aborting a transaction that collided

@@ -222,6 +222,9 @@ func (s *ProjectionStore) ensureModelLocked(ctx context.Context, tx DBTX, model 
 			return vectorTable{}, translate(err)
 		}
 	}
+	if err := distributeCreated(ctx, tx, t.Name); err != nil {
+		return vectorTable{}, err
+	}
 	if _, err := tx.Exec(ctx, `INSERT INTO vector_models (model_id, dimensions, table_name, created_at_ms)
 		VALUES ($1, $2, $3, $4)`, model.ID, model.Dimensions, t.Name, time.Now().UnixMilli()); err != nil {
 		return vectorTable{}, translate(err)
@@ -442,7 +445,7 @@ func liveGenerations(ctx context.Context, db DBTX, scope runtime.Scope) ([]memor
 // (customPlans): a burst into a scope the statistics have not seen yet is exactly
 // when the estimates are wrong. The claim walks the queue's index in its order
 // (created_at_ms, entry_id), so it reads about limit rows however long the backlog,
-// and updates the rows it locked by their row addresses.
+// and updates the rows it locked by their keys.
 func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope, limit int, nowMs int64, lease time.Duration) (memory.Backlog, error) {
 	b := memory.Backlog{Claim: uuid.NewString()}
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
@@ -455,8 +458,8 @@ func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope,
 		}
 		rows, err := tx.Query(ctx, `
 			UPDATE entry_projection_queue q SET claim = $5, claimed_until_ms = $6
-			WHERE q.ctid = ANY(ARRAY(
-				SELECT p.ctid FROM entry_projection_queue p
+			WHERE q.tenant_id = $1 AND q.project_id = $2 AND q.entry_id = ANY(ARRAY(
+				SELECT p.entry_id FROM entry_projection_queue p
 				WHERE p.tenant_id = $1 AND p.project_id = $2 AND p.claimed_until_ms <= $3
 				ORDER BY p.created_at_ms, p.entry_id
 				LIMIT $4
@@ -639,8 +642,16 @@ func (s *ProjectionStore) UnindexedScopes(ctx context.Context, after *runtime.Sc
 	if err != nil || len(names) == 0 {
 		return nil, nil, translate(err)
 	}
-	walks := make([]string, len(names))
+	const due = `SELECT s.tenant_id, s.project_id, EXISTS (
+			    SELECT 1 FROM entry_generations g
+			    WHERE g.tenant_id = s.tenant_id AND g.project_id = s.project_id AND g.state IN ('building', 'active')
+			      AND EXISTS (SELECT 1 FROM %[1]s v
+			                  WHERE v.tenant_id = g.tenant_id AND v.project_id = g.project_id
+			                    AND v.generation = g.generation AND NOT v.indexed)) AS due`
+	walks, citusWalks := make([]string, len(names)), make([]string, len(names))
 	for i, n := range names {
+		table := pgx.Identifier{n}.Sanitize()
+		citusWalks[i] = fmt.Sprintf(due, table) + ` FROM ` + everyScope(n, "NOT indexed") + ` s`
 		walks[i] = fmt.Sprintf(`(WITH RECURSIVE scopes AS (
 			    (SELECT tenant_id, project_id, 1 AS depth FROM %[1]s
 			     WHERE NOT indexed AND (tenant_id, project_id) > ($1::text, $2::text)
@@ -652,19 +663,17 @@ func (s *ProjectionStore) UnindexedScopes(ctx context.Context, after *runtime.Sc
 			        WHERE NOT indexed AND (tenant_id, project_id) > (p.tenant_id, p.project_id)
 			        ORDER BY tenant_id, project_id LIMIT 1) n
 			    WHERE p.depth < $3
-			) SELECT s.tenant_id, s.project_id, EXISTS (
-			    SELECT 1 FROM entry_generations g
-			    WHERE g.tenant_id = s.tenant_id AND g.project_id = s.project_id AND g.state IN ('building', 'active')
-			      AND EXISTS (SELECT 1 FROM %[1]s v
-			                  WHERE v.tenant_id = g.tenant_id AND v.project_id = g.project_id
-			                    AND v.generation = g.generation AND NOT v.indexed)) AS due
-			  FROM scopes s)`, pgx.Identifier{n}.Sanitize())
+			) `+due+` FROM scopes s)`, table)
 	}
-	return scopeWalk(ctx, s.db, after, `
-		SELECT tenant_id, project_id, bool_or(due) FROM (`+strings.Join(walks, " UNION ALL ")+`) w
+	const merged = `
+		SELECT tenant_id, project_id, bool_or(due) FROM (%s) w
 		GROUP BY tenant_id, project_id
 		ORDER BY tenant_id, project_id
-		LIMIT $3`, limit)
+		LIMIT $3`
+	return scopeWalk(ctx, s.db, after, scopeQueries{
+		postgres: fmt.Sprintf(merged, strings.Join(walks, " UNION ALL ")),
+		citus:    fmt.Sprintf(merged, strings.Join(citusWalks, " UNION ALL ")),
+	}, limit)
 }
 
 // InFlightRebuild implements memory.ProjectionStore.
@@ -822,8 +831,8 @@ func (s *ProjectionStore) DropRetiredStep(ctx context.Context, scope runtime.Sco
 			rowBytes := int64(t.Model.Dimensions)*4 + 128
 			limit := max(min(int64(bounds.Rows), bounds.Bytes/rowBytes), 1)
 			tag, err := tx.Exec(ctx, fmt.Sprintf(`
-				DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
-					SELECT ctid FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND generation = ANY($3) LIMIT $4))`,
+				DELETE FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND (generation, entry_id) IN (
+					SELECT generation, entry_id FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND generation = ANY($3) LIMIT $4)`,
 				t.ident()), scope.TenantID, scope.ProjectID, gens, limit)
 			if err != nil {
 				return false, s.catalog.translate(t, err)
@@ -885,31 +894,81 @@ func (s *ProjectionStore) dropUnused(ctx context.Context, tx DBTX, t vectorTable
 }
 
 // BacklogScopes implements memory.ProjectionStore with a loose index scan of the
-// queue's primary key.
+// queue's primary key (on Citus, every shard's distinct scopes).
 func (s *ProjectionStore) BacklogScopes(ctx context.Context, after *runtime.Scope, limit int, nowMs int64) ([]runtime.Scope, *runtime.Scope, error) {
-	return scopeWalk(ctx, s.db, after, distinctScopes("entry_projection_queue")+`
+	const due = `
 		SELECT s.tenant_id, s.project_id, EXISTS (
 		    SELECT 1 FROM entry_projection_queue q
-		    WHERE q.tenant_id = s.tenant_id AND q.project_id = s.project_id AND q.claimed_until_ms <= $4)
-		FROM (SELECT * FROM scopes LIMIT $3) s`, limit, nowMs)
+		    WHERE q.tenant_id = s.tenant_id AND q.project_id = s.project_id AND q.claimed_until_ms <= $4)`
+	return scopeWalk(ctx, s.db, after, scopeQueries{
+		postgres: distinctScopes("entry_projection_queue") + due + ` FROM (SELECT * FROM scopes LIMIT $3) s`,
+		citus:    due + ` FROM ` + everyScope("entry_projection_queue", "") + ` s ORDER BY s.tenant_id, s.project_id LIMIT $3`,
+	}, limit, nowMs)
 }
 
 // StaleScopes implements memory.ProjectionStore. The heads it examines stay locked
 // until the transaction ends, so that a rebuild requested meanwhile and the one the
-// sweep starts cannot both begin.
+// sweep starts cannot both begin. Citus locks no rows of several tenants in one
+// statement: there the heads are listed first, then locked and examined by a statement
+// per scope, in one batch.
 func (s *ProjectionStore) StaleScopes(ctx context.Context, model string, after *runtime.Scope, limit int) ([]runtime.Scope, *runtime.Scope, error) {
-	return scopeWalk(ctx, s.db, after, `
+	const stale = `
 		SELECT p.tenant_id, p.project_id,
-		       coalesce(NOT p.pinned AND g.model_id <> $4 AND NOT EXISTS (
+		       coalesce(NOT p.pinned AND g.model_id <> %s AND NOT EXISTS (
 		           SELECT 1 FROM operations o
 		           WHERE o.tenant_id = p.tenant_id AND o.project_id = p.project_id
 		             AND o.kind = 'vector_rebuild' AND o.state IN ('pending', 'running')), false)
 		FROM entry_projections p
-		LEFT JOIN entry_generations g ON g.tenant_id = p.tenant_id AND g.project_id = p.project_id AND g.state = 'active'
-		WHERE (p.tenant_id, p.project_id) > ($1::text, $2::text)
-		ORDER BY p.tenant_id, p.project_id
-		LIMIT $3
-		FOR UPDATE OF p`, limit, model)
+		LEFT JOIN entry_generations g ON g.tenant_id = p.tenant_id AND g.project_id = p.project_id AND g.state = 'active'`
+	citus, err := OnCitus(ctx, s.db)
+	if err != nil || !citus {
+		return scopeWalk(ctx, s.db, after, scopeQueries{postgres: fmt.Sprintf(stale, "$4") + `
+			WHERE (p.tenant_id, p.project_id) > ($1::text, $2::text)
+			ORDER BY p.tenant_id, p.project_id
+			LIMIT $3
+			FOR UPDATE OF p`}, limit, model)
+	}
+	var afterScope runtime.Scope
+	if after != nil {
+		afterScope = *after
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT tenant_id, project_id FROM entry_projections
+		WHERE (tenant_id, project_id) > ($1::text, $2::text)
+		ORDER BY tenant_id, project_id
+		LIMIT $3`, afterScope.TenantID, afterScope.ProjectID, limit)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	listed, err := pgx.CollectRows(rows, pgx.RowToStructByPos[runtime.Scope])
+	if err != nil || len(listed) == 0 {
+		return nil, nil, translate(err)
+	}
+	b := &pgx.Batch{}
+	for _, sc := range listed {
+		b.Queue(fmt.Sprintf(stale, "$3")+`
+			WHERE p.tenant_id = $1 AND p.project_id = $2
+			FOR UPDATE OF p`, sc.TenantID, sc.ProjectID, model)
+	}
+	res := s.db.SendBatch(ctx, b)
+	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
+	found := make([]scheduledScope, 0, len(listed))
+	for range listed {
+		rows, err := res.Query()
+		if err != nil {
+			return nil, nil, translate(err)
+		}
+		head, err := pgx.CollectRows(rows, pgx.RowToStructByPos[scheduledScope])
+		if err != nil {
+			return nil, nil, translate(err)
+		}
+		found = append(found, head...)
+	}
+	if err := res.Close(); err != nil {
+		return nil, nil, translate(err)
+	}
+	due, _, err := dueScopes(found)
+	return due, &listed[len(listed)-1], err
 }
 
 // vectorDeletionTables lists the vector tables as tables holding rows of
@@ -925,7 +984,8 @@ func vectorDeletionTables(ctx context.Context, db DBTX) ([]conversationTable, er
 	}
 	tables := make([]conversationTable, len(names))
 	for i, n := range names {
-		tables[i] = conversationTable{Name: n, Column: "conversation_id", Size: []string{"embedding", "tags"}}
+		tables[i] = conversationTable{Name: n, Column: "conversation_id", Size: []string{"embedding", "tags"},
+			Key: []string{"generation", "entry_id"}}
 	}
 	return tables, nil
 }

@@ -431,6 +431,29 @@ func TestWideModels(t *testing.T) {
 	}
 }
 
+// TestVectorTablesAreDistributedAsMade: on a Citus coordinator a model's vector table,
+// made at run time, is distributed by tenant beside the schema's tables as it is made.
+func TestVectorTablesAreDistributedAsMade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	model := memory.EmbeddingModel{ID: "made-at-run-time", Dimensions: 8}
+	require.NoError(t, db.Memory().Stores().Projection.EnsureModel(ctx, model))
+	var table string
+	var citus bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT table_name, EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')
+		FROM vector_models WHERE model_id = $1`, model.ID).Scan(&table, &citus))
+	if !citus {
+		return
+	}
+	var colocated bool
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT p.partmethod = 'h' AND p.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'messages'::regclass)
+		FROM pg_dist_partition p WHERE p.logicalrelid = $1::regclass`, table).Scan(&colocated))
+	require.True(t, colocated, "%s is distributed by tenant beside messages", table)
+}
+
 // TestProjectionCollector: the backlog gauge counts every scope's queued entries.
 func TestProjectionCollector(t *testing.T) {
 	t.Parallel()

@@ -215,18 +215,23 @@ func writeBlocks(ctx context.Context, tx pgx.Tx, scope runtime.Scope, blocks []t
 }
 
 // PendingTextScopes implements memory.ProjectionStore: a loose index scan of the
-// pending postings' and the dropped postings' primary keys, at most limit scopes each.
+// pending postings' and the dropped postings' primary keys, at most limit scopes each
+// (on Citus, every shard's distinct scopes).
 func (s *ProjectionStore) PendingTextScopes(ctx context.Context, after *runtime.Scope, limit, over int) ([]runtime.Scope, *runtime.Scope, error) {
 	walk := func(table string) string {
 		return `(` + distinctScopes(table) + ` SELECT tenant_id, project_id FROM scopes LIMIT $3)`
 	}
-	return scopeWalk(ctx, s.db, after, `
+	const due = `
 		SELECT s.tenant_id, s.project_id,
 		       (SELECT count(*) FROM (SELECT 1 FROM entry_text_postings p
 		                              WHERE p.tenant_id = s.tenant_id AND p.project_id = s.project_id
 		                              LIMIT $4::bigint + 1) p) > $4
 		       OR EXISTS (SELECT 1 FROM entry_text_dropped d WHERE d.tenant_id = s.tenant_id AND d.project_id = s.project_id)
-		FROM (`+walk("entry_text_postings")+` UNION `+walk("entry_text_dropped")+`) s
+		FROM (%s UNION %s) s
 		ORDER BY s.tenant_id, s.project_id
-		LIMIT $3`, limit, over)
+		LIMIT $3`
+	return scopeWalk(ctx, s.db, after, scopeQueries{
+		postgres: fmt.Sprintf(due, walk("entry_text_postings"), walk("entry_text_dropped")),
+		citus:    fmt.Sprintf(due, everyScope("entry_text_postings", ""), everyScope("entry_text_dropped", "")),
+	}, limit, over)
 }

@@ -38,7 +38,7 @@ func (e *DistributionError) Error() string {
 // citusTable is a table of the schema not yet known to Citus.
 type citusTable struct {
 	name       string
-	tenant     bool     // has a tenant_id column: distributed by it
+	tenant     bool     // has a tenant_id column in every unique key: distributed by it
 	references []string // tables its foreign keys point at
 }
 
@@ -47,7 +47,10 @@ type citusTable struct {
 // becomes a distributed table by tenant_id, all colocated so a tenant's rows of every
 // table sit on one node and joins and foreign keys stay local there; every other table
 // becomes a reference table (copied to every node, since distributed rows refer to
-// them), except River's and goose's bookkeeping, which only the coordinator reads.
+// them), except River's and goose's bookkeeping, which only the coordinator reads. A
+// table whose primary key or other unique key leaves out its tenant_id is found by that
+// key before its tenant is known (console_sessions, by the session's hash): Citus
+// cannot distribute it by tenant, and it becomes a reference table too.
 // Up calls it after the migrations, so a later migration's new tables are distributed
 // by the same run that creates them.
 func (m *Migrator) Distribute(ctx context.Context) error {
@@ -114,7 +117,9 @@ func undistributedTables(ctx context.Context, conn *sql.Conn) ([]citusTable, str
 	rows, err := conn.QueryContext(ctx, `
 		SELECT c.relname,
 		       EXISTS (SELECT 1 FROM pg_attribute a
-		               WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped),
+		               WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped
+		                 AND NOT EXISTS (SELECT 1 FROM pg_index i
+		                                 WHERE i.indrelid = c.oid AND i.indisunique AND NOT a.attnum = ANY (i.indkey))),
 		       coalesce(string_agg(DISTINCT r.relname, ' ') FILTER (WHERE r.oid <> c.oid), '')
 		FROM pg_class c
 		LEFT JOIN pg_constraint f ON f.conrelid = c.oid AND f.contype = 'f'
@@ -142,14 +147,51 @@ func undistributedTables(ctx context.Context, conn *sql.Conn) ([]citusTable, str
 		return nil, "", fmt.Errorf("list tables to distribute: %w", err)
 	}
 	var anchor string
-	err = conn.QueryRowContext(ctx, `
-		SELECT coalesce(min(logicalrelid::regclass::text), '') FROM pg_dist_partition
-		WHERE partmethod = 'h' AND colocationid = (
-			SELECT min(colocationid) FROM pg_dist_partition WHERE partmethod = 'h')`).Scan(&anchor)
-	if err != nil {
+	if err = conn.QueryRowContext(ctx, colocationAnchorSQL).Scan(&anchor); err != nil {
 		return nil, "", fmt.Errorf("find the colocation group: %w", err)
 	}
 	return tables, anchor, nil
+}
+
+// colocationAnchorSQL names a hash-distributed table of the schema's colocation group,
+// "" before the first.
+const colocationAnchorSQL = `
+	SELECT coalesce(min(logicalrelid::regclass::text), '') FROM pg_dist_partition
+	WHERE partmethod = 'h' AND colocationid = (
+		SELECT min(colocationid) FROM pg_dist_partition WHERE partmethod = 'h')`
+
+// OnCitus reports whether the database is a Citus coordinator: the statements that
+// Citus runs differently from one Postgres choose by it.
+func OnCitus(ctx context.Context, db DBTX) (bool, error) {
+	var citus bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
+	return citus, translate(err)
+}
+
+// distributeCreated hands a table made at run time (a vector generation's table) to
+// Citus as it is made, in the transaction that creates it, when the database is a
+// Citus coordinator: distributed by tenant_id in the colocation group of the schema's
+// tables, so its rows sit beside their tenant's entries. On plain Postgres it does
+// nothing.
+func distributeCreated(ctx context.Context, tx DBTX, table string) error {
+	if citus, err := OnCitus(ctx, tx); err != nil || !citus {
+		return err
+	}
+	// The transaction writes vector_models (a reference table) after the distribution:
+	// Citus allows that only when the distribution ran its shards one at a time.
+	if _, err := tx.Exec(ctx, `SET LOCAL citus.multi_shard_modify_mode TO 'sequential'`); err != nil {
+		return translate(err)
+	}
+	var anchor string
+	if err := tx.QueryRow(ctx, colocationAnchorSQL).Scan(&anchor); err != nil {
+		return translate(err)
+	}
+	if anchor == "" {
+		_, err := tx.Exec(ctx, `SELECT create_distributed_table($1, 'tenant_id')`, table)
+		return translate(err)
+	}
+	_, err := tx.Exec(ctx, `SELECT create_distributed_table($1, 'tenant_id', colocate_with => $2)`, table, anchor)
+	return translate(err)
 }
 
 // distributionOrder puts reference tables first, since distributed tables point at

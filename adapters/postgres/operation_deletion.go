@@ -24,9 +24,21 @@ type conversationTable struct {
 	// Match, when set, selects the rows instead of Column: a condition on the
 	// tenant ($1), project ($2) and conversation ($3).
 	Match string
+	// Key lists the primary key's columns after tenant_id and project_id: a deletion
+	// step deletes the rows it picked by them.
+	Key []string
 	// Derived, when set, keeps what other tables derive from the table's rows: the
 	// deletion hands it the rows it deleted, in its transaction.
 	Derived *derivedRows
+}
+
+// key is t's Key as a column list.
+func (t conversationTable) key() string {
+	cols := make([]string, len(t.Key))
+	for i, c := range t.Key {
+		cols[i] = pgx.Identifier{c}.Sanitize()
+	}
+	return strings.Join(cols, ", ")
 }
 
 // derivedRows takes rows deleted from a table off what is derived from them.
@@ -38,7 +50,7 @@ type derivedRows struct {
 	Forget func(ctx context.Context, tx pgx.Tx, scope runtime.Scope, rows pgx.Rows) (int64, int64, error)
 }
 
-// returning is the deleted rows' columns the deletion's statement returns after size,
+// returning is the deleted rows' columns the deletion's statement returns after the key,
 // named d0, d1, ….
 func (d *derivedRows) returning() (string, string) {
 	var as, names strings.Builder
@@ -114,7 +126,8 @@ func (t conversationTable) sizeExpr() string {
 }
 
 // messagesTable is the messages table; retention bounds its steps by the same sizes.
-var messagesTable = conversationTable{Name: "messages", Column: "conversation_id", Size: []string{"content", "metadata", "search"}}
+var messagesTable = conversationTable{Name: "messages", Column: "conversation_id", Size: []string{"content", "metadata", "search"},
+	Key: []string{"conversation_id", "message_id"}}
 
 // conversationTables lists every table holding rows of a conversation, in the order
 // physical deletion empties them (a table whose rows other tables reference by a
@@ -123,30 +136,34 @@ var messagesTable = conversationTable{Name: "messages", Column: "conversation_id
 // the test that scans every column of every table after a deletion proves it. The
 // vector tables, created at run time, are listed by vectorDeletionTables.
 var conversationTables = []conversationTable{
-	{Name: "export_chunks", Size: []string{"data"}, Match: linkedArtifacts},
-	{Name: "export_artifacts", Size: []string{"sha256"}, Match: linkedArtifacts},
+	{Name: "export_chunks", Size: []string{"data"}, Match: linkedArtifacts, Key: []string{"artifact_id", "chunk_index"}},
+	{Name: "export_artifacts", Size: []string{"sha256"}, Match: linkedArtifacts, Key: []string{"artifact_id"}},
 	messagesTable,
 	// The A2A events that name the conversation (window_created, entry_written):
 	// IDs only, but a deleted conversation leaves no trace beyond its tombstone.
-	{Name: "a2a_events", Column: "conversation_id", Size: []string{"payload"}},
+	{Name: "a2a_events", Column: "conversation_id", Size: []string{"payload"}, Key: []string{"seq"}},
 	// Entries and their queue rows; the vector tables (one per embedding model, listed
 	// by vectorDeletionTables) are emptied before every table here.
-	{Name: "entry_projection_queue", Column: "conversation_id", Size: []string{"entry_id"}},
+	{Name: "entry_projection_queue", Column: "conversation_id", Size: []string{"entry_id"}, Key: []string{"entry_id"}},
 	{Name: "context_entries", Column: "conversation_id", Size: []string{"content", "metadata", "search", "status_reason"},
-		Derived: entriesDerived},
+		Key: []string{"entry_id"}, Derived: entriesDerived},
 	// Windows go last: deleting one cascades to the derivations that name it from
 	// another conversation (a derivation's conversation_id is its target's).
-	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}},
+	{Name: "window_derivations", Column: "conversation_id", Size: []string{"metadata"}, Key: []string{"derivation_id"}},
 	{Name: "model_invocations", Column: "conversation_id", Size: []string{"response_content", "error", "metadata"},
-		Derived: invocationsDerived},
-	{Name: "context_window_items", Column: "conversation_id", Size: []string{"content", "knowledge_evidence", "metadata"}},
-	{Name: "context_windows", Column: "conversation_id", Size: []string{"metadata"}},
+		Key: []string{"invocation_id"}, Derived: invocationsDerived},
+	{Name: "context_window_items", Column: "conversation_id", Size: []string{"content", "knowledge_evidence", "metadata"},
+		Key: []string{"window_id", "ordinal"}},
+	{Name: "context_windows", Column: "conversation_id", Size: []string{"metadata"}, Key: []string{"window_id"}},
 }
 
-// DeleteConversationStep implements operation.OperationStore. Rows are picked by ctid so
-// one statement serves every table whatever its key; a batch runs table by table in
-// the order of conversationTables, each statement taking rows while the bytes of those
-// before it stay under what is left of the budget. Every statement is an index range
+// DeleteConversationStep implements operation.OperationStore. One statement shape
+// serves every table: it picks rows with their sizes, keeps those whose bytes before
+// them (in key order) stay under what is left of the budget, and deletes those by key
+// with the scope's tenant, so that Citus routes it to the tenant's shard; the sizes
+// are summed from what it picked, as Citus allows no function but an immutable one
+// in a RETURNING clause. A batch runs table by table in the order of
+// conversationTables. Every statement is an index range
 // of at most bounds.Rows rows; the total is not counted ahead (that would read the
 // whole conversation in one statement), so progress.total stays null until the last
 // step sets it to what was deleted. The deleted entries are taken off the text index,
@@ -195,23 +212,25 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 }
 
 // deleteConversationRowsSQL deletes the rows of the table %[1]s that %[2]s selects, at
-// most $4 of them and only while the bytes of those before stay under $5, as gone:
-// each deleted row's size (%[3]s) and the columns %[4]s. The caller adds the SELECT
-// from gone.
+// most $4 of them and only while the bytes of those before (in key order) stay under
+// $5, by key (%[4]s) with the scope's tenant, so that Citus routes it to the tenant's
+// shard, as gone: each deleted row's key and the columns %[5]s; bounded holds the
+// sizes (%[3]s) of the rows picked, since Citus allows no function but an immutable
+// one in a RETURNING clause. The caller adds the SELECT from gone.
 const deleteConversationRowsSQL = `
 	WITH picked AS (
-	    SELECT ctid, %[3]s AS size FROM %[1]s
+	    SELECT %[4]s, %[3]s AS size FROM %[1]s
 	    WHERE tenant_id = $1 AND project_id = $2 AND %[2]s
 	    LIMIT $4
 	), bounded AS (
-	    SELECT ctid FROM (
-	        SELECT ctid, sum(size) OVER (ORDER BY ctid ROWS UNBOUNDED PRECEDING) - size AS before
+	    SELECT * FROM (
+	        SELECT *, sum(size) OVER (ORDER BY %[4]s ROWS UNBOUNDED PRECEDING) - size AS before
 	        FROM picked
 	    ) p
 	    WHERE before < $5
 	), gone AS (
-	    DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT ctid FROM bounded))
-	    RETURNING %[3]s AS size%[4]s
+	    DELETE FROM %[1]s WHERE tenant_id = $1 AND project_id = $2 AND (%[4]s) IN (SELECT %[4]s FROM bounded)
+	    RETURNING %[4]s%[5]s
 	)
 	`
 
@@ -223,17 +242,18 @@ func deleteConversationRows(ctx context.Context, tx pgx.Tx, scope runtime.Scope,
 	if t.Derived != nil {
 		columns, names = t.Derived.returning()
 	}
-	query := fmt.Sprintf(deleteConversationRowsSQL, pgx.Identifier{t.Name}.Sanitize(), t.match(), t.sizeExpr(), columns)
+	query := fmt.Sprintf(deleteConversationRowsSQL, pgx.Identifier{t.Name}.Sanitize(), t.match(), t.sizeExpr(), t.key(), columns)
 	args := []any{scope.TenantID, scope.ProjectID, conversationID, rowBound, byteBound}
 	if t.Derived != nil {
-		rows, err := tx.Query(ctx, query+`SELECT size`+names+` FROM gone`, args...)
+		rows, err := tx.Query(ctx, query+`SELECT b.size`+names+` FROM gone JOIN bounded b USING (`+t.key()+`)`, args...)
 		if err != nil {
 			return 0, 0, translate(err)
 		}
 		return t.Derived.Forget(ctx, tx, scope, rows)
 	}
 	var n, size int64
-	if err := tx.QueryRow(ctx, query+`SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone`, args...).Scan(&n, &size); err != nil {
+	if err := tx.QueryRow(ctx, query+`SELECT count(*), coalesce(sum(b.size), 0)::bigint FROM gone JOIN bounded b USING (`+t.key()+`)`,
+		args...).Scan(&n, &size); err != nil {
 		return 0, 0, translate(err)
 	}
 	return n, size, nil

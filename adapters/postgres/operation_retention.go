@@ -466,8 +466,9 @@ func (st *retentionStep) remove(ctx context.Context, conversations []string, seq
 // and reports whether none is left.
 func (st *retentionStep) forget(ctx context.Context) (bool, error) {
 	tag, err := st.tx.Exec(ctx, `
-		DELETE FROM retention_touched WHERE ctid = ANY(ARRAY(
-		    SELECT ctid FROM retention_touched
+		DELETE FROM retention_touched
+		WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3 AND conversation_id = ANY(ARRAY(
+		    SELECT conversation_id FROM retention_touched
 		    WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3
 		    LIMIT $4))`,
 		st.scope.TenantID, st.scope.ProjectID, st.operationID, int64(st.bounds.Rows))
@@ -479,9 +480,9 @@ func (st *retentionStep) forget(ctx context.Context) (bool, error) {
 
 // DueRetentionScopes implements operation.OperationStore. Scopes are found by a loose
 // index scan of messages' primary key (one probe per scope, not a scan of every
-// message).
+// message); on Citus by every shard's distinct scopes.
 func (s *OperationStore) DueRetentionScopes(ctx context.Context, after *runtime.Scope, sinceMs int64, limit int) ([]runtime.Scope, *runtime.Scope, error) {
-	return scopeWalk(ctx, s.db, after, distinctScopes("messages")+`
+	const due = `
 		SELECT s.tenant_id, s.project_id, NOT EXISTS (
 		    SELECT 1 FROM operations o
 		    WHERE o.tenant_id = s.tenant_id AND o.project_id = s.project_id
@@ -490,8 +491,11 @@ func (s *OperationStore) DueRetentionScopes(ctx context.Context, after *runtime.
 		    SELECT 1 FROM operations o
 		    WHERE o.tenant_id = s.tenant_id AND o.project_id = s.project_id
 		      AND o.kind = 'retention' AND o.state IN ('pending', 'running') AND o.default_policy
-		)
-		FROM (SELECT * FROM scopes LIMIT $4) s`, sinceMs, limit)
+		)`
+	return scopeWalk(ctx, s.db, after, scopeQueries{
+		postgres: distinctScopes("messages") + due + ` FROM (SELECT * FROM scopes LIMIT $4) s`,
+		citus:    due + ` FROM ` + everyScope("messages", "") + ` s ORDER BY s.tenant_id, s.project_id LIMIT $4`,
+	}, sinceMs, limit)
 }
 
 // distinctScopes is a recursive CTE "scopes" listing the scopes holding rows of table
@@ -513,6 +517,22 @@ func distinctScopes(table string) string {
 		)`
 }
 
+// everyScope is a subquery listing the scopes holding rows of table after ($1, $2)
+// (and matching cond, unless empty) by a plain DISTINCT: what a walk runs on Citus,
+// which runs no recursive CTE over every tenant. Every shard lists its own scopes (a
+// scan of its index, not a probe per scope), and a walk's conditions on other tables
+// join on the tenant, so Citus pushes the whole walk down to the shards.
+func everyScope(table, cond string) string {
+	if cond != "" {
+		cond += " AND "
+	}
+	return `(SELECT DISTINCT tenant_id, project_id FROM ` + pgx.Identifier{table}.Sanitize() +
+		` WHERE ` + cond + `(tenant_id, project_id) > ($1::text, $2::text))`
+}
+
+// scopeQueries is a walk's query on plain Postgres and on Citus.
+type scopeQueries struct{ postgres, citus string }
+
 // scheduledScope is a scope a walk examined, and whether it is due.
 type scheduledScope struct {
 	TenantID  string
@@ -521,9 +541,18 @@ type scheduledScope struct {
 }
 
 // scopeWalk runs a query over scopes after after ($1, $2) that returns (tenant,
-// project, due) rows, and returns the due scopes and the last one examined (nil when
+// project, due) rows in order, the one of queries for the database (plain Postgres or a
+// Citus coordinator), and returns the due scopes and the last one examined (nil when
 // none was left).
-func scopeWalk(ctx context.Context, db DBTX, after *runtime.Scope, query string, args ...any) ([]runtime.Scope, *runtime.Scope, error) {
+func scopeWalk(ctx context.Context, db DBTX, after *runtime.Scope, queries scopeQueries, args ...any) ([]runtime.Scope, *runtime.Scope, error) {
+	citus, err := OnCitus(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	query := queries.postgres
+	if citus {
+		query = queries.citus
+	}
 	var afterTenant, afterProject string
 	if after != nil {
 		afterTenant, afterProject = after.TenantID, after.ProjectID
@@ -536,6 +565,12 @@ func scopeWalk(ctx context.Context, db DBTX, after *runtime.Scope, query string,
 	if err != nil {
 		return nil, nil, translate(err)
 	}
+	return dueScopes(found)
+}
+
+// dueScopes returns the due scopes of found and the last one (nil when found is
+// empty).
+func dueScopes(found []scheduledScope) ([]runtime.Scope, *runtime.Scope, error) {
 	var due []runtime.Scope
 	var last *runtime.Scope
 	for _, f := range found {

@@ -172,33 +172,61 @@ func (s *ExportStore) FinishArtifact(ctx context.Context, scope runtime.Scope, a
 	return translate(err)
 }
 
+// purgeableArtifact is the condition on an export artifact a that the purge removes
+// at $1 (the time in ms): expired, or left building by an operation that ended.
+const purgeableArtifact = `((a.state = 'ready' AND a.expires_at_ms <= $1)
+	OR (a.state = 'building' AND NOT EXISTS (
+	        SELECT 1 FROM operations o
+	        WHERE o.tenant_id = a.tenant_id AND o.project_id = a.project_id
+	          AND o.operation_id = a.operation_id AND o.state IN ('pending', 'running'))))`
+
+// purgeCandidates is how many artifacts a purge step lists to lock one of them.
+const purgeCandidates = 16
+
 // PurgeArtifactsStep implements transfer.ArtifactStore. The table holds one row per
-// artifact, so the victim is found by a scan of it across every scope (the purge is
-// global); SKIP LOCKED lets replicas purge side by side. A step deletes at most
-// bounds.Bytes of chunks (each at most 1 MiB) and the artifact once none is left.
+// artifact, so the candidates are found by a scan of it across every scope (the purge
+// is global), without a lock; then the step locks the first of them it can, by its key
+// with its tenant (SKIP LOCKED, so replicas purge side by side): Citus locks no rows
+// of several tenants in one statement. A step deletes at most bounds.Bytes of chunks
+// (each at most 1 MiB) and the artifact once none is left. When every candidate is
+// held by another replica, which purges it, the step is done, as when none is left.
 func (s *ExportStore) PurgeArtifactsStep(ctx context.Context, nowMs int64, bounds operation.StepBounds) (bool, error) {
 	done := false
 	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
 		if err := setLocalTimeout(ctx, tx, bounds.Timeout); err != nil {
 			return err
 		}
-		var scope runtime.Scope
-		var id string
-		err := tx.QueryRow(ctx, `
-			SELECT a.tenant_id, a.project_id, a.artifact_id FROM export_artifacts a
-			WHERE (a.state = 'ready' AND a.expires_at_ms <= $1)
-			   OR (a.state = 'building' AND NOT EXISTS (
-			           SELECT 1 FROM operations o
-			           WHERE o.tenant_id = a.tenant_id AND o.project_id = a.project_id
-			             AND o.operation_id = a.operation_id AND o.state IN ('pending', 'running')))
-			LIMIT 1
-			FOR UPDATE OF a SKIP LOCKED`, nowMs).Scan(&scope.TenantID, &scope.ProjectID, &id)
-		if errors.Is(err, pgx.ErrNoRows) {
+		rows, err := tx.Query(ctx, `SELECT a.tenant_id, a.project_id, a.artifact_id FROM export_artifacts a
+			WHERE `+purgeableArtifact+` LIMIT $2`, nowMs, purgeCandidates)
+		if err != nil {
+			return translate(err)
+		}
+		candidates, err := pgx.CollectRows(rows, pgx.RowToStructByPos[artifactKey])
+		if err != nil {
+			return translate(err)
+		}
+		if len(candidates) == 0 {
 			done = true
 			return nil
 		}
-		if err != nil {
-			return translate(err)
+		var scope runtime.Scope
+		var id string
+		for _, c := range candidates {
+			err := tx.QueryRow(ctx, `SELECT a.artifact_id FROM export_artifacts a
+				WHERE a.tenant_id = $2 AND a.project_id = $3 AND a.artifact_id = $4 AND `+purgeableArtifact+`
+				FOR UPDATE OF a SKIP LOCKED`, nowMs, c.TenantID, c.ProjectID, c.ArtifactID).Scan(&id)
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return translate(err)
+			}
+			scope = runtime.Scope{TenantID: c.TenantID, ProjectID: c.ProjectID}
+			break
+		}
+		if id == "" {
+			done = true
+			return nil
 		}
 		tag, err := tx.Exec(ctx, `
 			DELETE FROM export_chunks
@@ -215,6 +243,11 @@ func (s *ExportStore) PurgeArtifactsStep(ctx context.Context, nowMs int64, bound
 		return translate(err)
 	})
 	return done, err
+}
+
+// artifactKey is an export artifact's key.
+type artifactKey struct {
+	TenantID, ProjectID, ArtifactID string
 }
 
 // chunkBatch is how many chunks (each at most 1 MiB) fit a step's bounds.

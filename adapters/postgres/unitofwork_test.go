@@ -93,7 +93,8 @@ func TestStepStatementsAreBounded(t *testing.T) {
 	holder, err := b.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = holder.Rollback(ctx) }()
-	_, err = holder.Exec(ctx, `SELECT 1 FROM operations WHERE operation_id = $1 FOR UPDATE`, res.Operation.ID)
+	_, err = holder.Exec(ctx, `SELECT 1 FROM operations WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3 FOR UPDATE`,
+		b.scope.TenantID, b.scope.ProjectID, res.Operation.ID)
 	require.NoError(t, err)
 
 	_, err = b.store.DeleteConversationStep(ctx, b.scope, res.Operation.ID, "c",

@@ -228,35 +228,70 @@ func backlogTexts(n int) []string {
 }
 
 // postedOneByOne is how many entries BenchmarkEntriesPostedOneByOne posts, by
-// postingClients clients over postingScopes scopes.
+// postingClients clients over postingScopes scopes, when it is given no LoCoMo file.
 const (
 	postedOneByOne = 2_000
 	postingClients = 4
 	postingScopes  = 3
 )
 
+// postedEntry is an entry BenchmarkEntriesPostedOneByOne posts: its text and the tenant
+// (scope) it is posted to.
+type postedEntry struct {
+	tenant, text string
+}
+
+// entriesToPost are the entries BenchmarkEntriesPostedOneByOne posts: with a LoCoMo
+// file named (envLoCoMo), every turn of every conversation in it, in order, each
+// conversation its own scope; without, postedOneByOne generated facts, entry i to the
+// scope of the client that posts it (i mod postingClients) mod postingScopes.
+func entriesToPost(b *testing.B) (entries []postedEntry, source string) {
+	conversations, path := readLoCoMo(b)
+	if conversations == nil {
+		for i, text := range backlogTexts(postedOneByOne) {
+			entries = append(entries, postedEntry{fmt.Sprintf("tenant-%d", i%postingClients%postingScopes), text})
+		}
+		return entries, fmt.Sprintf("%d generated facts over %d scopes", len(entries), postingScopes)
+	}
+	for c, conv := range conversations {
+		for _, t := range conv.Turns {
+			entries = append(entries, postedEntry{fmt.Sprintf("conversation-%d", c), t.Content()})
+		}
+	}
+	return entries, fmt.Sprintf("%d LoCoMo turns of %s, a scope per conversation (%d)", len(entries), path, len(conversations))
+}
+
 // BenchmarkEntriesPostedOneByOne measures how fast entries posted one per request
 // become recallable by meaning with the local embedder, against what that embedder does
 // alone on the same texts, in the same run. Each round: the embedder alone (as in
-// BenchmarkEmbeddingBacklog); then 4 clients post 2,000 entries, each its own request,
-// client i to scope i mod 3, on a service with its default job workers, and the clock
-// runs from the first post until no entry waits for its vector in any scope; then the
-// embedder alone again. It reports entries/s from the first post until all are
-// embedded, their ratio to the embedder's texts/s, the entries still waiting when the
-// posting ended and the projection jobs enqueued for them.
+// BenchmarkEmbeddingBacklog); then 4 clients post the entries, each its own request,
+// client i every fourth in order, on a service with its default job workers, and the
+// clock runs from the first post until no entry waits for its vector in any scope;
+// then the embedder alone again. The entries are every turn of the LoCoMo file(s)
+// named by AGENT_CONTEXT_LOCOMO, a scope per conversation, or else 2,000 generated
+// facts over 3 scopes (entriesToPost). It reports entries/s from the first post until
+// all are embedded, their ratio to the embedder's texts/s, the entries still waiting
+// when the posting ended, the rate at which those drained, and the projection jobs
+// enqueued for them.
 //
-//	AGENT_CONTEXT_MODEL_DIR=… go run ./adapters/postgres/pgtest/pgtestrun -- \
+//	AGENT_CONTEXT_MODEL_DIR=… AGENT_CONTEXT_LOCOMO=conv-26.json:conv-30.json:conv-41.json \
+//	  go run ./adapters/postgres/pgtest/pgtestrun -- \
 //	  go test -run '^$' -bench BenchmarkEntriesPostedOneByOne -benchtime 1x -timeout 30m ./cmd/agent-context
 func BenchmarkEntriesPostedOneByOne(b *testing.B) {
 	modelDir := localtest.ModelDir(b)
-	texts := backlogTexts(postedOneByOne)
-	var rate, aloneRate, waiting, jobs float64
+	entries, source := entriesToPost(b)
+	texts := make([]string, len(entries))
+	for i, e := range entries {
+		texts[i] = e.text
+	}
+	b.Logf("posting %s", source)
+	var rate, aloneRate, drain, waiting, jobs float64
 	for round := range b.N {
 		app, alone := startLocalEmbedderApp(b, modelDir)
 		before := embedAlone(b, alone, texts)
 
 		start := time.Now()
-		postOneByOne(b, app, texts, fmt.Sprintf("posted-%d-", round))
+		postOneByOne(b, app, entries, fmt.Sprintf("posted-%d-", round))
 		posted := time.Since(start)
 		left := queuedEntries(b, app)
 		for queuedEntries(b, app) > 0 {
@@ -269,31 +304,36 @@ func BenchmarkEntriesPostedOneByOne(b *testing.B) {
 			memory.ProjectionJob{}.Kind()).Scan(&n))
 		after := embedAlone(b, alone, texts)
 
+		drained := float64(left) / max(elapsed-posted, time.Millisecond).Seconds()
 		rate += float64(len(texts)) / elapsed.Seconds()
 		aloneRate += (before + after) / 2
+		drain += drained
 		waiting += float64(left)
 		jobs += float64(n)
-		b.Logf("round %d: posted in %.1f s (%.0f/s), %d waiting then, all embedded after %.1f s (%.0f entries/s), %d projection jobs; embedder alone %.0f texts/s before, %.0f after",
-			round, posted.Seconds(), float64(len(texts))/posted.Seconds(), left, elapsed.Seconds(),
+		b.Logf("round %d: posted in %.1f s (%.0f/s), %d waiting then, drained in %.1f s (%.0f entries/s), all embedded after %.1f s (%.0f entries/s), %d projection jobs; embedder alone %.0f texts/s before, %.0f after",
+			round, posted.Seconds(), float64(len(texts))/posted.Seconds(), left, (elapsed - posted).Seconds(), drained, elapsed.Seconds(),
 			float64(len(texts))/elapsed.Seconds(), n, before, after)
 	}
 	b.ReportMetric(rate/float64(b.N), "entries/s")
 	b.ReportMetric(aloneRate/float64(b.N), "embedder-texts/s")
 	b.ReportMetric(rate/aloneRate, "ratio")
+	b.ReportMetric(drain/float64(b.N), "drain-entries/s")
+	b.ReportMetric(drain/aloneRate, "drain-ratio")
 	b.ReportMetric(waiting/float64(b.N), "waiting-at-end")
 	b.ReportMetric(jobs/float64(b.N), "projection-jobs")
 }
 
-// postOneByOne posts a fact per text, each its own request, from postingClients
-// clients, client i to scope i mod postingScopes, and returns when all were created.
-func postOneByOne(b *testing.B, app *msgBenchApp, texts []string, prefix string) {
+// postOneByOne posts each entry as a fact, each its own request, from postingClients
+// clients, client i every postingClients-th in order, and returns when all were
+// created.
+func postOneByOne(b *testing.B, app *msgBenchApp, entries []postedEntry, prefix string) {
 	b.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, postingClients)
 	for c := range postingClients {
 		wg.Go(func() {
-			for i := c; i < len(texts); i += postingClients {
-				body, err := json.Marshal(map[string]any{"id": fmt.Sprintf("%s%05d", prefix, i), "kind": "fact", "content": texts[i]})
+			for i := c; i < len(entries); i += postingClients {
+				body, err := json.Marshal(map[string]any{"id": fmt.Sprintf("%s%05d", prefix, i), "kind": "fact", "content": entries[i].text})
 				if err != nil {
 					errs <- err
 					return
@@ -304,7 +344,7 @@ func postOneByOne(b *testing.B, app *msgBenchApp, texts []string, prefix string)
 					return
 				}
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("x-infra-tenant-id", fmt.Sprintf("tenant-%d", c%postingScopes))
+				req.Header.Set("x-infra-tenant-id", entries[i].tenant)
 				resp, err := app.client.Do(req)
 				if err != nil {
 					errs <- err

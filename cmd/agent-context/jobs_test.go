@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -98,6 +99,41 @@ func TestEntriesPostedOneByOneShareAProjectionJob(t *testing.T) {
 
 	startAppOn(t, api.dsn, nil)
 	require.Zero(t, api.waitProjected(t).PendingEntries)
+}
+
+// While one tenant's entries of many scopes wait for a slow embedder, another
+// tenant's new entry becomes recallable by meaning before the first tenant's backlog
+// is half done: the first tenant holds one of the two projection workers, and the
+// other tenant's job runs on the second. In the order they were posted, it would wait
+// behind all but the last of the first tenant's scopes.
+func TestEntryRecallableBesideAnotherTenantsBacklog(t *testing.T) {
+	t.Parallel()
+	embeddings := newEmbeddingServer(t, 16)
+	embeddings.delay.Store(int64(300 * time.Millisecond))
+	api := startApp(t, embeddings.configure, func(c *Config) { c.JobWorkers = 0 })
+	const scopes, perScope = 8, memory.DefaultProjectionBatch
+	for s := range scopes {
+		for i := range perScope {
+			api.createEntry(t, entryBody(fmt.Sprintf("a-%d", i), fmt.Sprintf("memory %d of scope %d", i, s)),
+				"x-infra-tenant-id", "tenant-a", "x-infra-project-id", fmt.Sprintf("scope-%d", s))
+		}
+	}
+	tenantB := []string{"x-infra-tenant-id", "tenant-b"}
+	api.createEntry(t, entryBody("b-1", "the only memory of tenant b"), tenantB...)
+	pool := openPool(t, api.dsn)
+	waitingOfA := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM entry_projection_queue WHERE tenant_id = 'tenant-a'`).Scan(&n))
+		return n
+	}
+	require.Equal(t, scopes*perScope, waitingOfA())
+
+	startAppOn(t, api.dsn, nil, embeddings.configure)
+	require.Eventually(t, func() bool {
+		return slices.Contains(api.recallIDs(t, map[string]any{"query": "the only memory of tenant b", "mode": "vector"}, tenantB...), "b-1")
+	}, time.Minute, 20*time.Millisecond, "tenant b's entry becomes recallable by meaning")
+	require.Greater(t, waitingOfA(), scopes*perScope/2, "tenant a's backlog is not half done")
 }
 
 // A job left in River's default queue, where every job went before the classes (an

@@ -42,7 +42,9 @@ const (
 // buckets until Close. The pool's sessions commit without waiting for the disk, so
 // that a bucket's row lock lasts the statement only (a crash may lose the last
 // moments of takes: buckets a little fuller, never a record lost), and run the check
-// on its generic plan: planning it each time costs ten times its execution.
+// on its generic plan: planning it each time costs ten times its execution. Not on
+// Citus, which plans a distributed statement for its arguments and refuses a generic
+// plan of the check ("could not create distributed plan").
 func (m *Main) startRateLimits(ctx context.Context, dsn string) (*ratelimit.RateLimit, error) {
 	cfg := m.Config
 	if cfg.RateLimits.Off() {
@@ -51,13 +53,20 @@ func (m *Main) startRateLimits(ctx context.Context, dsn string) (*ratelimit.Rate
 	if cfg.RateLimitBackend == RateLimitMemory {
 		return ratelimit.NewRateLimit(local.NewLimiter(m.rateClock), cfg.RateLimits), nil
 	}
-	var err error
+	settings := map[string]string{"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan"}
+	citus, err := postgres.OnCitus(ctx, m.pool)
+	if err != nil {
+		return nil, fmt.Errorf("rate limits: %w", err)
+	}
+	if citus {
+		delete(settings, "plan_cache_mode")
+	}
 	m.ratePool, err = postgres.NewPool(ctx, dsn, postgres.PoolOptions{
 		// Every request checks once: as many connections as the main pool has.
 		MaxConns:         cfg.MaxConns,
 		StatementTimeout: cfg.StatementTimeout,
 		ApplicationName:  "agent-context-ratelimit",
-		Settings:         map[string]string{"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan"},
+		Settings:         settings,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rate limits: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,7 +24,8 @@ import (
 	"github.com/agent-context/agent-context/contract/client"
 )
 
-// envLoCoMo names the LoCoMo-format file BenchmarkLoCoMo reads (docs/recall-quality.md).
+// envLoCoMo names the LoCoMo-format file(s) BenchmarkLoCoMo and
+// BenchmarkEntriesPostedOneByOne read (docs/recall-quality.md): paths separated as in PATH.
 const envLoCoMo = "AGENT_CONTEXT_LOCOMO"
 
 // locomoKs are the cut-offs the benchmark reports; the last is the topK it asks for.
@@ -321,6 +323,26 @@ func (s *retrievalScores) RecallAt(k int) float64 { return s.recall[k] / float64
 // benchmark's own BM25 (not a mode of the service).
 var locomoRetrievers = []string{contract.RecallText, contract.RecallVector, contract.RecallHybrid, "bm25"}
 
+// readLoCoMo reads the conversations of the LoCoMo-format files named by envLoCoMo
+// (paths separated as in PATH), in order, and returns them with the variable's value;
+// none when the variable is unset.
+func readLoCoMo(tb testing.TB) ([]locomoConversation, string) {
+	tb.Helper()
+	paths := os.Getenv(envLoCoMo)
+	if paths == "" {
+		return nil, ""
+	}
+	var all []locomoConversation
+	for _, path := range filepath.SplitList(paths) {
+		raw, err := os.ReadFile(path)
+		require.NoError(tb, err)
+		conversations, err := parseLoCoMo(raw)
+		require.NoError(tb, err, path)
+		all = append(all, conversations...)
+	}
+	return all, paths
+}
+
 // BenchmarkLoCoMo measures recall on a LoCoMo-format file (docs/recall-quality.md):
 // the real service with the local embedder stores every turn as an entry through
 // POST /entries, waits until the projection has embedded them all, then asks every
@@ -332,14 +354,10 @@ var locomoRetrievers = []string{contract.RecallText, contract.RecallVector, cont
 //	AGENT_CONTEXT_LOCOMO=/path/conv-26.json go run ./adapters/postgres/pgtest/pgtestrun -- \
 //	    go test -run '^$' -bench BenchmarkLoCoMo -benchtime 1x ./cmd/agent-context
 func BenchmarkLoCoMo(b *testing.B) {
-	path := os.Getenv(envLoCoMo)
-	if path == "" {
+	conversations, path := readLoCoMo(b)
+	if conversations == nil {
 		b.Skipf("set %s to the path of a LoCoMo-format file (a conversation, or an array of them) to run this benchmark", envLoCoMo)
 	}
-	raw, err := os.ReadFile(path)
-	require.NoError(b, err)
-	conversations, err := parseLoCoMo(raw)
-	require.NoError(b, err)
 	modelDir := localtest.ModelDir(b)
 	ctx := context.Background()
 

@@ -149,11 +149,12 @@ func TestRecallBeforeTheProjection(t *testing.T) {
 // embeddingServer is an OpenAI-compatible endpoint for tests: it answers with
 // deterministic hashed vectors of dims dimensions, or, per mode, fails (500), answers
 // one dimension short, answers NaN, or accepts the request and never answers (until
-// the caller gives up or the test ends).
+// the caller gives up or the test ends). Each answer comes after delay.
 type embeddingServer struct {
 	*httptest.Server
 	dims  int
 	mode  atomic.Value // "ok", "down", "short", "nan", "hang"
+	delay atomic.Int64 // a time.Duration
 	calls atomic.Int64
 	// single counts the requests that carried one text, by text: the query
 	// embeddings of recalls.
@@ -179,6 +180,11 @@ func newEmbeddingServer(t *testing.T, dims int) *embeddingServer {
 			s.mu.Lock()
 			s.single[req.Input[0]]++
 			s.mu.Unlock()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(time.Duration(s.delay.Load())):
 		}
 		mode := s.mode.Load().(string)
 		switch mode {

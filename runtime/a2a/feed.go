@@ -9,16 +9,17 @@ import (
 	"github.com/agent-context/agent-context/runtime"
 )
 
-// scopeFeeds are the shared reads of the scopes whose long polls wait on this
-// replica: one feed per scope while it has waiting polls.
+// scopeFeeds are the shared reads of the scopes whose long polls and task streams
+// wait on this replica: one feed per scope while it has waiters.
 type scopeFeeds struct {
 	mu    sync.Mutex
 	feeds map[runtime.Scope]*scopeFeed
 }
 
 // scopeFeed reads a scope's new events once per wake-up of the scope, and once per
-// pollRecheck for a lost hint, on behalf of every long poll of the scope waiting on
-// this replica; each poll keeps what its own filter keeps (EventQuery.Keeps). Without
+// pollRecheck for a lost hint, on behalf of every long poll and task stream of the
+// scope waiting on this replica; each poll keeps what its own filter keeps
+// (EventQuery.Keeps), each stream its task's events (taskWatch). Without
 // it each wake-up of N waiting polls would cost N statements. The feed subscribes
 // before its first read, and that read starts where the poll that made the feed
 // stopped, so no commit after that poll's statement goes unseen. Sequence order is
@@ -145,6 +146,13 @@ func (f *scopeFeed) after(ctx context.Context, c int64) (events []runtime.Logged
 			return nil, true, false
 		}
 	}
+}
+
+// position is the sequence through which f has read the scope's log.
+func (f *scopeFeed) position() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.head
 }
 
 // next waits until f reads something and reports true, or false when ctx ended or

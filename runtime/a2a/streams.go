@@ -48,23 +48,17 @@ type StreamUpdate struct {
 // then every change of it in commit order (from the event log, so changes made on any
 // replica), until the task is terminal (FollowTask then returns nil), ctx ends or the
 // notifier stops (it returns the context's error, or ErrFollowStopped). It holds no
-// database connection while it waits: it waits on the notifier, and when it has
-// emitted nothing for idle it calls emit with a StreamIdle update and looks at the log
-// again, so a lost wake-up delays an update by at most idle. Wake-ups by other tasks'
-// events do not put the StreamIdle update off: a busy scope would otherwise keep a
-// quiet task's stream silent until a proxy drops it. An error of emit ends the stream
-// with it.
+// database connection while it waits: it follows its scope's feed (the one read per
+// wake-up that every waiter of the scope on this replica shares, see scopeFeed) and
+// picks its task's events out of it, and when it has emitted nothing for idle it calls
+// emit with a StreamIdle update. Wake-ups by other tasks' events do not put the
+// StreamIdle update off: a busy scope would otherwise keep a quiet task's stream silent
+// until a proxy drops it. An error of emit ends the stream with it.
 // A caller who is not a participant gets NOT_FOUND, as on every task route.
 func (a *Events) FollowTask(ctx context.Context, p runtime.Principal, taskID string, idle time.Duration,
 	emit func(*StreamUpdate) error) error {
 	if err := runtime.ValidateID("taskId", taskID); err != nil {
 		return err
-	}
-	var sub runtime.EventSubscription
-	if a.notifier != nil {
-		// Before the first read, so a commit between it and the wait wakes the wait.
-		sub = a.notifier.Subscribe(p.Scope)
-		defer sub.Close()
 	}
 	// The task's newest event before the task is read: every change after it is in
 	// an event after it, and those the read already shows have a version it covers.
@@ -91,25 +85,26 @@ func (a *Events) FollowTask(ctx context.Context, p runtime.Principal, taskID str
 		return err
 	}
 	f := follower{a: a.service, p: p, first: &t, version: t.Version, state: t.State, emit: emit}
+	w := taskWatch{a: a.service, scope: p.Scope, taskID: taskID, cursor: cursor, seen: -1}
+	defer w.close()
 	for !TaskTerminal(f.state) {
-		events, err := a.stores.Tasks.TaskEvents(ctx, p.Scope, taskID, cursor, followBatch)
+		events, err := w.next(ctx, due)
 		if err != nil {
 			return err
+		}
+		if events == nil {
+			if err := emit(&StreamUpdate{Kind: StreamIdle}); err != nil {
+				return err
+			}
+			continue
 		}
 		for i := range events {
 			if err := f.apply(ctx, &events[i]); err != nil {
 				return err
 			}
-			cursor = events[i].Sequence
 			if TaskTerminal(f.state) {
 				return nil
 			}
-		}
-		if len(events) == followBatch {
-			continue
-		}
-		if err := a.waitForEvents(ctx, sub, due, emit); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -122,24 +117,100 @@ const followBatch = 100
 // shutting down).
 var ErrFollowStopped = errors.New("the event notifier stopped")
 
-// waitForEvents waits until an event of the scope may have committed, or until due,
-// and then emits an idle update.
-func (a *service) waitForEvents(ctx context.Context, sub runtime.EventSubscription, due time.Time, emit func(*StreamUpdate) error) error {
-	wait, cancel := context.WithDeadline(ctx, due)
-	defer cancel()
-	if sub != nil && sub.Wait(wait) {
+// taskWatch finds a followed task's next events: in its scope's feed while the stream
+// keeps up with it, by a read of its own otherwise (at the start, after more than a
+// window of the scope's events went by unseen, or without a notifier).
+type taskWatch struct {
+	a      *service
+	scope  runtime.Scope
+	taskID string
+	// cursor is the sequence of the last event of the task returned.
+	cursor int64
+	// seen is the scope's sequence through which every event of the task has been
+	// returned; -1 when the watch must read the log itself.
+	seen int64
+	feed *scopeFeed
+}
+
+// next returns the task's events after the cursor, waiting for them until due; none
+// (and no error) when due passed first, ErrFollowStopped when the notifier stopped.
+func (w *taskWatch) next(ctx context.Context, due time.Time) ([]contract.Event, error) {
+	for {
+		if w.seen < 0 {
+			head := int64(-1)
+			if w.feed != nil {
+				head = w.feed.position()
+			}
+			events, err := w.a.stores.Tasks.TaskEvents(ctx, w.scope, w.taskID, w.cursor, followBatch)
+			if err != nil {
+				return nil, err
+			}
+			if len(events) > 0 {
+				w.cursor = events[len(events)-1].Sequence
+			}
+			if len(events) == followBatch {
+				return events, nil
+			}
+			// The read reached the log's head, which was at or past the feed's.
+			w.seen = max(head, w.cursor)
+			if len(events) > 0 {
+				return events, nil
+			}
+		}
+		if w.a.notifier == nil {
+			return nil, waitUntil(ctx, due)
+		}
+		if w.feed == nil {
+			// A new feed reads from the cursor on; one that was there has been
+			// subscribed since before the read, and is read again if it is past it.
+			w.feed = w.a.join(w.scope, w.cursor)
+			w.seen = w.cursor
+		}
+		wait, cancel := context.WithDeadline(ctx, due)
+		window, held, ok := w.feed.after(wait, w.seen)
+		waited := wait.Err()
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case !ok && waited == nil:
+			return nil, ErrFollowStopped
+		case !ok:
+			return nil, nil
+		case !held:
+			w.seen = -1
+			continue
+		}
+		var mine []contract.Event
+		for i := range window {
+			if window[i].TaskID == w.taskID && window[i].Event.Sequence > w.cursor {
+				mine = append(mine, window[i].Event)
+			}
+		}
+		w.seen = window[len(window)-1].Event.Sequence
+		if len(mine) > 0 {
+			w.cursor = mine[len(mine)-1].Sequence
+			return mine, nil
+		}
+	}
+}
+
+func (w *taskWatch) close() {
+	if w.feed != nil {
+		w.feed.leave()
+	}
+}
+
+// waitUntil waits until due, and returns ctx's error if it ended first.
+func waitUntil(ctx context.Context, due time.Time) error {
+	t := time.NewTimer(time.Until(due))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
 		return nil
 	}
-	if sub == nil {
-		<-wait.Done()
-	}
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case wait.Err() == nil:
-		return ErrFollowStopped
-	}
-	return emit(&StreamUpdate{Kind: StreamIdle})
 }
 
 // follower turns a followed task's events into updates.

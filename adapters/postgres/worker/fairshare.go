@@ -29,20 +29,28 @@ type tenantDeferrer interface {
 // than half of the class's workers on this replica (at least one) is snoozed while
 // another tenant has a job of the class waiting, and the tenant's other waiting jobs
 // are moved behind that tenant's (postgres.DB.DeferTenant); with nobody else waiting
-// it runs, so a lone tenant still has every worker.
+// it runs, so a lone tenant still has every worker — except in a reserved class,
+// where the share holds even then. That is for runs too long to wait for: a job
+// arriving for another tenant always finds a worker free, instead of waiting for a
+// run (up to a budget of several seconds) that started while nobody else waited.
 type fairShare struct {
 	db tenantDeferrer
-	// share is, per class (queue), the most jobs one tenant runs while another waits.
-	share map[string]int
-	mu    sync.Mutex
+	// share is, per class (queue), the most jobs one tenant runs while another waits
+	// (in a reserved class, at all).
+	share    map[string]int
+	reserved map[string]bool
+	mu       sync.Mutex
 	// running counts the jobs running on this replica by queue and tenant.
 	running map[string]map[string]int
 }
 
 var _ rivertype.WorkerMiddleware = (*fairShare)(nil)
 
-func newFairShare(db tenantDeferrer, workers map[string]int) *fairShare {
-	f := &fairShare{db: db, share: map[string]int{}, running: map[string]map[string]int{}}
+func newFairShare(db tenantDeferrer, workers map[string]int, reserved ...string) *fairShare {
+	f := &fairShare{db: db, share: map[string]int{}, reserved: map[string]bool{}, running: map[string]map[string]int{}}
+	for _, q := range reserved {
+		f.reserved[q] = true
+	}
 	for q, n := range workers {
 		f.share[q] = max(1, n/2)
 		f.running[q] = map[string]int{}
@@ -54,8 +62,9 @@ func newFairShare(db tenantDeferrer, workers map[string]int) *fairShare {
 func (*fairShare) IsMiddleware() bool { return true }
 
 // Work runs the job unless its tenant already holds its share of the class while
-// another tenant waits; then the job is snoozed without running (doInner is not
-// called: the job has not started, and a snooze uses up no attempt).
+// another tenant waits (in a reserved class, whether or not another waits); then the
+// job is snoozed without running (doInner is not called: the job has not started, and
+// a snooze uses up no attempt).
 func (f *fairShare) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	share, ok := f.share[job.Queue]
 	if !ok {
@@ -69,7 +78,7 @@ func (f *fairShare) Work(ctx context.Context, job *rivertype.JobRow, doInner fun
 	if !f.enter(job.Queue, args.TenantID, share) {
 		// A failed look runs the job: sharing is best effort, and the job meets the
 		// database's trouble itself and fails or snoozes as its worker decides.
-		if deferred, err := f.db.DeferTenant(ctx, job.Queue, args.TenantID, fairWait); err == nil && deferred {
+		if deferred, err := f.db.DeferTenant(ctx, job.Queue, args.TenantID, fairWait); (err == nil && deferred) || f.reserved[job.Queue] {
 			return river.JobSnooze(fairWait)
 		}
 		f.enter(job.Queue, args.TenantID, 0)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-context/agent-context/adapters/postgres"
 	"github.com/agent-context/agent-context/adapters/postgres/pgtest"
+	"github.com/agent-context/agent-context/runtime"
 	"github.com/agent-context/agent-context/runtime/a2a"
 )
 
@@ -77,4 +78,63 @@ func TestTenantHoldsAtMostHalfOfAClassWhileAnotherWaits(t *testing.T) {
 	var snoozes int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(sum((metadata->>'snoozes')::int), 0) FROM river_job`).Scan(&snoozes))
 	require.Equal(t, 1, snoozes)
+}
+
+// heldOperations runs operations by reporting each one it starts; tenant "a"'s runs
+// are held until release is closed.
+type heldOperations struct {
+	scriptedRunner
+	started chan string
+	release chan struct{}
+}
+
+func (h *heldOperations) RunOperation(ctx context.Context, scope runtime.Scope, id string, _ time.Time) (bool, error) {
+	h.started <- id
+	if scope.TenantID == "a" {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+		}
+	}
+	return true, nil
+}
+
+// Operations are a reserved class: a tenant alone with two operations on two
+// workers runs one, its second waits, and another tenant's operation enqueued then
+// starts at once on the worker kept free; it would wait for a's held run otherwise.
+func TestOperationsKeepAWorkerForOtherTenants(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	db, err := postgres.NewDB(pool, postgres.DBOptions{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	enqueue := func(tenant, id string) {
+		require.NoError(t, db.Memory().Stores().Jobs.Enqueue(ctx, runtime.OperationJob{TenantID: tenant, ProjectID: "p", OperationID: id}))
+	}
+	enqueue("a", "a1")
+	enqueue("a", "a2")
+
+	h := &heldOperations{started: make(chan string, 8), release: make(chan struct{})}
+	jobs, err := NewJobs(db, h, JobOptions{Classes: ClassWorkers{Operations: 2}})
+	require.NoError(t, err)
+	require.NoError(t, jobs.Start(ctx))
+	t.Cleanup(func() {
+		close(h.release)
+		require.NoError(t, jobs.Stop(context.Background()))
+	})
+
+	first := <-h.started
+	require.Eventually(t, func() bool {
+		var snoozed bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM river_job WHERE args->>'operationId' <> $1
+			AND state <> 'running' AND (metadata->>'snoozes')::int > 0)`, first).Scan(&snoozed))
+		return snoozed
+	}, time.Minute, 10*time.Millisecond, "a's second operation waits although no other tenant does")
+	enqueue("b", "b1")
+	select {
+	case id := <-h.started:
+		require.Equal(t, "b1", id, "b's operation takes the worker a may not hold")
+	case <-time.After(time.Minute):
+		t.Fatal("b's operation never started")
+	}
 }

@@ -116,7 +116,8 @@ type JobOptions struct {
 
 // ClassWorkers are the workers of each job class (postgres.QueuePush, QueueProjection,
 // QueueOperations) on one replica. Within a class, a tenant holds at most half of them
-// while another tenant has a job of the class waiting (see fairShare).
+// while another tenant has a job of the class waiting; of the operations' workers, at
+// most half at any time (see fairShare).
 type ClassWorkers struct {
 	Push, Projection, Operations int
 }
@@ -218,7 +219,9 @@ func NewJobs(db *postgres.DB, runner OperationRunner, opts JobOptions) (*Jobs, e
 	if opts.Metrics != nil {
 		middleware = append(middleware, pgmetrics.NewJobMetrics(opts.Metrics))
 	}
-	middleware = append(middleware, newFairShare(db, classes.queues()))
+	// An operation's run lasts a budget (seconds): another tenant's deletion must not
+	// wait for one, so the class always keeps a worker for the others.
+	middleware = append(middleware, newFairShare(db, classes.queues(), postgres.QueueOperations))
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opts.LegacyWorkers}}
 	for q, n := range classes.queues() {
 		queues[q] = river.QueueConfig{MaxWorkers: n}
