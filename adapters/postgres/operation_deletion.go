@@ -166,10 +166,11 @@ var conversationTables = []conversationTable{
 // conversationTables. Every statement is an index range
 // of at most bounds.Rows rows; the total is not counted ahead (that would read the
 // whole conversation in one statement), so progress.total stays null until the last
-// step sets it to what was deleted. The deleted entries are taken off the text index,
-// the deleted invocations off the cost sums, in the step's transaction. Once no row is left, steps remove the scope's
-// dropped text postings from their blocks (not counted as records), and the last
-// step, finding none, marks the operation succeeded.
+// step sets it to what was deleted. The deleted entries are taken off the text
+// index, the deleted invocations off the cost sums, in the step's transaction. Once
+// no row is left, steps remove the scope's dropped text postings from their blocks
+// (not counted as records), and the last step, finding none, marks the operation
+// succeeded.
 func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runtime.Scope, operationID, conversationID string, bounds operation.StepBounds, nowMs int64) (bool, error) {
 	return boundedStep(ctx, s.db, scope, operationID, bounds, func(tx pgx.Tx) (bool, error) {
 		vectors, err := vectorDeletionTables(ctx, tx)
