@@ -12,7 +12,11 @@
 --
 -- An update of an invocation is no longer refused by the database: no statement of
 -- the service updates one, and a truncate of model_invocations no longer empties the
--- sums (none runs one).
+-- sums (none runs one). A write past the stores (SQL or COPY by hand) keeps nothing.
+--
+-- Not backward compatible (docs/deploy.md, "Releases and migrations"): a replica of
+-- the release before, still writing after this migration, leaves its writes out of
+-- the index and the sums.
 DROP TRIGGER context_entries_text_ord ON context_entries;
 DROP TRIGGER entry_text_postings_insert ON context_entries;
 DROP TRIGGER entry_text_postings_delete ON context_entries;
