@@ -352,6 +352,52 @@ func TestVectorSearchFewFilterRowsExact(t *testing.T) {
 	}
 }
 
+// TestVectorSearchSmallScopeExact: a scope of few entries (300) beside a larger one
+// (2,500, more than the vector half ranks exactly) is answered, without a filter, by
+// ranking all its rows exactly, without walking the HNSW graph: the nearest, in order.
+// The larger scope is searched as the planner sees fit (at this size, it reads the
+// scope whole too), and finds its nearest.
+func TestVectorSearchSmallScopeExact(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	small, large := runtime.Scope{TenantID: "small", ProjectID: "p"}, runtime.Scope{TenantID: "large", ProjectID: "p"}
+	noTags := func(int) []string { return []string{} }
+	smallEntries, largeEntries := hashSeed(t, "s", corpus(300, 5), noTags), hashSeed(t, "l", corpus(2_500, 6), noTags)
+	seedProjection(t, pool, db, small, hashModel, smallEntries)
+	seedProjection(t, pool, db, large, hashModel, largeEntries)
+	var table string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT table_name FROM vector_models`).Scan(&table))
+	search := func(scope runtime.Scope, q []float32) ([]memory.RecallHit, int64) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		scans := func() (n int64) {
+			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_numscans($1::regclass)`, table+"_hnsw").Scan(&n))
+			return n
+		}
+		before := scans()
+		hits, err := postgres.RecallOver(db, tx).VectorSearch(ctx, scope, memory.VectorRecall{
+			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
+			Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: q, Limit: 10,
+		})
+		require.NoError(t, err)
+		return hits, scans() - before
+	}
+	queries := []string{"the billing service deploys on Fridays", "staging cluster times out", "backup after midnight"}
+	vectors, err := hash.New().Embed(ctx, queries)
+	require.NoError(t, err)
+	for i, q := range vectors {
+		hits, walks := search(small, q)
+		require.Equal(t, exactNearest(smallEntries, q, 10), hitIDs(hits), queries[i])
+		require.Zero(t, walks, "the graph is not walked for a scope of %d entries (%s)", len(smallEntries), queries[i])
+		hits, _ = search(large, q)
+		require.Len(t, hits, 10, queries[i])
+		require.GreaterOrEqual(t, overlap(hitIDs(hits), exactNearest(largeEntries, q, 10)), 9, queries[i])
+	}
+}
+
 // TestVectorSearchTenantBesideNearerTenant: a tenant whose 500 entries sit beside
 // another tenant's 20,000 nearer ones still gets topK hits, its own, the nearest,
 // where the index scan without iterative scans finds none of them, and one bounded
