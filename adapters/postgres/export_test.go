@@ -60,7 +60,8 @@ func RecallOver(db *DB, tx pgx.Tx) *RecallStore {
 
 // RecallWalkingFilters is db's recall store that never reads the entries passing a
 // filter first, however few: both halves search as they do when many pass, and the
-// filter is applied by the lookups.
+// filter is applied by the lookups. Nor does its vector half rank a scope whole,
+// however small: it searches the graph.
 func RecallWalkingFilters(db *DB) *RecallStore {
 	s := db.Recall()
 	s.fewRows = -1

@@ -388,6 +388,32 @@ func TestVectorSearchSmallScopeExact(t *testing.T) {
 	queries := []string{"the billing service deploys on Fridays", "staging cluster times out", "backup after midnight"}
 	vectors, err := hash.New().Embed(ctx, queries)
 	require.NoError(t, err)
+
+	// The search's settings end with its batch: the session it ran on has its own.
+	cfg := pool.Config().Copy()
+	cfg.MaxConns = 1
+	single, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer single.Close()
+	settings := func() (s [4]string) {
+		require.NoError(t, single.QueryRow(ctx, `SELECT current_setting('statement_timeout'), current_setting('plan_cache_mode'),
+			current_setting('hnsw.iterative_scan'), current_setting('hnsw.ef_search')`).Scan(&s[0], &s[1], &s[2], &s[3]))
+		return s
+	}
+	// pgvector's settings exist in a session once its library is loaded.
+	_, err = single.Exec(ctx, `SELECT '[1]'::vector`)
+	require.NoError(t, err)
+	before := settings()
+	for _, scope := range []runtime.Scope{small, large} {
+		hits, err := newDB(t, single).Recall().VectorSearch(ctx, scope, memory.VectorRecall{
+			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
+			Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: vectors[0], Limit: 10,
+		})
+		require.NoError(t, err)
+		require.Len(t, hits, 10)
+		require.Equal(t, before, settings(), "the settings of a search of %s", scope.TenantID)
+	}
+
 	for i, q := range vectors {
 		hits, walks := search(small, q)
 		require.Equal(t, exactNearest(smallEntries, q, 10), hitIDs(hits), queries[i])
@@ -399,7 +425,8 @@ func TestVectorSearchSmallScopeExact(t *testing.T) {
 }
 
 // TestVectorSearchTenantBesideNearerTenant: a tenant whose 500 entries sit beside
-// another tenant's 20,000 nearer ones still gets topK hits, its own, the nearest,
+// another tenant's 20,000 nearer ones, searched through the graph (as if the scope
+// were too large to rank whole), still gets topK hits, its own, the nearest,
 // where the index scan without iterative scans finds none of them, and one bounded
 // to fewer tuples than the other tenant holds comes up short (the exact scan of the
 // tenant's rows answers then).
@@ -443,7 +470,7 @@ func TestVectorSearchTenantBesideNearerTenant(t *testing.T) {
 	var table string
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
 
-	hits, err := db.Recall().VectorSearch(context.Background(), small, memory.VectorRecall{
+	hits, err := postgres.RecallWalkingFilters(db).VectorSearch(context.Background(), small, memory.VectorRecall{
 		RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
 		Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: query, Limit: 10,
 	})

@@ -70,19 +70,16 @@ func recallFilterArgs(f memory.RecallFilter) []any {
 // nearest are found (docs/benchmarks.md measures recall@10 against an exact scan).
 func hnswEfSearch(limit int) int { return min(max(2*limit, 200), 1000) }
 
-// recallSettings bound a recall's transaction: its statement timeout, and for the
-// vector half pgvector's iterative scan in strict order, so that rows the filter
-// rejects do not cut the result short, and a custom plan for every execution, so the
-// planner sees the scope's size (an exact scan of a small scope, the index for a
-// large one) instead of reusing a generic plan.
-func (s *RecallStore) recallSettings(ctx context.Context, tx DBTX, limit int) error {
-	_, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true),
-		set_config('plan_cache_mode', 'force_custom_plan', true),
-		set_config('hnsw.iterative_scan', 'strict_order', true),
-		set_config('hnsw.ef_search', $2, true)`,
-		strconv.FormatInt(s.searchTimeout.Milliseconds(), 10), strconv.Itoa(hnswEfSearch(limit)))
-	return translate(err)
-}
+// vectorSettingsSQL bounds the vector half's statement, which follows it in the same
+// batch: the settings are local to the batch's implicit transaction, which ends with
+// it. They are its statement timeout ($1, in ms); pgvector's iterative scan in strict
+// order, so that rows the filter rejects do not cut the result short, with a candidate
+// list of $2 (hnswEfSearch); and a custom plan for every execution, so the planner
+// sees the statement's parameters instead of reusing a generic plan.
+const vectorSettingsSQL = `SELECT set_config('statement_timeout', $1, true),
+	set_config('plan_cache_mode', 'force_custom_plan', true),
+	set_config('hnsw.iterative_scan', 'strict_order', true),
+	set_config('hnsw.ef_search', $2, true)`
 
 // vectorPlan is how the vector half finds the nearest entries.
 type vectorPlan int
@@ -197,37 +194,45 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 	}
 	args := append([]any{scope.TenantID, scope.ProjectID, pgvector.NewVector(q.Vector), q.Generation.Number},
 		append(recallFilterArgs(q.RecallFilter), q.Limit)...)
+	settings := []any{strconv.FormatInt(s.searchTimeout.Milliseconds(), 10), strconv.Itoa(hnswEfSearch(q.Limit))}
 	var hits []memory.RecallHit
-	err = inTx(ctx, s.db, func(tx pgx.Tx) error {
-		if err := s.recallSettings(ctx, tx, q.Limit); err != nil {
-			return err
+	// search runs the settings and the statement in one round trip.
+	search := func(plan vectorPlan) error {
+		planArgs := args
+		if plan == vectorFewFirst || plan == vectorSmallFirst {
+			planArgs = append(slices.Clone(args), s.fewRows+1)
 		}
-		search := func(plan vectorPlan) (err error) {
-			planArgs := args
-			if plan == vectorFewFirst || plan == vectorSmallFirst {
-				planArgs = append(slices.Clone(args), s.fewRows+1)
-			}
-			rows, err := tx.Query(ctx, vectorSQL(t, plan, q.AsOfMs != nil), planArgs...)
-			if err != nil {
-				return s.catalog.translate(t, err)
-			}
-			hits, err = collectHits(rows, func(distance float64) float64 { return 1 - distance })
-			return err
+		b := &pgx.Batch{}
+		b.Queue(vectorSettingsSQL, settings...)
+		b.Queue(vectorSQL(t, plan, q.AsOfMs != nil), planArgs...)
+		br := s.db.SendBatch(ctx, b)
+		defer func() { _ = br.Close() }()
+		if _, err := br.Exec(); err != nil {
+			return translate(err)
 		}
-		plan := vectorSmallFirst
-		switch {
-		case !t.graphed():
-			plan = vectorExact
-		case len(q.Tags) > 0 || q.ConversationID != "":
-			plan = vectorFewFirst
+		rows, err := br.Query()
+		if err != nil {
+			return s.catalog.translate(t, err)
 		}
-		if err := search(plan); err != nil || plan == vectorExact || len(hits) == q.Limit {
-			return err
+		if hits, err = collectHits(rows, func(distance float64) float64 { return 1 - distance }); err != nil {
+			return s.catalog.translate(t, err)
 		}
-		return search(vectorExact)
-	})
-	if err != nil {
+		return translate(br.Close())
+	}
+	plan := vectorSmallFirst
+	switch {
+	case !t.graphed():
+		plan = vectorExact
+	case len(q.Tags) > 0 || q.ConversationID != "":
+		plan = vectorFewFirst
+	}
+	if err := search(plan); err != nil {
 		return nil, err
+	}
+	if plan != vectorExact && len(hits) < q.Limit {
+		if err := search(vectorExact); err != nil {
+			return nil, err
+		}
 	}
 	return hits, nil
 }
