@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -78,4 +79,10 @@ func PackText(ctx context.Context, pool DBTX, scope runtime.Scope) error {
 			return err
 		}
 	}
+}
+
+// BoundedQuery runs sql as the text half of recall runs its statements, under the
+// search timeout d.
+func BoundedQuery(ctx context.Context, db DBTX, d time.Duration, sql string, args ...any) (pgx.Rows, error) {
+	return boundedQueries{db: db, timeout: d}.Query(ctx, sql, args...)
 }

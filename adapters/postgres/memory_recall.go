@@ -371,13 +371,17 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 	for i, t := range terms {
 		lexemes[i], prefixes[i], queries[i] = t.Lexeme, t.Prefix, t.Query(tag)
 	}
-	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		if err := setLocalTimeout(ctx, tx, s.searchTimeout); err != nil {
-			return err
-		}
+	tx := boundedQueries{db: s.db, timeout: s.searchTimeout}
+	err := func() error {
 		var docs, length float64
 		var df []float64
-		if err := tx.QueryRow(ctx, textStatsSQL, scope.TenantID, scope.ProjectID, lexemes, prefixes).Scan(&docs, &length, &df); err != nil {
+		rows, err := tx.Query(ctx, textStatsSQL, scope.TenantID, scope.ProjectID, lexemes, prefixes)
+		if err != nil {
+			return translate(err)
+		}
+		if _, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (struct{}, error) {
+			return struct{}{}, row.Scan(&docs, &length, &df)
+		}); err != nil {
 			return translate(err)
 		}
 		w := textindex.NewWeights(docs, length, df)
@@ -434,18 +438,61 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		})
 		hits = append(hits, found...)
 		return err
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}
 	return hits, nil
 }
 
+// boundedQueries runs each statement of the text half in a batch of its own, after
+// the search timeout's setting: the setting is local to the batch's implicit
+// transaction, which ends with it. A statement costs one round trip, where a
+// transaction around them all would add its BEGIN, its SET and its COMMIT; the
+// statements never shared a snapshot (each of a READ COMMITTED transaction takes
+// its own).
+type boundedQueries struct {
+	db      DBTX
+	timeout time.Duration
+}
+
+// Query runs sql with args after the setting; the rows close the batch.
+func (b boundedQueries) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if b.timeout <= 0 {
+		return b.db.Query(ctx, sql, args...)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT set_config('statement_timeout', $1, true)`, strconv.FormatInt(b.timeout.Milliseconds(), 10))
+	batch.Queue(sql, args...)
+	br := b.db.SendBatch(ctx, batch)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return batchRows{Rows: rows, batch: br}, nil
+}
+
+// batchRows are the rows of a batch's last statement: closing them closes the batch.
+type batchRows struct {
+	pgx.Rows
+	batch pgx.BatchResults
+}
+
+func (r batchRows) Close() {
+	r.Rows.Close()
+	_ = r.batch.Close()
+}
+
 // readPostings reads the postings of the query's terms into sc, each term's sorted by
 // ordinal. A block is decoded from the row's own buffer, not copied, when it comes in
 // binary (a connection in the simple protocol, which a database URL may ask for, sends
 // it as text, decoded by pgx).
-func readPostings(ctx context.Context, tx pgx.Tx, sc *textindex.Scratch, scope runtime.Scope, lexemes []string, prefixes []bool) error {
+func readPostings(ctx context.Context, tx boundedQueries, sc *textindex.Scratch, scope runtime.Scope, lexemes []string, prefixes []bool) error {
 	rows, err := tx.Query(ctx, textPostingsSQL, scope.TenantID, scope.ProjectID, lexemes, prefixes)
 	if err != nil {
 		return translate(err)
