@@ -336,7 +336,8 @@ var locomoRetrievers = []string{contract.RecallText, contract.RecallVector, cont
 // at a time (text, vector, hybrid, locomoRounds times over, the modes in turn), each
 // client keeping its connections open, and it reports each mode's p50 and p95 in
 // milliseconds, from the request sent to the response read. The quality pass before it
-// is their warm-up.
+// is their warm-up. The service runs without its cache of query vectors, so that every
+// vector and hybrid recall embeds its question.
 //
 //	AGENT_CONTEXT_LOCOMO=/path/conv-26.json go run ./adapters/postgres/pgtest/pgtestrun -- \
 //	    go test -run '^$' -bench BenchmarkLoCoMo -benchtime 1x ./cmd/agent-context
@@ -361,7 +362,12 @@ func BenchmarkLoCoMo(b *testing.B) {
 	var all []loaded
 	turns, questions, unmatched := 0, 0, 0
 	for _, conv := range conversations {
-		app := startApp(b, func(c *Config) { c.Embedder, c.ModelDir = EmbedderLocal, modelDir })
+		app := startApp(b, func(c *Config) {
+			c.Embedder, c.ModelDir = EmbedderLocal, modelDir
+			// Every recall embeds its question, though the latency pass asks again what
+			// the quality pass asked.
+			c.EmbeddingQuery.CacheEntries = -1
+		})
 		api := app.typed()
 		ids, docs := make([]string, len(conv.Turns)), make([]string, len(conv.Turns))
 		for i, t := range conv.Turns {
