@@ -107,8 +107,8 @@ const (
 	// count in entry_text_stats, a row per shard); only a larger scope is searched as
 	// vectorIndexed. Left to the planner, a scope of 419 entries was read whole and
 	// ordered by each row's distance as halfvec, every vector detoasted twice and
-	// converted, in 7–14 ms, where the exact ranking took 2–4 ms (docs/benchmarks.md,
-	// "Recall latency on LoCoMo").
+	// converted, in 6–9 ms at one client, where the exact ranking took 3–4 ms
+	// (docs/benchmarks.md, "Recall latency on LoCoMo conversations").
 	vectorSmallFirst
 )
 
