@@ -352,11 +352,11 @@ func TestVectorSearchFewFilterRowsExact(t *testing.T) {
 	}
 }
 
-// TestVectorSearchSmallScopeExact: a scope of few entries (300) beside a larger one
-// (2,500, more than the vector half ranks exactly) is answered, without a filter, by
-// ranking all its rows exactly, without walking the HNSW graph: the nearest, in order.
-// The larger scope is searched as the planner sees fit (at this size, it reads the
-// scope whole too), and finds its nearest.
+// TestVectorSearchSmallScopeExact: a scope of few entries (300, as the projection's
+// status counts them) beside a larger one (2,500, more than the vector half ranks
+// exactly) is answered by ranking all its rows exactly, without walking the HNSW graph:
+// the nearest, in order. The larger scope is searched as the planner sees fit (at this
+// size, it reads the scope whole too), and finds its nearest.
 func TestVectorSearchSmallScopeExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -369,6 +369,13 @@ func TestVectorSearchSmallScopeExact(t *testing.T) {
 	seedProjection(t, pool, db, large, hashModel, largeEntries)
 	var table string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT table_name FROM vector_models`).Scan(&table))
+	entries := func(scope runtime.Scope) int64 {
+		st, err := db.Memory().Stores().Projection.Status(ctx, scope)
+		require.NoError(t, err)
+		return st.Entries
+	}
+	require.EqualValues(t, len(smallEntries), entries(small))
+	require.EqualValues(t, len(largeEntries), entries(large))
 	search := func(scope runtime.Scope, q []float32) ([]memory.RecallHit, int64) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
@@ -381,6 +388,7 @@ func TestVectorSearchSmallScopeExact(t *testing.T) {
 		hits, err := postgres.RecallOver(db, tx).VectorSearch(ctx, scope, memory.VectorRecall{
 			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
 			Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: q, Limit: 10,
+			ScopeEntries: entries(scope),
 		})
 		require.NoError(t, err)
 		return hits, scans() - before
@@ -408,6 +416,7 @@ func TestVectorSearchSmallScopeExact(t *testing.T) {
 		hits, err := newDB(t, single).Recall().VectorSearch(ctx, scope, memory.VectorRecall{
 			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
 			Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: vectors[0], Limit: 10,
+			ScopeEntries: entries(scope),
 		})
 		require.NoError(t, err)
 		require.Len(t, hits, 10)

@@ -102,23 +102,15 @@ const (
 	// through the graph by the iterative scan in 44–77 ms after another: its estimates
 	// of the two plans were close (docs/benchmarks.md, "A filter few entries pass").
 	vectorFewFirst
-	// vectorSmallFirst ranks every row that passes the filter exactly, as
-	// vectorExact, when the scope holds no more than fewFilterRows active entries (its
-	// count in entry_text_stats, a row per shard); only a larger scope is searched as
-	// vectorIndexed. Left to the planner, a scope of 419 entries was read whole and
-	// ordered by each row's distance as halfvec, every vector detoasted twice and
-	// converted, in 6–9 ms at one client, where the exact ranking took 3–4 ms
-	// (docs/benchmarks.md, "Recall latency on LoCoMo conversations").
-	vectorSmallFirst
 )
 
 // fewFilterRows is how many rows passing a filter vectorFewFirst still ranks exactly,
-// and how many active entries a scope vectorSmallFirst still ranks exactly may hold:
-// about what an HNSW search at the smallest ef_search (200) reads.
+// and how many active entries a scope VectorSearch ranks exactly may hold: about what
+// an HNSW search at the smallest ef_search (200) reads.
 const fewFilterRows = 2000
 
-// vectorSQL is the vector half over table t by plan; for vectorFewFirst and
-// vectorSmallFirst, $10 is one more than the rows or entries they still rank exactly.
+// vectorSQL is the vector half over table t by plan; for vectorFewFirst, $10 is one
+// more than the rows it still ranks exactly.
 func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 	distance := fmt.Sprintf("v.embedding <=> $3::vector::%s", t.column())
 	graphDistance := fmt.Sprintf("%s <=> $3::vector::halfvec(%d)", t.graphKey("v."), t.Model.Dimensions)
@@ -161,16 +153,6 @@ func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 		), nn AS (
 			(SELECT entry_id, distance FROM scanned WHERE (SELECT few FROM few) ORDER BY distance LIMIT $9)
 			UNION ALL`, distance, t.ident(), where) + searched(` AND NOT (SELECT few FROM few)`) + `)`
-	case vectorSmallFirst:
-		// As for vectorFewFirst, the condition is evaluated once.
-		nearest = fmt.Sprintf(`small AS MATERIALIZED (
-			SELECT coalesce(sum(s.docs), 0) < $10 AS small FROM entry_text_stats s
-			WHERE s.tenant_id = $1 AND s.project_id = $2
-		), scanned AS MATERIALIZED (
-			SELECT v.entry_id, %[1]s AS distance FROM %[2]s v WHERE %[3]s AND (SELECT small FROM small)
-		), nn AS (
-			(SELECT entry_id, distance FROM scanned ORDER BY distance LIMIT $9)
-			UNION ALL`, distance, t.ident(), where) + searched(` AND NOT (SELECT small FROM small)`) + `)`
 	}
 	return `WITH ` + nearest + `
 		SELECT ` + entryColumns + `, nn.distance FROM nn
@@ -180,8 +162,14 @@ func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 		LIMIT $9`
 }
 
-// VectorSearch implements memory.RecallStore. A filter on tags or a conversation
-// (which their indexes serve) is searched vectorFewFirst, any other vectorSmallFirst. When
+// VectorSearch implements memory.RecallStore. A scope of at most fewFilterRows active
+// entries (q.ScopeEntries, the caller's count) is ranked vectorExact: left to the
+// planner, the graph's statement read a scope of 419 entries whole and ordered it by
+// each row's distance as halfvec, every vector detoasted twice and converted, in
+// 6–9 ms at one client, where the exact ranking took 3–4 ms (docs/benchmarks.md,
+// "Recall latency on LoCoMo conversations"). Otherwise a filter on tags or a
+// conversation (which their indexes serve) is searched vectorFewFirst, any other
+// vectorIndexed. When
 // the index comes up short (a filter rejects more rows than the iterative scan may
 // visit), the exact scan of the rows that pass the filter answers instead.
 func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q memory.VectorRecall) ([]memory.RecallHit, error) {
@@ -199,7 +187,7 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 	// search runs the settings and the statement in one round trip.
 	search := func(plan vectorPlan) error {
 		planArgs := args
-		if plan == vectorFewFirst || plan == vectorSmallFirst {
+		if plan == vectorFewFirst {
 			planArgs = append(slices.Clone(args), s.fewRows+1)
 		}
 		b := &pgx.Batch{}
@@ -219,9 +207,9 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 		}
 		return translate(br.Close())
 	}
-	plan := vectorSmallFirst
+	plan := vectorIndexed
 	switch {
-	case !t.graphed():
+	case !t.graphed(), q.ScopeEntries > 0 && q.ScopeEntries <= int64(s.fewRows):
 		plan = vectorExact
 	case len(q.Tags) > 0 || q.ConversationID != "":
 		plan = vectorFewFirst
