@@ -169,9 +169,9 @@ func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 // 6–9 ms at one client, where the exact ranking took 3–4 ms (docs/benchmarks.md,
 // "Recall latency on LoCoMo conversations"). Otherwise a filter on tags or a
 // conversation (which their indexes serve) is searched vectorFewFirst, any other
-// vectorIndexed. When
-// the index comes up short (a filter rejects more rows than the iterative scan may
-// visit), the exact scan of the rows that pass the filter answers instead.
+// vectorIndexed. When the index comes up short (a filter rejects more rows than the
+// iterative scan may visit), the exact scan of the rows that pass the filter answers
+// instead.
 func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q memory.VectorRecall) ([]memory.RecallHit, error) {
 	t, err := s.catalog.lookup(ctx, s.db, q.Generation.Model.ID)
 	if err != nil {
