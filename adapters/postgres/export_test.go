@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -61,7 +62,8 @@ func RecallOver(db *DB, tx pgx.Tx) *RecallStore {
 
 // RecallWalkingFilters is db's recall store that never reads the entries passing a
 // filter first, however few: both halves search as they do when many pass, and the
-// filter is applied by the lookups.
+// filter is applied by the lookups. Nor does its vector half rank a scope whole,
+// however small: it searches the graph.
 func RecallWalkingFilters(db *DB) *RecallStore {
 	s := db.Recall()
 	s.fewRows = -1
@@ -162,4 +164,10 @@ func WriteEntryDocuments(ctx context.Context, pool DBTX, scope runtime.Scope, id
 	return inTx(ctx, pool, func(tx pgx.Tx) error {
 		return writeEntryDocuments(ctx, tx, scope, ids, docs, lengths)
 	})
+}
+
+// BoundedQuery runs sql as the text half of recall runs its statements, under the
+// search timeout d.
+func BoundedQuery(ctx context.Context, db DBTX, d time.Duration, sql string, args ...any) (pgx.Rows, error) {
+	return boundedQueries{db: db, timeout: d}.Query(ctx, sql, args...)
 }

@@ -391,11 +391,12 @@ func (s *ProjectionStore) Status(ctx context.Context, scope runtime.Scope) (memo
 		SELECT g.generation, g.model_id, m.dimensions,
 		       (SELECT count(*) FROM entry_projection_queue q WHERE q.tenant_id = $1 AND q.project_id = $2),
 		       (SELECT min(created_at_ms) FROM entry_projection_queue q WHERE q.tenant_id = $1 AND q.project_id = $2),
-		       (SELECT max(created_at_ms) FROM context_entries e WHERE e.tenant_id = $1 AND e.project_id = $2)
+		       (SELECT max(created_at_ms) FROM context_entries e WHERE e.tenant_id = $1 AND e.project_id = $2),
+		       (SELECT coalesce(sum(s.docs), 0) FROM entry_text_stats s WHERE s.tenant_id = $1 AND s.project_id = $2)
 		FROM (SELECT 1) one
 		LEFT JOIN entry_generations g ON g.tenant_id = $1 AND g.project_id = $2 AND g.state = 'active'
 		LEFT JOIN vector_models m ON m.model_id = g.model_id`,
-		scope.TenantID, scope.ProjectID).Scan(&generation, &model, &dims, &st.Pending, &oldestPending, &newest)
+		scope.TenantID, scope.ProjectID).Scan(&generation, &model, &dims, &st.Pending, &oldestPending, &newest, &st.Entries)
 	if err != nil {
 		return memory.ProjectionStatus{}, translate(err)
 	}

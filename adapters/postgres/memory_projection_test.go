@@ -357,8 +357,90 @@ func TestVectorSearchFewFilterRowsExact(t *testing.T) {
 	}
 }
 
+// TestVectorSearchSmallScopeExact: a scope of few entries (300, as the projection's
+// status counts them) beside a larger one (2,500, more than the vector half ranks
+// exactly) is answered by ranking all its rows exactly, without walking the HNSW graph:
+// the nearest, in order. The larger scope is searched as the planner sees fit (at this
+// size, it reads the scope whole too), and finds its nearest.
+func TestVectorSearchSmallScopeExact(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	db := newDB(t, pool)
+	small, large := runtime.Scope{TenantID: "small", ProjectID: "p"}, runtime.Scope{TenantID: "large", ProjectID: "p"}
+	noTags := func(int) []string { return []string{} }
+	smallEntries, largeEntries := hashSeed(t, "s", corpus(300, 5), noTags), hashSeed(t, "l", corpus(2_500, 6), noTags)
+	seedProjection(t, pool, db, small, hashModel, smallEntries)
+	seedProjection(t, pool, db, large, hashModel, largeEntries)
+	var table string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT table_name FROM vector_models`).Scan(&table))
+	entries := func(scope runtime.Scope) int64 {
+		st, err := db.Memory().Stores().Projection.Status(ctx, scope)
+		require.NoError(t, err)
+		return st.Entries
+	}
+	require.EqualValues(t, len(smallEntries), entries(small))
+	require.EqualValues(t, len(largeEntries), entries(large))
+	search := func(scope runtime.Scope, q []float32) ([]memory.RecallHit, int64) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		scans := func() (n int64) {
+			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_numscans($1::regclass)`, table+"_hnsw").Scan(&n))
+			return n
+		}
+		before := scans()
+		hits, err := postgres.RecallOver(db, tx).VectorSearch(ctx, scope, memory.VectorRecall{
+			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
+			Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: q, Limit: 10,
+			ScopeEntries: entries(scope),
+		})
+		require.NoError(t, err)
+		return hits, scans() - before
+	}
+	queries := []string{"the billing service deploys on Fridays", "staging cluster times out", "backup after midnight"}
+	vectors, err := hash.New().Embed(ctx, queries)
+	require.NoError(t, err)
+
+	// The search's settings end with its batch: the session it ran on has its own.
+	cfg := pool.Config().Copy()
+	cfg.MaxConns = 1
+	single, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer single.Close()
+	settings := func() (s [4]string) {
+		require.NoError(t, single.QueryRow(ctx, `SELECT current_setting('statement_timeout'), current_setting('plan_cache_mode'),
+			current_setting('hnsw.iterative_scan'), current_setting('hnsw.ef_search')`).Scan(&s[0], &s[1], &s[2], &s[3]))
+		return s
+	}
+	// pgvector's settings exist in a session once its library is loaded.
+	_, err = single.Exec(ctx, `SELECT '[1]'::vector`)
+	require.NoError(t, err)
+	before := settings()
+	for _, scope := range []runtime.Scope{small, large} {
+		hits, err := newDB(t, single).Recall().VectorSearch(ctx, scope, memory.VectorRecall{
+			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
+			Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: vectors[0], Limit: 10,
+			ScopeEntries: entries(scope),
+		})
+		require.NoError(t, err)
+		require.Len(t, hits, 10)
+		require.Equal(t, before, settings(), "the settings of a search of %s", scope.TenantID)
+	}
+
+	for i, q := range vectors {
+		hits, walks := search(small, q)
+		require.Equal(t, exactNearest(smallEntries, q, 10), hitIDs(hits), queries[i])
+		require.Zero(t, walks, "the graph is not walked for a scope of %d entries (%s)", len(smallEntries), queries[i])
+		hits, _ = search(large, q)
+		require.Len(t, hits, 10, queries[i])
+		require.GreaterOrEqual(t, overlap(hitIDs(hits), exactNearest(largeEntries, q, 10)), 9, queries[i])
+	}
+}
+
 // TestVectorSearchTenantBesideNearerTenant: a tenant whose 500 entries sit beside
-// another tenant's 20,000 nearer ones still gets topK hits, its own, the nearest,
+// another tenant's 20,000 nearer ones, searched through the graph (as if the scope
+// were too large to rank whole), still gets topK hits, its own, the nearest,
 // where the index scan without iterative scans finds none of them, and one bounded
 // to fewer tuples than the other tenant holds comes up short (the exact scan of the
 // tenant's rows answers then).
@@ -402,7 +484,7 @@ func TestVectorSearchTenantBesideNearerTenant(t *testing.T) {
 	var table string
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT table_name FROM vector_models`).Scan(&table))
 
-	hits, err := db.Recall().VectorSearch(context.Background(), small, memory.VectorRecall{
+	hits, err := postgres.RecallWalkingFilters(db).VectorSearch(context.Background(), small, memory.VectorRecall{
 		RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},
 		Generation:   memory.Generation{Number: 1, Model: hashModel}, Vector: query, Limit: 10,
 	})

@@ -70,19 +70,16 @@ func recallFilterArgs(f memory.RecallFilter) []any {
 // nearest are found (docs/benchmarks.md measures recall@10 against an exact scan).
 func hnswEfSearch(limit int) int { return min(max(2*limit, 200), 1000) }
 
-// recallSettings bound a recall's transaction: its statement timeout, and for the
-// vector half pgvector's iterative scan in strict order, so that rows the filter
-// rejects do not cut the result short, and a custom plan for every execution, so the
-// planner sees the scope's size (an exact scan of a small scope, the index for a
-// large one) instead of reusing a generic plan.
-func (s *RecallStore) recallSettings(ctx context.Context, tx DBTX, limit int) error {
-	_, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true),
-		set_config('plan_cache_mode', 'force_custom_plan', true),
-		set_config('hnsw.iterative_scan', 'strict_order', true),
-		set_config('hnsw.ef_search', $2, true)`,
-		strconv.FormatInt(s.searchTimeout.Milliseconds(), 10), strconv.Itoa(hnswEfSearch(limit)))
-	return translate(err)
-}
+// vectorSettingsSQL bounds the vector half's statement, which follows it in the same
+// batch: the settings are local to the batch's implicit transaction, which ends with
+// it. They are its statement timeout ($1, in ms); pgvector's iterative scan in strict
+// order, so that rows the filter rejects do not cut the result short, with a candidate
+// list of $2 (hnswEfSearch); and a custom plan for every execution, so the planner
+// sees the statement's parameters instead of reusing a generic plan.
+const vectorSettingsSQL = `SELECT set_config('statement_timeout', $1, true),
+	set_config('plan_cache_mode', 'force_custom_plan', true),
+	set_config('hnsw.iterative_scan', 'strict_order', true),
+	set_config('hnsw.ef_search', $2, true)`
 
 // vectorPlan is how the vector half finds the nearest entries.
 type vectorPlan int
@@ -107,8 +104,9 @@ const (
 	vectorFewFirst
 )
 
-// fewFilterRows is how many rows passing a filter vectorFewFirst still ranks exactly:
-// about what an HNSW search at the smallest ef_search (200) reads.
+// fewFilterRows is how many rows passing a filter vectorFewFirst still ranks exactly,
+// and how many active entries a scope VectorSearch ranks exactly may hold: about what
+// an HNSW search at the smallest ef_search (200) reads.
 const fewFilterRows = 2000
 
 // vectorSQL is the vector half over table t by plan; for vectorFewFirst, $10 is one
@@ -164,10 +162,16 @@ func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 		LIMIT $9`
 }
 
-// VectorSearch implements memory.RecallStore. A filter on tags or a conversation
-// (which their indexes serve) is searched vectorFewFirst, any other vectorIndexed. When
-// the index comes up short (a filter rejects more rows than the iterative scan may
-// visit), the exact scan of the rows that pass the filter answers instead.
+// VectorSearch implements memory.RecallStore. A scope of at most fewFilterRows active
+// entries (q.ScopeEntries, the caller's count) is ranked vectorExact: left to the
+// planner, the graph's statement read a scope of 419 entries whole and ordered it by
+// each row's distance as halfvec, every vector detoasted twice and converted, in
+// 6–9 ms at one client, where the exact ranking took 3–4 ms (docs/benchmarks.md,
+// "Recall latency on LoCoMo conversations"). Otherwise a filter on tags or a
+// conversation (which their indexes serve) is searched vectorFewFirst, any other
+// vectorIndexed. When the index comes up short (a filter rejects more rows than the
+// iterative scan may visit), the exact scan of the rows that pass the filter answers
+// instead.
 func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q memory.VectorRecall) ([]memory.RecallHit, error) {
 	t, err := s.catalog.lookup(ctx, s.db, q.Generation.Model.ID)
 	if err != nil {
@@ -178,37 +182,45 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 	}
 	args := append([]any{scope.TenantID, scope.ProjectID, pgvector.NewVector(q.Vector), q.Generation.Number},
 		append(recallFilterArgs(q.RecallFilter), q.Limit)...)
+	settings := []any{strconv.FormatInt(s.searchTimeout.Milliseconds(), 10), strconv.Itoa(hnswEfSearch(q.Limit))}
 	var hits []memory.RecallHit
-	err = inTx(ctx, s.db, func(tx pgx.Tx) error {
-		if err := s.recallSettings(ctx, tx, q.Limit); err != nil {
-			return err
+	// search runs the settings and the statement in one round trip.
+	search := func(plan vectorPlan) error {
+		planArgs := args
+		if plan == vectorFewFirst {
+			planArgs = append(slices.Clone(args), s.fewRows+1)
 		}
-		search := func(plan vectorPlan) (err error) {
-			planArgs := args
-			if plan == vectorFewFirst {
-				planArgs = append(slices.Clone(args), s.fewRows+1)
-			}
-			rows, err := tx.Query(ctx, vectorSQL(t, plan, q.AsOfMs != nil), planArgs...)
-			if err != nil {
-				return s.catalog.translate(t, err)
-			}
-			hits, err = collectHits(rows, func(distance float64) float64 { return 1 - distance })
-			return err
+		b := &pgx.Batch{}
+		b.Queue(vectorSettingsSQL, settings...)
+		b.Queue(vectorSQL(t, plan, q.AsOfMs != nil), planArgs...)
+		br := s.db.SendBatch(ctx, b)
+		defer func() { _ = br.Close() }()
+		if _, err := br.Exec(); err != nil {
+			return translate(err)
 		}
-		plan := vectorIndexed
-		switch {
-		case !t.graphed():
-			plan = vectorExact
-		case len(q.Tags) > 0 || q.ConversationID != "":
-			plan = vectorFewFirst
+		rows, err := br.Query()
+		if err != nil {
+			return s.catalog.translate(t, err)
 		}
-		if err := search(plan); err != nil || plan == vectorExact || len(hits) == q.Limit {
-			return err
+		if hits, err = collectHits(rows, func(distance float64) float64 { return 1 - distance }); err != nil {
+			return s.catalog.translate(t, err)
 		}
-		return search(vectorExact)
-	})
-	if err != nil {
+		return translate(br.Close())
+	}
+	plan := vectorIndexed
+	switch {
+	case !t.graphed(), q.ScopeEntries > 0 && q.ScopeEntries <= int64(s.fewRows):
+		plan = vectorExact
+	case len(q.Tags) > 0 || q.ConversationID != "":
+		plan = vectorFewFirst
+	}
+	if err := search(plan); err != nil {
 		return nil, err
+	}
+	if plan != vectorExact && len(hits) < q.Limit {
+		if err := search(vectorExact); err != nil {
+			return nil, err
+		}
 	}
 	return hits, nil
 }
@@ -347,13 +359,17 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 	for i, t := range terms {
 		lexemes[i], prefixes[i], queries[i] = t.Lexeme, t.Prefix, t.Query(tag)
 	}
-	err := inTx(ctx, s.db, func(tx pgx.Tx) error {
-		if err := setLocalTimeout(ctx, tx, s.searchTimeout); err != nil {
-			return err
-		}
+	tx := boundedQueries{db: s.db, timeout: s.searchTimeout}
+	err := func() error {
 		var docs, length float64
 		var df []float64
-		if err := tx.QueryRow(ctx, textStatsSQL, scope.TenantID, scope.ProjectID, lexemes, prefixes).Scan(&docs, &length, &df); err != nil {
+		rows, err := tx.Query(ctx, textStatsSQL, scope.TenantID, scope.ProjectID, lexemes, prefixes)
+		if err != nil {
+			return translate(err)
+		}
+		if _, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (struct{}, error) {
+			return struct{}{}, row.Scan(&docs, &length, &df)
+		}); err != nil {
 			return translate(err)
 		}
 		w := textindex.NewWeights(docs, length, df)
@@ -410,18 +426,61 @@ func (s *RecallStore) TextSearch(ctx context.Context, scope runtime.Scope, q mem
 		})
 		hits = append(hits, found...)
 		return err
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}
 	return hits, nil
 }
 
+// boundedQueries runs each statement of the text half in a batch of its own, after
+// the search timeout's setting: the setting is local to the batch's implicit
+// transaction, which ends with it. A statement costs one round trip, where a
+// transaction around them all would add its BEGIN, its SET and its COMMIT; the
+// statements never shared a snapshot (each of a READ COMMITTED transaction takes
+// its own).
+type boundedQueries struct {
+	db      DBTX
+	timeout time.Duration
+}
+
+// Query runs sql with args after the setting; the rows close the batch.
+func (b boundedQueries) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if b.timeout <= 0 {
+		return b.db.Query(ctx, sql, args...)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT set_config('statement_timeout', $1, true)`, strconv.FormatInt(b.timeout.Milliseconds(), 10))
+	batch.Queue(sql, args...)
+	br := b.db.SendBatch(ctx, batch)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return batchRows{Rows: rows, batch: br}, nil
+}
+
+// batchRows are the rows of a batch's last statement: closing them closes the batch.
+type batchRows struct {
+	pgx.Rows
+	batch pgx.BatchResults
+}
+
+func (r batchRows) Close() {
+	r.Rows.Close()
+	_ = r.batch.Close()
+}
+
 // readPostings reads the postings of the query's terms into sc, each term's sorted by
 // ordinal. A block is decoded from the row's own buffer, not copied, when it comes in
 // binary (a connection in the simple protocol, which a database URL may ask for, sends
 // it as text, decoded by pgx).
-func readPostings(ctx context.Context, tx pgx.Tx, sc *textindex.Scratch, scope runtime.Scope, lexemes []string, prefixes []bool) error {
+func readPostings(ctx context.Context, tx boundedQueries, sc *textindex.Scratch, scope runtime.Scope, lexemes []string, prefixes []bool) error {
 	rows, err := tx.Query(ctx, textPostingsSQL, scope.TenantID, scope.ProjectID, lexemes, prefixes)
 	if err != nil {
 		return translate(err)

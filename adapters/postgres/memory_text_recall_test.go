@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -458,4 +459,35 @@ func TestTextSearchOverTheSimpleProtocol(t *testing.T) {
 	want := exactBM25(docs, "ledger note 17", func(d bm25Doc) bool { return d.active }, 10)
 	requireBM25(t, newDB(t, simple), scope, memory.TextRecall{
 		RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()}, Text: "ledger note 17", Limit: 10}, want, "simple protocol")
+}
+
+// TestTextSearchStatementTimeout: a statement of the text half runs under the search
+// timeout, and the session it ran on keeps its own.
+func TestTextSearchStatementTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := pgtest.NewDB(t).Config().Copy()
+	cfg.MaxConns = 1
+	single, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer single.Close()
+	var own string
+	require.NoError(t, single.QueryRow(ctx, `SHOW statement_timeout`).Scan(&own))
+	require.NotEqual(t, "1234ms", own)
+	rows, err := postgres.BoundedQuery(ctx, single, 1234*time.Millisecond, `SELECT current_setting('statement_timeout')`)
+	require.NoError(t, err)
+	during, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, "1234ms", during)
+	var after string
+	require.NoError(t, single.QueryRow(ctx, `SHOW statement_timeout`).Scan(&after))
+	require.Equal(t, own, after)
+	// The error comes with the statement or with its rows.
+	rows, err = postgres.BoundedQuery(ctx, single, 10*time.Millisecond, `SELECT pg_sleep(1)`)
+	if err == nil {
+		_, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "57014", pgErr.Code, "canceled by the statement timeout")
 }

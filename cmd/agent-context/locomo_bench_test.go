@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -351,6 +354,13 @@ func readLoCoMo(tb testing.TB) ([]locomoConversation, string) {
 // and 10 (and logs the table); an iteration is one pass of every question in the
 // three modes, so -benchtime 1x is enough.
 //
+// Then it measures latency: locomoClients clients ask the questions at once, one mode
+// at a time (text, vector, hybrid, locomoRounds times over, the modes in turn), each
+// client keeping its connections open, and it reports each mode's p50 and p95 in
+// milliseconds, from the request sent to the response read. The quality pass before it
+// is their warm-up. The service runs without its cache of query vectors, so that every
+// vector and hybrid recall embeds its question.
+//
 //	AGENT_CONTEXT_LOCOMO=/path/conv-26.json go run ./adapters/postgres/pgtest/pgtestrun -- \
 //	    go test -run '^$' -bench BenchmarkLoCoMo -benchtime 1x ./cmd/agent-context
 func BenchmarkLoCoMo(b *testing.B) {
@@ -363,13 +373,19 @@ func BenchmarkLoCoMo(b *testing.B) {
 
 	type loaded struct {
 		conv  locomoConversation
+		app   *testApp
 		api   *client.Client
 		plain *plainBM25
 	}
 	var all []loaded
 	turns, questions, unmatched := 0, 0, 0
 	for _, conv := range conversations {
-		app := startApp(b, func(c *Config) { c.Embedder, c.ModelDir = EmbedderLocal, modelDir })
+		app := startApp(b, func(c *Config) {
+			c.Embedder, c.ModelDir = EmbedderLocal, modelDir
+			// Every recall embeds its question, though the latency pass asks again what
+			// the quality pass asked.
+			c.EmbeddingQuery.CacheEntries = -1
+		})
 		api := app.typed()
 		ids, docs := make([]string, len(conv.Turns)), make([]string, len(conv.Turns))
 		for i, t := range conv.Turns {
@@ -378,7 +394,7 @@ func BenchmarkLoCoMo(b *testing.B) {
 			require.NoError(b, err)
 		}
 		waitEmbedded(b, api)
-		all = append(all, loaded{conv, api, newPlainBM25(ids, docs)})
+		all = append(all, loaded{conv, app, api, newPlainBM25(ids, docs)})
 		turns += len(conv.Turns)
 		questions += len(conv.Questions)
 		unmatched += conv.Unmatched
@@ -407,6 +423,14 @@ func BenchmarkLoCoMo(b *testing.B) {
 	}
 	b.StopTimer()
 
+	var asks []locomoAsk
+	for _, l := range all {
+		for _, q := range l.conv.Questions {
+			asks = append(asks, locomoAsk{l.app, q.Question})
+		}
+	}
+	latencies := locomoLatencies(b, asks, topK)
+
 	var table strings.Builder
 	fmt.Fprintf(&table, "%d conversation(s), %d turns, %d questions with evidence (%d evidence names matched no turn)\n\n",
 		len(all), turns, questions, unmatched)
@@ -423,7 +447,111 @@ func BenchmarkLoCoMo(b *testing.B) {
 			b.ReportMetric(s.RecallAt(k), fmt.Sprintf("%s-recall@%d", r, k))
 		}
 	}
+	fmt.Fprintf(&table, "\n%d clients, each question %d times per mode (%s):\n\n", locomoClients, locomoRounds, locomoLoad())
+	fmt.Fprintf(&table, "| mode | requests | p50 ms | p95 ms |\n| --- | ---: | ---: | ---: |\n")
+	for _, mode := range locomoRetrievers[:3] {
+		d := latencies[mode]
+		p50, p95 := percentileMs(d, 0.50), percentileMs(d, 0.95)
+		fmt.Fprintf(&table, "| %s | %d | %.1f | %.1f |\n", mode, len(d), p50, p95)
+		b.ReportMetric(p50, mode+"-p50-ms")
+		b.ReportMetric(p95, mode+"-p95-ms")
+	}
 	b.Log("\n" + table.String())
+}
+
+// The latency pass of BenchmarkLoCoMo: how many clients ask at once, and how many
+// times each question is asked in each mode.
+const (
+	locomoClients = 4
+	locomoRounds  = 3
+)
+
+// locomoAsk is a question of the latency pass and the app that holds its conversation.
+type locomoAsk struct {
+	app      *testApp
+	question string
+}
+
+// locomoLatencies asks every question of asks through POST /recall (topK) from
+// locomoClients clients at once, one mode at a time, locomoRounds times over with the
+// modes in turn, and returns each mode's latencies. Every client has its own
+// connections, kept open between its requests.
+func locomoLatencies(b *testing.B, asks []locomoAsk, topK int) map[string][]time.Duration {
+	ctx := context.Background()
+	type caller struct{ apis map[*testApp]*client.Client }
+	callers := make([]caller, locomoClients)
+	for i := range callers {
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		hc := &http.Client{Timeout: time.Minute, Transport: transport}
+		b.Cleanup(transport.CloseIdleConnections)
+		callers[i].apis = map[*testApp]*client.Client{}
+		for _, a := range asks {
+			if callers[i].apis[a.app] == nil {
+				callers[i].apis[a.app] = client.New(client.WithBaseURL(a.app.base), client.WithHTTPClient(hc))
+			}
+		}
+	}
+	out := map[string][]time.Duration{}
+	modes := locomoRetrievers[:3]
+	for round := range locomoRounds {
+		for m := range modes {
+			mode := modes[(round+m)%len(modes)]
+			var (
+				next atomic.Int64
+				mu   sync.Mutex
+				wg   sync.WaitGroup
+				errs []error
+			)
+			for _, c := range callers {
+				wg.Go(func() {
+					var mine []time.Duration
+					for i := int(next.Add(1)) - 1; i < len(asks); i = int(next.Add(1)) - 1 {
+						start := time.Now()
+						_, err := c.apis[asks[i].app].Recall(ctx, &contract.RecallRequest{Query: asks[i].question, TopK: &topK, Mode: mode})
+						elapsed := time.Since(start)
+						if err != nil {
+							mu.Lock()
+							errs = append(errs, err)
+							mu.Unlock()
+							return
+						}
+						mine = append(mine, elapsed)
+					}
+					mu.Lock()
+					out[mode] = append(out[mode], mine...)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			require.Empty(b, errs)
+		}
+	}
+	return out
+}
+
+// percentileMs is the p-quantile of d (nearest rank) in milliseconds.
+func percentileMs(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := max(int(math.Ceil(p*float64(len(s))))-1, 0)
+	return float64(s[i]) / float64(time.Millisecond)
+}
+
+// locomoLoad is the machine's load averages (/proc/loadavg) when the latency pass
+// ends, since other work on it shows in the latencies.
+func locomoLoad() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "load averages unknown"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "load averages unknown"
+	}
+	return "load averages " + strings.Join(f[:3], " ")
 }
 
 // waitEmbedded waits until the projection has embedded every entry of the scope.

@@ -150,6 +150,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"AGENT_CONTEXT_EMBEDDING_QUERY_TIMEOUT":    "0s",
 		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_FAILURES": "0",
 		"AGENT_CONTEXT_EMBEDDING_CIRCUIT_OPEN":     "never",
+		"AGENT_CONTEXT_EMBEDDING_QUERY_CACHE":      "-1",
 		"AGENT_CONTEXT_METRICS_REFRESH":            "10ms",
 		"AGENT_CONTEXT_A2A_MAX_ENVELOPES":          "0",
 		"AGENT_CONTEXT_LISTEN_DATABASE_URL":        "postgres://user:s3cret@[broken/db",

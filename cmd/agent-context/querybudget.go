@@ -7,8 +7,9 @@ import (
 )
 
 // loadQueryBudgetConfig reads what the query embedding of one recall may cost:
-// AGENT_CONTEXT_EMBEDDING_QUERY_TIMEOUT (retries included), and the circuit breaker's
-// AGENT_CONTEXT_EMBEDDING_CIRCUIT_FAILURES and _CIRCUIT_OPEN. Unset values keep the
+// AGENT_CONTEXT_EMBEDDING_QUERY_TIMEOUT (retries included), the circuit breaker's
+// AGENT_CONTEXT_EMBEDDING_CIRCUIT_FAILURES and _CIRCUIT_OPEN, and the query vectors
+// kept, AGENT_CONTEXT_EMBEDDING_QUERY_CACHE (0: none). Unset values keep the
 // defaults of memory.QueryBudget; it returns one message per bad value.
 func loadQueryBudgetConfig(getenv func(string) string, cfg *Config) []string {
 	var errs []string
@@ -32,6 +33,17 @@ func loadQueryBudgetConfig(getenv func(string) string, cfg *Config) []string {
 			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_EMBEDDING_CIRCUIT_FAILURES must be an integer 1–1000, got %q", v))
 		} else {
 			cfg.EmbeddingQuery.CircuitFailures = n
+		}
+	}
+	if v := getenv("AGENT_CONTEXT_EMBEDDING_QUERY_CACHE"); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 0 || n > 1_000_000:
+			errs = append(errs, fmt.Sprintf("AGENT_CONTEXT_EMBEDDING_QUERY_CACHE must be an integer 0–1000000, got %q", v))
+		case n == 0:
+			cfg.EmbeddingQuery.CacheEntries = -1
+		default:
+			cfg.EmbeddingQuery.CacheEntries = n
 		}
 	}
 	return errs

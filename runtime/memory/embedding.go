@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +68,10 @@ type QueryBudget struct {
 	// CircuitOpen is AGENT_CONTEXT_EMBEDDING_CIRCUIT_OPEN (default 30 s); then one
 	// trial query is let through.
 	CircuitOpen time.Duration
+	// CacheEntries is AGENT_CONTEXT_EMBEDDING_QUERY_CACHE (default 1,000; negative: no
+	// cache): how many query vectors, the most recently used, are kept by model and
+	// text, so that a query asked again is not embedded again.
+	CacheEntries int
 }
 
 // Defaults of QueryBudget.
@@ -74,6 +79,7 @@ const (
 	DefaultQueryEmbeddingTimeout = 2 * time.Second
 	DefaultQueryCircuitFailures  = 5
 	DefaultQueryCircuitOpen      = 30 * time.Second
+	DefaultQueryCacheEntries     = 1000
 )
 
 func (b QueryBudget) withDefaults() QueryBudget {
@@ -86,6 +92,9 @@ func (b QueryBudget) withDefaults() QueryBudget {
 	if b.CircuitOpen <= 0 {
 		b.CircuitOpen = DefaultQueryCircuitOpen
 	}
+	if b.CacheEntries == 0 {
+		b.CacheEntries = DefaultQueryCacheEntries
+	}
 	return b
 }
 
@@ -95,10 +104,59 @@ type queryEmbedder struct {
 	budget   QueryBudget
 	mu       sync.Mutex
 	breakers map[string]*gobreaker.CircuitBreaker[[]float32]
+	cache    *queryCache
 }
 
 func newQueryEmbedder(b QueryBudget) *queryEmbedder {
-	return &queryEmbedder{budget: b.withDefaults(), breakers: map[string]*gobreaker.CircuitBreaker[[]float32]{}}
+	b = b.withDefaults()
+	return &queryEmbedder{budget: b, breakers: map[string]*gobreaker.CircuitBreaker[[]float32]{}, cache: newQueryCache(b.CacheEntries)}
+}
+
+// queryKey names a query vector: its model and its text.
+type queryKey struct{ model, text string }
+
+// queryCache keeps the vectors of the most recently used queries, up to its size
+// (none when it is not positive). Its vectors are shared: nobody writes to them.
+type queryCache struct {
+	size  int
+	mu    sync.Mutex
+	order *list.List // of queryKey, the most recently used first
+	byKey map[queryKey]queryCached
+}
+
+type queryCached struct {
+	vec []float32
+	at  *list.Element
+}
+
+func newQueryCache(size int) *queryCache {
+	return &queryCache{size: size, order: list.New(), byKey: map[queryKey]queryCached{}}
+}
+
+func (c *queryCache) get(k queryKey) ([]float32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byKey[k]
+	if ok {
+		c.order.MoveToFront(e.at)
+	}
+	return e.vec, ok
+}
+
+func (c *queryCache) put(k queryKey, vec []float32) {
+	if c.size <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[k]; ok {
+		c.order.MoveToFront(e.at)
+		return
+	}
+	c.byKey[k] = queryCached{vec: vec, at: c.order.PushFront(k)}
+	if c.order.Len() > c.size {
+		delete(c.byKey, c.order.Remove(c.order.Back()).(queryKey))
+	}
 }
 
 func (q *queryEmbedder) breaker(model string) *gobreaker.CircuitBreaker[[]float32] {
@@ -125,9 +183,14 @@ func (q *queryEmbedder) breaker(model string) *gobreaker.CircuitBreaker[[]float3
 // nothing about the provider, so the breaker does not count it.
 var errCallerGone = errors.New("the request ended before its query was embedded")
 
-// embed returns the vector of text, or EMBEDDING_UNAVAILABLE when the provider fails,
-// the budget runs out, or the circuit is open.
+// embed returns the vector of text, from the cache or else from the embedder, or
+// EMBEDDING_UNAVAILABLE when the provider fails, the budget runs out, or the circuit
+// is open.
 func (q *queryEmbedder) embed(ctx context.Context, emb Embedder, model EmbeddingModel, text string) ([]float32, error) {
+	key := queryKey{model.ID, text}
+	if v, ok := q.cache.get(key); ok {
+		return v, nil
+	}
 	cb := q.breaker(model.ID)
 	v, err := cb.Execute(func() ([]float32, error) {
 		bounded, cancel := context.WithTimeout(ctx, q.budget.Timeout)
@@ -143,6 +206,9 @@ func (q *queryEmbedder) embed(ctx context.Context, emb Embedder, model Embedding
 	})
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		return nil, EmbeddingUnavailable(fmt.Errorf("the circuit of %s is open: %w", model.ID, err))
+	}
+	if err == nil {
+		q.cache.put(key, v)
 	}
 	return v, err
 }

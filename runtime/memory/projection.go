@@ -53,6 +53,8 @@ type ProjectionStatus struct {
 	// time through which every entry is embedded (0 when the scope has none).
 	Pending          int64
 	IndexedThroughMs int64
+	// Entries counts the scope's active entries.
+	Entries int64
 }
 
 // Backlog is a batch of queued entries claimed by one worker until its lease ends,

@@ -41,6 +41,9 @@ type VectorRecall struct {
 	Generation Generation
 	Vector     []float32
 	Limit      int
+	// ScopeEntries is the scope's active entries when the caller knows them (0
+	// otherwise): a store may rank a small scope exactly rather than search an index.
+	ScopeEntries int64
 }
 
 // TextRecall is the text half of a recall: the Limit entries that best match any
@@ -167,7 +170,7 @@ func (r *Recall) Recall(ctx context.Context, p runtime.Principal, req *contract.
 		vec, embErr = r.embedQuery(ctx, st.Generation.Model, q.text)
 		if embErr == nil {
 			vectorHits, vectorErr = r.store.VectorSearch(ctx, p.Scope, VectorRecall{
-				RecallFilter: q.filter, Generation: st.Generation, Vector: vec, Limit: candidates,
+				RecallFilter: q.filter, Generation: st.Generation, Vector: vec, Limit: candidates, ScopeEntries: st.Entries,
 			})
 		}
 	}

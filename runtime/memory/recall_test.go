@@ -274,3 +274,38 @@ func TestEmbedCheckedRefusesGarbage(t *testing.T) {
 	_, err = memory.EmbedChecked(ctx, unitEmbedder{model: memory.EmbeddingModel{ID: "other", Dimensions: 3}}, testModel, texts)
 	require.Equal(t, contract.CodeEmbeddingUnavailable, runtime.ErrorCode(err), "another model's vectors")
 }
+
+// countingEmbedder embeds every text as the first axis and counts the texts it saw.
+type countingEmbedder struct{ texts *atomic.Int64 }
+
+func (e countingEmbedder) Model() memory.EmbeddingModel { return testModel }
+
+func (e countingEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	e.texts.Add(int64(len(texts)))
+	return unitEmbedder{model: testModel}.Embed(context.Background(), texts)
+}
+
+// A query asked again is not embedded again while it is among the cache's most
+// recently used; a cache of none embeds every query.
+func TestRecallQueryCache(t *testing.T) {
+	t.Parallel()
+	ask := func(r *memory.Recall, queries ...string) {
+		for _, q := range queries {
+			for _, mode := range []string{contract.RecallVector, contract.RecallHybrid} {
+				_, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: q, Mode: mode})
+				require.NoError(t, err)
+			}
+		}
+	}
+	embedded := new(atomic.Int64)
+	r := newRecall(t, &stubRecall{}, countingEmbedder{embedded}, memory.WithQueryBudget(memory.QueryBudget{CacheEntries: 2}))
+	ask(r, "a", "b", "a", "b")
+	require.EqualValues(t, 2, embedded.Load(), "each query once")
+	ask(r, "c", "a", "b")
+	require.EqualValues(t, 5, embedded.Load(), "c pushed out a, and a pushed out b")
+
+	embedded.Store(0)
+	r = newRecall(t, &stubRecall{}, countingEmbedder{embedded}, memory.WithQueryBudget(memory.QueryBudget{CacheEntries: -1}))
+	ask(r, "a", "a")
+	require.EqualValues(t, 4, embedded.Load(), "no cache")
+}
