@@ -43,15 +43,13 @@ DROP FUNCTION cost_usage_subtract();
 DROP FUNCTION cost_usage_clear();
 DROP FUNCTION cost_usage_refuse_update();
 
--- A document's number is unique within its scope, which is where recall looks it up
--- (always with the scope): Citus accepts no unique index without the distribution
--- column, tenant_id. The sequence keeps the numbers unique across scopes all the same.
-CREATE UNIQUE INDEX context_entries_by_scope_text_ord ON context_entries (tenant_id, project_id, text_ord);
-DROP INDEX context_entries_by_text_ord;
+-- The document number's unique index over the number alone stays: Citus accepts no
+-- unique index without the distribution column, so `migrate up` replaces it on a
+-- Citus coordinator only, by one unique within the scope (Migrator.Distribute). On
+-- plain Postgres the text half's plans lean on it: without it, recall in text mode
+-- took 2.6 times as long on a LoCoMo conversation (docs/benchmarks.md).
 
 -- +goose Down
-CREATE UNIQUE INDEX context_entries_by_text_ord ON context_entries (text_ord);
-DROP INDEX context_entries_by_scope_text_ord;
 
 -- The triggers and their functions as migrations 00012, 00016, 00018, 00029 and 00032
 -- left them. A table Citus distributed in the meantime refuses them.

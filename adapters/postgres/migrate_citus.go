@@ -74,6 +74,18 @@ func (m *Migrator) Distribute(ctx context.Context) error {
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, distributionLockKey)
 	}()
 
+	// The document number is unique across scopes, which Citus cannot keep: on a
+	// cluster it is unique within its scope instead (the sequence still hands out
+	// each number once). Plain Postgres keeps the index over the number alone, which
+	// the text half's plans need (migration 00033).
+	for _, stmt := range []string{
+		`CREATE UNIQUE INDEX IF NOT EXISTS context_entries_by_scope_text_ord ON context_entries (tenant_id, project_id, text_ord)`,
+		`DROP INDEX IF EXISTS context_entries_by_text_ord`,
+	} {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("the document number's index for citus: %w", err)
+		}
+	}
 	tables, anchor, err := undistributedTables(ctx, conn)
 	if err != nil {
 		return err
