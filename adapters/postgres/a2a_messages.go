@@ -96,13 +96,14 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 	lockHead(b, scope)
 	b.Queue(purgeExpired, scope.TenantID, scope.ProjectID, nowMs, noPurgeLimit)
 	b.Queue(`
-		WITH head AS (
+		WITH posted AS (
+		    SELECT count(*) AS n FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3
+		), head AS (
 		    INSERT INTO a2a_heads AS h (tenant_id, project_id, live_messages, last_message_seq, last_seq)
-		    VALUES ($1, $2, 1, 1, cardinality($15::text[]))
+		    SELECT $1, $2, 1, 1, cardinality($15::text[]) FROM posted WHERE posted.n = 0
 		    ON CONFLICT (tenant_id, project_id) DO UPDATE
 		    SET live_messages = h.live_messages + 1, last_message_seq = h.last_message_seq + 1,
 		        last_seq = h.last_seq + cardinality($15::text[])
-		    WHERE NOT EXISTS (SELECT 1 FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND message_id = $3)
 		    RETURNING h.last_message_seq, h.last_seq
 		), inserted AS (
 		    INSERT INTO a2a_messages (tenant_id, project_id, message_id, seq, correlation_id, from_agent, to_agent,

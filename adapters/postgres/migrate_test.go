@@ -22,10 +22,10 @@ import (
 )
 
 // migratedDownTo is a fresh database rolled back to migration version, and the
-// provider that migrates it further.
+// provider that migrates it further; on a Citus cluster a plain one (pgtest.NewPlainDSN).
 func migratedDownTo(t *testing.T, version int64) (string, *goose.Provider) {
 	t.Helper()
-	dsn := pgtest.NewDSN(t)
+	dsn := pgtest.NewPlainDSN(t)
 	sqlDB, err := sql.Open("pgx", dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sqlDB.Close() })

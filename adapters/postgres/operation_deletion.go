@@ -202,10 +202,12 @@ func (s *OperationStore) DeleteConversationStep(ctx context.Context, scope runti
 		if err != nil || removed > 0 {
 			return false, err
 		}
+		// The result is spelled as text: jsonb_build_object is STABLE, and Citus
+		// calls no STABLE function on a column in an UPDATE.
 		_, err = tx.Exec(ctx, `
 			UPDATE operations
 			SET state = 'succeeded', progress_total = progress_done, updated_at_ms = $4, completed_at_ms = $4,
-			    result = jsonb_build_object('deletedRecords', progress_done)
+			    result = ('{"deletedRecords":' || progress_done::text || '}')::jsonb
 			WHERE tenant_id = $1 AND project_id = $2 AND operation_id = $3`,
 			scope.TenantID, scope.ProjectID, operationID, nowMs)
 		return err == nil, translate(err)

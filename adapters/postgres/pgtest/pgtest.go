@@ -134,6 +134,41 @@ func NewDSN(tb testing.TB) string {
 	return dsn
 }
 
+// NewPlainDSN is NewDSN for tests of the migrations' history: on plain Postgres it is
+// NewDSN; on a Citus cluster it is a database on the coordinator alone, without Citus,
+// migrated the way plain Postgres is. Migrations before 00033 kept derived data with
+// triggers, which Citus refuses on distributed tables, so rolling a distributed
+// database back past 00033 is not a path a Citus deployment has: a database joins a
+// cluster at the latest version.
+func NewPlainDSN(tb testing.TB) string {
+	tb.Helper()
+	s := provisioned(tb)
+	if !s.citus() {
+		return NewDSN(tb)
+	}
+	name := "agent_context_plain_" + randomHex(8)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident(name)); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
+			tb.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	dsn, err := withDatabase(s.adminDSN, name)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	if err := postgres.Migrate(ctx, dsn); err != nil {
+		tb.Fatalf("pgtest: migrate %s: %v", name, err)
+	}
+	return dsn
+}
+
 // provisioned returns the server, provisioning it on first use. Parallel tests wait on
 // the lock while the first one provisions; a failure fails every test that asks.
 func provisioned(tb testing.TB) *server {
