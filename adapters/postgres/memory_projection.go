@@ -869,7 +869,7 @@ func (s *ProjectionStore) DropRetiredStep(ctx context.Context, scope runtime.Sco
 
 // dropUnused drops t when no generation of any scope uses its model any more, unless
 // it is keep's. The foreign key from entry_generations makes a generation created
-// concurrently either visible here or fail this statement, never lose its table.
+// concurrently either visible to the check or fail the delete, never lose its table.
 // Two scopes retiring the model's last generations at once would each still see the
 // other's uncommitted ones and neither drop the table, so the check runs under the
 // catalog's advisory lock: the second waits for the first to commit and then sees
@@ -881,9 +881,22 @@ func (s *ProjectionStore) dropUnused(ctx context.Context, tx DBTX, t vectorTable
 	if _, err := tx.Exec(ctx, catalogLock); err != nil {
 		return translate(err)
 	}
-	tag, err := tx.Exec(ctx, `
-		DELETE FROM vector_models m WHERE m.model_id = $1
-		AND NOT EXISTS (SELECT 1 FROM entry_generations g WHERE g.model_id = m.model_id)`, t.Model.ID)
+	// Two statements: Citus deletes from a reference table (vector_models) with no
+	// distributed table (entry_generations) in the same statement, and after a read of
+	// every shard only when that read ran its shards one at a time.
+	if citus, err := OnCitus(ctx, tx); err != nil {
+		return err
+	} else if citus {
+		if _, err := tx.Exec(ctx, `SET LOCAL citus.multi_shard_modify_mode TO 'sequential'`); err != nil {
+			return translate(err)
+		}
+	}
+	var used bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM entry_generations WHERE model_id = $1)`,
+		t.Model.ID).Scan(&used); err != nil || used {
+		return translate(err)
+	}
+	tag, err := tx.Exec(ctx, `DELETE FROM vector_models WHERE model_id = $1`, t.Model.ID)
 	if err != nil || tag.RowsAffected() == 0 {
 		return translate(err)
 	}
@@ -913,17 +926,20 @@ func (s *ProjectionStore) BacklogScopes(ctx context.Context, after *runtime.Scop
 // statement: there the heads are listed first, then locked and examined by a statement
 // per scope, in one batch.
 func (s *ProjectionStore) StaleScopes(ctx context.Context, model string, after *runtime.Scope, limit int) ([]runtime.Scope, *runtime.Scope, error) {
+	// The scope's head is p; on Citus the statement names the scope itself ($1, $2) in
+	// the join and the sub-select, since Citus locks with FOR UPDATE only in a
+	// statement whose every table it sees filtered by the tenant.
 	const stale = `
 		SELECT p.tenant_id, p.project_id,
-		       coalesce(NOT p.pinned AND g.model_id <> %s AND NOT EXISTS (
+		       coalesce(NOT p.pinned AND g.model_id <> %[1]s AND NOT EXISTS (
 		           SELECT 1 FROM operations o
-		           WHERE o.tenant_id = p.tenant_id AND o.project_id = p.project_id
+		           WHERE o.tenant_id = %[2]s AND o.project_id = %[3]s
 		             AND o.kind = 'vector_rebuild' AND o.state IN ('pending', 'running')), false)
 		FROM entry_projections p
-		LEFT JOIN entry_generations g ON g.tenant_id = p.tenant_id AND g.project_id = p.project_id AND g.state = 'active'`
+		LEFT JOIN entry_generations g ON g.tenant_id = %[2]s AND g.project_id = %[3]s AND g.state = 'active'`
 	citus, err := OnCitus(ctx, s.db)
 	if err != nil || !citus {
-		return scopeWalk(ctx, s.db, after, scopeQueries{postgres: fmt.Sprintf(stale, "$4") + `
+		return scopeWalk(ctx, s.db, after, scopeQueries{postgres: fmt.Sprintf(stale, "$4", "p.tenant_id", "p.project_id") + `
 			WHERE (p.tenant_id, p.project_id) > ($1::text, $2::text)
 			ORDER BY p.tenant_id, p.project_id
 			LIMIT $3
@@ -947,7 +963,7 @@ func (s *ProjectionStore) StaleScopes(ctx context.Context, model string, after *
 	}
 	b := &pgx.Batch{}
 	for _, sc := range listed {
-		b.Queue(fmt.Sprintf(stale, "$3")+`
+		b.Queue(fmt.Sprintf(stale, "$3", "$1", "$2")+`
 			WHERE p.tenant_id = $1 AND p.project_id = $2
 			FOR UPDATE OF p`, sc.TenantID, sc.ProjectID, model)
 	}
