@@ -21,6 +21,9 @@ type AgentMessageStore struct {
 	inUnit bool
 	// appended learns the scope of a post's event, as EventStore's does.
 	appended func(runtime.Scope)
+	// citus: the database is a Citus coordinator, which refuses generic plans of the
+	// read (it routes a statement by its arguments).
+	citus bool
 }
 
 var _ a2a.AgentMessageStore = (*AgentMessageStore)(nil)
@@ -182,14 +185,19 @@ func (s *AgentMessageStore) PostMessage(ctx context.Context, scope runtime.Scope
 // The batch plans its statements generically and as key lookups (genericPlans and
 // keyPlans, for its transaction only): left to choose, Postgres planned the read and
 // the watermark afresh on most calls, about as costly as running them, and a generic
-// plan made while the watermarks held a few rows scanned them all.
+// plan made while the watermarks held a few rows scanned them all. Citus plans them
+// for their arguments, the only way it routes them.
 // Expired messages are never returned; when the probe found some, a second batch
 // purges them under the head's lock, after the read's transaction ended (a read never
 // holds message locks while it waits for the head). Reads therefore run on their own,
 // never inside a unit of work.
 func (s *AgentMessageStore) ReadMessages(ctx context.Context, scope runtime.Scope, q a2a.AgentMessageQuery) ([]contract.AgentMessage, error) {
 	b := &pgx.Batch{}
-	queueSetLocal(b, keyPlans, genericPlans)
+	plans := []setting{keyPlans, genericPlans}
+	if s.citus {
+		plans = plans[:1]
+	}
+	queueSetLocal(b, plans...)
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM a2a_messages WHERE tenant_id = $1 AND project_id = $2 AND expires_at_ms <= $3)`,
 		scope.TenantID, scope.ProjectID, q.NowMs)
 	sql, args := readMessagesSQL(scope, q)

@@ -256,11 +256,14 @@ type DB struct {
 	opts    DBOptions
 	catalog *vectorCatalog
 	scratch textindex.Pool // the text half's buffers
+	// citus tells that the database is a Citus coordinator (OnCitus), for the
+	// statements Citus plans differently.
+	citus bool
 }
 
 // NewDB returns the database over pool; its methods named after the areas return their
-// units of work.
-func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
+// units of work. It asks the database once whether it is a Citus coordinator.
+func NewDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 	if opts.SearchTimeout <= 0 {
 		opts.SearchTimeout = DefaultSearchTimeout
 	}
@@ -274,8 +277,12 @@ func NewDB(pool *pgxpool.Pool, opts DBOptions) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the job queue client: %w", err)
 	}
+	citus, err := OnCitus(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("look up the Citus extension: %w", err)
+	}
 	return &DB{Pool: pool, queue: queue, opts: opts, catalog: newVectorCatalog(),
-		scratch: textindex.NewPool()}, nil
+		scratch: textindex.NewPool(), citus: citus}, nil
 }
 
 // quietDriver is River's pgx driver for the insert-only client, without its
@@ -386,7 +393,7 @@ func (db *DB) Memory() runtime.UnitOfWork[memory.Stores] {
 // A2A is the unit of work of agent-to-agent coordination.
 func (db *DB) A2A() runtime.UnitOfWork[a2a.Stores] {
 	return newUnitOfWork(db, func(c conn) a2a.Stores {
-		return a2a.Stores{Agents: &AgentStore{db: c.h}, AgentMessages: &AgentMessageStore{db: c.h, inUnit: c.tx != nil, appended: c.appended},
+		return a2a.Stores{Agents: &AgentStore{db: c.h}, AgentMessages: &AgentMessageStore{db: c.h, inUnit: c.tx != nil, appended: c.appended, citus: db.citus},
 			Tasks: &TaskStore{db: c.h}, Events: &EventStore{db: c.h, appended: c.appended}, Envelopes: &EnvelopeStore{db: c.h},
 			Push: &PushStore{db: c.h}, Jobs: db.jobs(c)}
 	})

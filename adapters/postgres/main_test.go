@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,7 +20,7 @@ func newDB(tb testing.TB, pool *pgxpool.Pool, opts ...postgres.DBOptions) *postg
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	db, err := postgres.NewDB(pool, o)
+	db, err := postgres.NewDB(context.Background(), pool, o)
 	require.NoError(tb, err)
 	return db
 }

@@ -150,7 +150,7 @@ func (a *a2aBench) warmUp(b *testing.B, n int) {
 // useCases returns the A2A use cases in-process over a pool of their own on the
 // benchmark's database: the service without HTTP.
 func (a *a2aBench) useCases(b *testing.B) *a2a.Coordination {
-	db, err := postgres.NewDB(a.pool, postgres.DBOptions{})
+	db, err := postgres.NewDB(context.Background(), a.pool, postgres.DBOptions{})
 	require.NoError(b, err)
 	return a2a.NewCoordination(a2a.Config{DB: db.A2A(), Cursors: runtime.NewCursorCodec(make([]byte, 32))})
 }
@@ -248,7 +248,7 @@ func BenchmarkA2ALongPollWakeUp(b *testing.B) {
 	committer := startA2ABench(b, dsn)
 	other := startA2ABench(b, dsn)
 	// The committing unit of work hints through the committer's hub, as in the service.
-	db, err := postgres.NewDB(committer.pool, postgres.DBOptions{Hints: committer.main.hub})
+	db, err := postgres.NewDB(context.Background(), committer.pool, postgres.DBOptions{Hints: committer.main.hub})
 	require.NoError(b, err)
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}
 	for _, c := range []struct {

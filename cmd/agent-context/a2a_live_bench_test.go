@@ -38,7 +38,7 @@ func (u *beforeCommit) WithinTx(ctx context.Context, fn func(ctx context.Context
 
 // committer changes tasks in-process on app's database, timing each commit.
 func committer(b *testing.B, app *a2aBench) (*a2a.Coordination, *beforeCommit) {
-	db, err := postgres.NewDB(app.pool, postgres.DBOptions{})
+	db, err := postgres.NewDB(context.Background(), app.pool, postgres.DBOptions{})
 	require.NoError(b, err)
 	uow := &beforeCommit{UnitOfWork: db.A2A()}
 	return a2a.NewCoordination(a2a.Config{DB: uow, Cursors: runtime.NewCursorCodec(make([]byte, 32))}), uow

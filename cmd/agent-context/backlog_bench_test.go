@@ -60,7 +60,7 @@ func BenchmarkEmbeddingBacklog(b *testing.B) {
 		app, alone := startLocalEmbedderApp(b, modelDir)
 		before := embedAlone(b, alone, texts)
 
-		db, err := postgres.NewDB(app.pool, postgres.DBOptions{})
+		db, err := postgres.NewDB(context.Background(), app.pool, postgres.DBOptions{})
 		require.NoError(b, err)
 		scope := rt.Scope{TenantID: "local", ProjectID: "local"}
 		start := writeBurst(b, db, scope, texts, alone.Model(), fmt.Sprintf("burst-%d-", round))

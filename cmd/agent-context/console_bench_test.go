@@ -176,7 +176,7 @@ func BenchmarkConsoleRecallPlayground(b *testing.B) {
 	cfg.Embedder = EmbedderHash
 	embedder, err := newEmbedder(cfg)
 	require.NoError(b, err)
-	db, err := postgres.NewDB(app.pool, postgres.DBOptions{})
+	db, err := postgres.NewDB(context.Background(), app.pool, postgres.DBOptions{})
 	require.NoError(b, err)
 	texts := backlogTexts(entries)
 	start := writeBurst(b, db, rt.Scope{TenantID: "local", ProjectID: "local"}, texts, embedder.Model(), "pe-")

@@ -481,7 +481,7 @@ func TestMaintenanceStatusEndToEnd(t *testing.T) {
 
 	var raw map[string]any
 	app.do(t, http.MethodGet, pathStatus, nil).requireOK(t, http.StatusOK, &raw)
-	db, err := postgres.NewDB(openPool(t, app.dsn), postgres.DBOptions{})
+	db, err := postgres.NewDB(context.Background(), openPool(t, app.dsn), postgres.DBOptions{})
 	require.NoError(t, err)
 	current, latest, err := db.Versions(context.Background())
 	require.NoError(t, err)
@@ -585,7 +585,7 @@ func TestOperationSurvivesRestart(t *testing.T) {
 	// The deletion's worker died in the operation's last attempt (the tenth): its job is
 	// rescued all the same, not discarded with its operation left running.
 	pool := openPool(t, first.dsn)
-	db, err := postgres.NewDB(pool, postgres.DBOptions{})
+	db, err := postgres.NewDB(context.Background(), pool, postgres.DBOptions{})
 	require.NoError(t, err)
 	dead := operation.NewMaintenance(operation.MaintenanceConfig{DB: db.Operation(), Schema: db, BatchSize: 4})
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}

@@ -141,7 +141,7 @@ func (m *Main) Run(ctx context.Context) error {
 		DSN: cfg.ListenDatabaseURL, MetricsRefresh: cfg.MetricsRefresh}); err != nil {
 		return err
 	}
-	db, err := postgres.NewDB(m.pool, postgres.DBOptions{Logger: m.Log, Hints: m.hub})
+	db, err := postgres.NewDB(ctx, m.pool, postgres.DBOptions{Logger: m.Log, Hints: m.hub})
 	if err != nil {
 		return err
 	}

@@ -111,7 +111,7 @@ func decodePostings(t *testing.T, data []byte) [][4]int64 {
 func packText(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := postgres.NewDB(pool, postgres.DBOptions{})
+	db, err := postgres.NewDB(context.Background(), pool, postgres.DBOptions{})
 	require.NoError(t, err)
 	// A pack finding the scope locked (by the service's own projection job) packs
 	// nothing: the scopes are packed until nothing is left.

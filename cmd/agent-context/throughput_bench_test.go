@@ -44,7 +44,7 @@ func BenchmarkMessagesRecentThroughput(b *testing.B) {
 	direct, err := postgres.NewPool(ctx, app.dsn, postgres.PoolOptions{MaxConns: app.maxConns, ApplicationName: "bench-direct"})
 	require.NoError(b, err)
 	b.Cleanup(direct.Close)
-	db, err := postgres.NewDB(direct, postgres.DBOptions{})
+	db, err := postgres.NewDB(context.Background(), direct, postgres.DBOptions{})
 	require.NoError(b, err)
 	store := db.Messages()
 	scope := runtime.Scope{TenantID: "local", ProjectID: "local"}

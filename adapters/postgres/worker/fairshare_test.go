@@ -40,7 +40,7 @@ func (h *heldPushes) DeliverPush(ctx context.Context, job *a2a.PushJob, _ int64,
 func TestTenantHoldsAtMostHalfOfAClassWhileAnotherWaits(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
-	db, err := postgres.NewDB(pool, postgres.DBOptions{})
+	db, err := postgres.NewDB(context.Background(), pool, postgres.DBOptions{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	var enqueue []a2a.PushJob
@@ -105,7 +105,7 @@ func (h *heldOperations) RunOperation(ctx context.Context, scope runtime.Scope, 
 func TestOperationsKeepAWorkerForOtherTenants(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
-	db, err := postgres.NewDB(pool, postgres.DBOptions{})
+	db, err := postgres.NewDB(context.Background(), pool, postgres.DBOptions{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	enqueue := func(tenant, id string) {
