@@ -70,6 +70,19 @@ func (r *rankTracer) rankedRows(t *testing.T, pool *pgxpool.Pool) []float64 {
 		for _, c := range children {
 			walk(c.(map[string]any))
 		}
+		// On a Citus coordinator, the statement's plan is each task's, on its worker.
+		if dist, ok := node["Distributed Query"].(map[string]any); ok {
+			job, _ := dist["Job"].(map[string]any)
+			tasks, _ := job["Tasks"].([]any)
+			for _, task := range tasks {
+				remote, _ := task.(map[string]any)["Remote Plan"].([]any)
+				for _, explained := range remote {
+					for _, p := range explained.([]any) {
+						walk(p.(map[string]any)["Plan"].(map[string]any))
+					}
+				}
+			}
+		}
 	}
 	walk(plans[0].Plan)
 	require.NotEmpty(t, ranked, "no plan node computes ts_rank: %s", raw)

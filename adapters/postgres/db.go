@@ -415,7 +415,7 @@ func (db *DB) Messages() *MessageStore { return db.messages(db.Pool) }
 // Recall is the recall store over the pool.
 func (db *DB) Recall() *RecallStore {
 	return &RecallStore{db: db.Pool, catalog: db.catalog, searchTimeout: db.opts.SearchTimeout, fewRows: fewFilterRows,
-		scratch: db.scratch}
+		scratch: db.scratch, citus: db.citus}
 }
 
 // Costs is the cost store over the pool.

@@ -210,10 +210,8 @@ func indexOnlySearch(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, tabl
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT set_config('hnsw.iterative_scan', $1, true), set_config('hnsw.ef_search', '100', true),
-		set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`,
-		iterative, fmt.Sprint(maxTuples))
-	require.NoError(t, err)
+	setLocalEverywhere(t, tx, "hnsw.iterative_scan", iterative, "hnsw.ef_search", "100",
+		"hnsw.max_scan_tuples", fmt.Sprint(maxTuples), "enable_sort", "off", "enable_bitmapscan", "off")
 	if filterTags == nil {
 		filterTags = []string{}
 	}
@@ -227,6 +225,48 @@ func indexOnlySearch(t *testing.T, pool *pgxpool.Pool, scope runtime.Scope, tabl
 	rows, err = tx.Query(ctx, query, args...)
 	require.NoError(t, err)
 	return entryIDs(t, rows)
+}
+
+// setLocalEverywhere applies settings (name, value pairs) until tx ends, on a Citus
+// cluster on the workers too, where the statements run.
+func setLocalEverywhere(t *testing.T, tx pgx.Tx, settings ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if onCitus(t, tx) {
+		_, err := tx.Exec(ctx, `SET LOCAL citus.propagate_set_commands TO 'local'`)
+		require.NoError(t, err)
+	}
+	for i := 0; i < len(settings); i += 2 {
+		_, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL %s TO %s", settings[i], pgQuote(settings[i+1])))
+		require.NoError(t, err)
+	}
+}
+
+// onCitus says whether db is a Citus coordinator.
+func onCitus(t *testing.T, db postgres.DBTX) bool {
+	t.Helper()
+	citus, err := postgres.OnCitus(context.Background(), db)
+	require.NoError(t, err)
+	return citus
+}
+
+func pgQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// hnswScans is how often tx's transaction scanned table's HNSW index in scope: on a
+// Citus cluster, on the worker holding the scope's shard, through the connection the
+// transaction uses for it.
+func hnswScans(t *testing.T, tx pgx.Tx, table string, scope runtime.Scope) (n int64) {
+	t.Helper()
+	ctx := context.Background()
+	if !onCitus(t, tx) {
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_numscans($1::regclass)`, table+"_hnsw").Scan(&n))
+		return n
+	}
+	var shard int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT get_shard_id_for_distribution_column($1::regclass, $2::text)`, table, scope.TenantID).Scan(&shard))
+	require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(`SELECT pg_stat_get_xact_numscans(to_regclass('%s_hnsw_%d'))
+		FROM %s WHERE tenant_id = $1 LIMIT 1`, table, shard, pgx.Identifier{table}.Sanitize()), scope.TenantID).Scan(&n))
+	return n
 }
 
 // entryIDs reads the entry IDs in the first column of rows of the vector half.
@@ -331,10 +371,7 @@ func TestVectorSearchFewFilterRowsExact(t *testing.T) {
 		defer func() { _ = tx.Rollback(ctx) }()
 		// The counter also holds the session's scans not yet reported: the difference
 		// is this search's.
-		scans := func() (n int64) {
-			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_numscans($1::regclass)`, table+"_hnsw").Scan(&n))
-			return n
-		}
+		scans := func() int64 { return hnswScans(t, tx, table, scope) }
 		before := scans()
 		hits, err := postgres.RecallOver(db, tx).VectorSearch(ctx, scope, memory.VectorRecall{
 			RecallFilter: memory.RecallFilter{Tags: []string{tag}, NowMs: time.Now().UnixMilli()},
@@ -385,10 +422,7 @@ func TestVectorSearchSmallScopeExact(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		scans := func() (n int64) {
-			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_numscans($1::regclass)`, table+"_hnsw").Scan(&n))
-			return n
-		}
+		scans := func() int64 { return hnswScans(t, tx, table, scope) }
 		before := scans()
 		hits, err := postgres.RecallOver(db, tx).VectorSearch(ctx, scope, memory.VectorRecall{
 			RecallFilter: memory.RecallFilter{NowMs: time.Now().UnixMilli()},

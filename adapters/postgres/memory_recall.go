@@ -23,6 +23,7 @@ type RecallStore struct {
 	searchTimeout time.Duration
 	fewRows       int // fewFilterRows; tests set it to -1 to take the other plans
 	scratch       textindex.Pool
+	citus         bool // the database is a Citus coordinator (vectorSettingsOnWorkers)
 }
 
 var _ memory.RecallStore = (*RecallStore)(nil)
@@ -80,6 +81,20 @@ const vectorSettingsSQL = `SELECT set_config('statement_timeout', $1, true),
 	set_config('plan_cache_mode', 'force_custom_plan', true),
 	set_config('hnsw.iterative_scan', 'strict_order', true),
 	set_config('hnsw.ef_search', $2, true)`
+
+// vectorSettingsOnWorkers are pgvector's settings of vectorSettingsSQL ($1: ef_search)
+// as SET LOCAL commands, for a Citus coordinator: set_config changes only the
+// coordinator's session, and the search runs on a worker. Citus forwards SET LOCAL of
+// a setting to the workers of the transaction when citus.propagate_set_commands is
+// 'local' and the command runs in a transaction block, so on Citus the vector half's
+// batch opens one (BEGIN ... COMMIT, still one round trip).
+func vectorSettingsOnWorkers(efSearch int) []string {
+	return []string{
+		`SET LOCAL citus.propagate_set_commands TO 'local'`,
+		`SET LOCAL hnsw.iterative_scan TO 'strict_order'`,
+		`SET LOCAL hnsw.ef_search TO ` + strconv.Itoa(efSearch),
+	}
+}
 
 // vectorPlan is how the vector half finds the nearest entries.
 type vectorPlan int
@@ -182,7 +197,17 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 	}
 	args := append([]any{scope.TenantID, scope.ProjectID, pgvector.NewVector(q.Vector), q.Generation.Number},
 		append(recallFilterArgs(q.RecallFilter), q.Limit)...)
-	settings := []any{strconv.FormatInt(s.searchTimeout.Milliseconds(), 10), strconv.Itoa(hnswEfSearch(q.Limit))}
+	efSearch := hnswEfSearch(q.Limit)
+	settings := []any{strconv.FormatInt(s.searchTimeout.Milliseconds(), 10), strconv.Itoa(efSearch)}
+	// On Citus, the settings go to the workers: in a transaction block of the batch's
+	// own unless the store runs in a transaction already.
+	var before, after []string
+	if s.citus {
+		before = vectorSettingsOnWorkers(efSearch)
+		if _, inTx := s.db.(pgx.Tx); !inTx {
+			before, after = append([]string{"BEGIN"}, before...), []string{"COMMIT"}
+		}
+	}
 	var hits []memory.RecallHit
 	// search runs the settings and the statement in one round trip.
 	search := func(plan vectorPlan) error {
@@ -191,11 +216,17 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 			planArgs = append(slices.Clone(args), s.fewRows+1)
 		}
 		b := &pgx.Batch{}
+		for _, stmt := range before {
+			b.Queue(stmt)
+		}
 		b.Queue(vectorSettingsSQL, settings...)
 		b.Queue(vectorSQL(t, plan, q.AsOfMs != nil), planArgs...)
+		for _, stmt := range after {
+			b.Queue(stmt)
+		}
 		br := s.db.SendBatch(ctx, b)
 		defer func() { _ = br.Close() }()
-		if _, err := br.Exec(); err != nil {
+		if err := execResults(br, len(before)+1); err != nil {
 			return translate(err)
 		}
 		rows, err := br.Query()
