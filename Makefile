@@ -56,6 +56,7 @@ test: setup ## run every test against a throwaway local Postgres, then the deplo
 .PHONY: test/citus
 test/citus: setup ## run every test against a local Citus cluster (coordinator + 2 workers); CITUS_TARBALL names Citus's source when it is not installed
 	AGENT_CONTEXT_TEST_CITUS=1 $(PGRUN) $(GO) test $(TEST_FLAGS) ./...
+	AGENT_CONTEXT_TEST_CITUS=1 $(PGRUN) bash -c 'cd $(INTEROP) && $(GO) test $(TEST_FLAGS) ./...'
 
 .PHONY: console/screenshots
 console/screenshots: setup ## retake the console screenshots under docs/console (the browser test takes them)
