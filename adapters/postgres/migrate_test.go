@@ -300,6 +300,12 @@ func TestMigrateDistributesOnlyOnCitus(t *testing.T) {
 	var groups int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'`).Scan(&groups))
 	require.Equal(t, 1, groups)
+	var triggered []string
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT coalesce(array_agg(DISTINCT t.tgrelid::regclass::text), '{}') FROM pg_trigger t
+		JOIN pg_dist_partition p ON p.logicalrelid = t.tgrelid
+		WHERE NOT t.tgisinternal`).Scan(&triggered))
+	require.Empty(t, triggered, "no trigger on a distributed or reference table")
 	var local []string
 	require.NoError(t, pool.QueryRow(ctx, `
 		SELECT coalesce(array_agg(p.logicalrelid::regclass::text), '{}') FROM pg_dist_partition p
