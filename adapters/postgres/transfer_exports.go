@@ -173,12 +173,16 @@ func (s *ExportStore) FinishArtifact(ctx context.Context, scope runtime.Scope, a
 }
 
 // purgeableArtifact is the condition on an export artifact a that the purge removes
-// at $1 (the time in ms): expired, or left building by an operation that ended.
-const purgeableArtifact = `((a.state = 'ready' AND a.expires_at_ms <= $1)
+// at $1 (the time in ms): expired, or left building by an operation that ended. tenant
+// and project name a's scope: a's columns, or the parameters of a statement that locks
+// (Citus locks only where it sees every table it reads filtered by the tenant).
+func purgeableArtifact(tenant, project string) string {
+	return `((a.state = 'ready' AND a.expires_at_ms <= $1)
 	OR (a.state = 'building' AND NOT EXISTS (
 	        SELECT 1 FROM operations o
-	        WHERE o.tenant_id = a.tenant_id AND o.project_id = a.project_id
+	        WHERE o.tenant_id = ` + tenant + ` AND o.project_id = ` + project + `
 	          AND o.operation_id = a.operation_id AND o.state IN ('pending', 'running'))))`
+}
 
 // purgeCandidates is how many artifacts a purge step lists to lock one of them.
 const purgeCandidates = 16
@@ -197,7 +201,7 @@ func (s *ExportStore) PurgeArtifactsStep(ctx context.Context, nowMs int64, bound
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT a.tenant_id, a.project_id, a.artifact_id FROM export_artifacts a
-			WHERE `+purgeableArtifact+` LIMIT $2`, nowMs, purgeCandidates)
+			WHERE `+purgeableArtifact("a.tenant_id", "a.project_id")+` LIMIT $2`, nowMs, purgeCandidates)
 		if err != nil {
 			return translate(err)
 		}
@@ -213,7 +217,7 @@ func (s *ExportStore) PurgeArtifactsStep(ctx context.Context, nowMs int64, bound
 		var id string
 		for _, c := range candidates {
 			err := tx.QueryRow(ctx, `SELECT a.artifact_id FROM export_artifacts a
-				WHERE a.tenant_id = $2 AND a.project_id = $3 AND a.artifact_id = $4 AND `+purgeableArtifact+`
+				WHERE a.tenant_id = $2 AND a.project_id = $3 AND a.artifact_id = $4 AND `+purgeableArtifact("$2", "$3")+`
 				FOR UPDATE OF a SKIP LOCKED`, nowMs, c.TenantID, c.ProjectID, c.ArtifactID).Scan(&id)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue
