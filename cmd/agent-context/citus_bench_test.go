@@ -72,8 +72,8 @@ type overheadBench struct {
 //   - append: POST /messages/batch of 10 messages to the tenant's live conversation;
 //   - recent50: POST /messages/recent, the 50 newest of a 300-message conversation;
 //   - recall: POST /recall in the default (hybrid) mode over the tenant's 300 entries;
-//   - a2a: POST /a2a/messages (a broadcast), then POST /a2a/messages/read by a reader
-//     of the same tenant, which returns it and marks it read.
+//   - a2a: POST /a2a/messages/post (a broadcast), then POST /a2a/messages/read by a
+//     reader of the same tenant, which returns it and marks it read.
 //
 // It reports each operation's p50 and p95 in milliseconds (for a2a also of the post and
 // the read alone) and its rate over all clients, and logs the machine's load averages
