@@ -337,13 +337,13 @@ func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entr
 // its conversation (memory.EmbedInput.Previous), "" when there is none: the latest
 // of its conversation's entries, in any status, created before it (of those created
 // in the same millisecond, the one numbered before it), other than those it
-// supersedes or merges. context_entries_by_conversation finds the conversation's
-// entries.
+// supersedes or merges. It walks context_entries_by_conversation_created back from
+// the entry's creation time.
 func previousContent(alias string) string {
 	return `coalesce((
 	SELECT p.content FROM context_entries p
 	WHERE p.tenant_id = ` + alias + `.tenant_id AND p.project_id = ` + alias + `.project_id
-	  AND p.conversation_id = ` + alias + `.conversation_id
+	  AND p.conversation_id = ` + alias + `.conversation_id AND p.created_at_ms <= ` + alias + `.created_at_ms
 	  AND (p.created_at_ms, p.text_ord) < (` + alias + `.created_at_ms, ` + alias + `.text_ord)
 	  AND p.superseded_by IS DISTINCT FROM ` + alias + `.entry_id AND p.merged_into IS DISTINCT FROM ` + alias + `.entry_id
 	ORDER BY p.created_at_ms DESC, p.text_ord DESC
