@@ -261,7 +261,7 @@ func TestRecallEmbedderOutage(t *testing.T) {
 	app := startApp(t, srv.configure)
 	app.createEntry(t, entryBody("e1", "The heron service restarts nightly."))
 	st := app.waitProjected(t)
-	require.Equal(t, "openai:test-model/16", st.Model)
+	require.Equal(t, "openai:test-model/16"+memory.ContextInput, st.Model)
 	require.Equal(t, []string{"e1"}, app.recallIDs(t, map[string]any{"query": "heron restarts", "mode": "vector"}))
 	require.EqualValues(t, 1, vectorRows(t, app))
 
