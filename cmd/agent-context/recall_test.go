@@ -61,8 +61,8 @@ func TestRecallModesAndFilters(t *testing.T) {
 	for _, r := range res.Results {
 		last = min(last, *r.Breakdown.VectorScore)
 	}
-	require.InDelta(t, 0.6+min(0.4, *top.Breakdown.VectorScore-last), top.Score, 1e-12,
-		"score fusion: the text half's best (0.6, unscaled beside a short vector half) and the vector half's margin over its last")
+	require.InDelta(t, 0.4+min(0.4, *top.Breakdown.VectorScore-last), top.Score, 1e-12,
+		"score fusion: the text half's best (0.4, unscaled beside a short vector half) and the vector half's margin over its last")
 	require.Positive(t, *top.Breakdown.VectorScore)
 	require.Positive(t, *top.Breakdown.TextScore)
 	for i := 1; i < len(res.Results); i++ {
@@ -271,7 +271,7 @@ func TestRecallEmbedderOutage(t *testing.T) {
 	require.Equal(t, contract.DegradationEmbeddingUnavailable, *res.DegradationReason)
 	require.Equal(t, []string{"e1"}, resultIDs(res.Results))
 	require.Nil(t, res.Results[0].Breakdown.VectorRank)
-	require.InDelta(t, 0.6, res.Results[0].Score, 1e-12, "the text half's share for its best hit")
+	require.InDelta(t, 0.4, res.Results[0].Score, 1e-12, "the text half's share for its best hit")
 	e := app.post(t, pathRecall, map[string]any{"query": "heron service", "mode": "vector"}).
 		requireError(t, http.StatusServiceUnavailable, contract.CodeEmbeddingUnavailable)
 	require.Empty(t, e.Details)
