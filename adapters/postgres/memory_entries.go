@@ -338,11 +338,13 @@ func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entr
 // of its conversation's entries, in any status, created before it (of those created
 // in the same millisecond, the one numbered before it), other than those it
 // supersedes or merges. It walks context_entries_by_conversation_created back from
-// the entry's creation time.
+// the entry's creation time. The statement's $1 and $2 are the scope, named for this
+// table too rather than through e's: Citus routes a statement to the tenant's shard
+// when every table it reads names the tenant.
 func previousContent(alias string) string {
 	return `coalesce((
 	SELECT p.content FROM context_entries p
-	WHERE p.tenant_id = ` + alias + `.tenant_id AND p.project_id = ` + alias + `.project_id
+	WHERE p.tenant_id = $1 AND p.project_id = $2
 	  AND p.conversation_id = ` + alias + `.conversation_id AND p.created_at_ms <= ` + alias + `.created_at_ms
 	  AND (p.created_at_ms, p.text_ord) < (` + alias + `.created_at_ms, ` + alias + `.text_ord)
 	  AND p.superseded_by IS DISTINCT FROM ` + alias + `.entry_id AND p.merged_into IS DISTINCT FROM ` + alias + `.entry_id
