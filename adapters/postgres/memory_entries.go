@@ -333,10 +333,29 @@ func (s *EntryStore) UpdateStatus(ctx context.Context, scope runtime.Scope, entr
 	})
 }
 
+// previousContent is the content of the entry written just before the entry e in
+// its conversation (memory.EmbedInput.Previous), "" when there is none: the latest
+// of its conversation's entries, in any status, created before it (of those created
+// in the same millisecond, the one numbered before it), other than those it
+// supersedes or merges. It walks context_entries_by_conversation_created back from
+// the entry's creation time. The statement's $1 and $2 are the scope, named for this
+// table too rather than through e's: Citus routes a statement to the tenant's shard
+// when every table it reads names the tenant.
+func previousContent(alias string) string {
+	return `coalesce((
+	SELECT p.content FROM context_entries p
+	WHERE p.tenant_id = $1 AND p.project_id = $2
+	  AND p.conversation_id = ` + alias + `.conversation_id AND p.created_at_ms <= ` + alias + `.created_at_ms
+	  AND (p.created_at_ms, p.text_ord) < (` + alias + `.created_at_ms, ` + alias + `.text_ord)
+	  AND p.superseded_by IS DISTINCT FROM ` + alias + `.entry_id AND p.merged_into IS DISTINCT FROM ` + alias + `.entry_id
+	ORDER BY p.created_at_ms DESC, p.text_ord DESC
+	LIMIT 1), '')`
+}
+
 // ActiveEntries implements memory.EntryStore, walking the primary key.
 func (s *EntryStore) ActiveEntries(ctx context.Context, scope runtime.Scope, after string, limit int, nowMs int64) ([]memory.EmbedInput, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT e.entry_id, e.content FROM context_entries e
+		SELECT e.entry_id, e.content, `+previousContent("e")+` FROM context_entries e
 		WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id > $3 AND e.status = 'active'
 		  AND (e.expires_at_ms IS NULL OR e.expires_at_ms > $5) AND `+liveConversation("e")+`
 		ORDER BY e.entry_id

@@ -475,7 +475,7 @@ func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope,
 			return translate(err)
 		}
 		rows, err = tx.Query(ctx, `
-			SELECT e.entry_id, e.content FROM context_entries e
+			SELECT e.entry_id, e.content, `+previousContent("e")+` FROM context_entries e
 			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = ANY($3)
 			  AND e.status = 'active' AND (e.expires_at_ms IS NULL OR e.expires_at_ms > $4) AND `+liveConversation("e")+`
 			ORDER BY e.created_at_ms, e.entry_id`,
@@ -485,7 +485,7 @@ func (s *ProjectionStore) ClaimBacklog(ctx context.Context, scope runtime.Scope,
 		}
 		b.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (memory.EmbedInput, error) {
 			var in memory.EmbedInput
-			return in, row.Scan(&in.ID, &in.Content)
+			return in, row.Scan(&in.ID, &in.Content, &in.Previous)
 		})
 		if err != nil {
 			return translate(err)

@@ -952,3 +952,46 @@ func TestProjectionPacksText(t *testing.T) {
 	require.Zero(t, count(`SELECT count(*) FROM entry_text_dropped WHERE tenant_id = $1 AND project_id = $2`))
 	require.Equal(t, total-6, pending()+packed(), "the deleted entry's postings are out of the blocks")
 }
+
+// TestEmbedInputsHoldThePreviousEntry: the backlog and a rebuild read, with every
+// entry, the content of the entry written just before it in its conversation, in any
+// status, but not of one it supersedes; an entry of no conversation has none.
+func TestEmbedInputsHoldThePreviousEntry(t *testing.T) {
+	t.Parallel()
+	b := setupProjection(t, nil)
+	ctx := context.Background()
+	create := func(id, conversation, content string) {
+		req := &contract.CreateEntryRequest{ID: &id, Kind: "observation", Content: content}
+		if conversation != "" {
+			req.ConversationID = &conversation
+		}
+		_, _, err := b.entries.Create(ctx, b.p, req)
+		require.NoError(t, err)
+	}
+	create("a1", "a", "Ann: How was the trip?")
+	create("b1", "b", "Bob: Hello.")
+	create("a2", "a", "Cid: Long, but the mountains were worth it.")
+	create("x", "", "A fact of no conversation.")
+	create("a3", "a", "Ann: Which mountains?")
+	corrected, err := b.entries.Correct(ctx, b.p, &contract.CorrectEntryRequest{EntryID: "a3", Content: "Ann: Which mountains did you see?"})
+	require.NoError(t, err)
+	want := map[string]string{
+		"a1": "", "b1": "", "x": "",
+		"a2":               "Ann: How was the trip?",
+		corrected.Entry.ID: "Cid: Long, but the mountains were worth it.",
+	}
+	backlog, err := b.db.Memory().Stores().Projection.ClaimBacklog(ctx, b.scope, 100, time.Now().UnixMilli(), time.Minute)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, in := range backlog.Entries {
+		got[in.ID] = in.Previous
+	}
+	require.Equal(t, want, got, "the backlog")
+	active, err := b.db.Memory().Stores().Entries.ActiveEntries(ctx, b.scope, "", 100, time.Now().UnixMilli())
+	require.NoError(t, err)
+	got = map[string]string{}
+	for _, in := range active {
+		got[in.ID] = in.Previous
+	}
+	require.Equal(t, want, got, "a rebuild")
+}

@@ -225,6 +225,10 @@ func TestMigrationConvertsVectorTables(t *testing.T) {
 	}
 	require.Equal(t, []string{"e1"}, recall(texts[1], 1), "the converted rows answer from the graph")
 
+	// The backlog's claim reads the entries' document numbers (text_ord, migration
+	// 00029) to find the entry before each in its conversation.
+	_, err = provider.UpTo(ctx, 29)
+	require.NoError(t, err)
 	st := db.Memory().Stores().Projection
 	e := contract.ContextEntry{ID: "new", CreatedAtMs: 1}
 	_, err = pool.Exec(ctx, `

@@ -41,6 +41,9 @@ func newEmbedder(cfg Config) (memory.Embedder, error) {
 // embedderSet implements memory.Embedders over the configuration: the configured
 // embedder is built at start, any other one (a rebuild naming it, a scope still on an
 // older model) when first asked for, once per process. Every one is timed by metrics.
+// The projections it starts and rebuilds embed entries in their context: their
+// model is the embedder's with memory.ContextInput; ForModel still answers for the
+// embedder's own model, that of projections made before, which embed contents alone.
 type embedderSet struct {
 	cfg        Config
 	metrics    *embedding.Metrics
@@ -69,8 +72,19 @@ func newEmbedders(cfg Config, metrics *embedding.Metrics) (*embedderSet, error) 
 	if err != nil {
 		return nil, err
 	}
-	s.configured = e
+	s.configured = inContext{e}
 	return s, nil
+}
+
+// inContext is an embedder whose model is its own with memory.ContextInput: the
+// projection gives it the texts of entries in their context (memory.EmbedInput.Text).
+type inContext struct{ memory.Embedder }
+
+// Model implements memory.Embedder.
+func (e inContext) Model() memory.EmbeddingModel {
+	m := e.Embedder.Model()
+	m.ID += memory.ContextInput
+	return m
 }
 
 // build returns the embedder of name, building it on first use; a failure is kept
@@ -102,28 +116,36 @@ func (s *embedderSet) Named(name string) (memory.Embedder, error) {
 	if err != nil {
 		return nil, runtime.Invalid("embedder", "the %s embedder cannot run on this service: %v", name, err)
 	}
-	return e, nil
+	return inContext{e}, nil
 }
 
-// ForModel implements memory.Embedders. The model ID tells which embedder made it;
-// the local model is loaded only for its own ID.
+// ForModel implements memory.Embedders. The model ID tells which embedder made it,
+// and whether in context (memory.ContextInput); the local model is loaded only for
+// its own ID.
 func (s *embedderSet) ForModel(id string) (memory.Embedder, bool) {
 	if s.configured.Model().ID == id {
 		return s.configured, true
 	}
+	own, context := strings.CutSuffix(id, memory.ContextInput)
 	var name string
 	switch {
-	case id == hash.ModelID:
+	case own == hash.ModelID:
 		name = EmbedderHash
-	case id == local.ModelID:
+	case own == local.ModelID:
 		name = EmbedderLocal
-	case strings.HasPrefix(id, "openai:"):
+	case strings.HasPrefix(own, "openai:"):
 		name = EmbedderOpenAI
 	default:
 		return nil, false
 	}
 	e, err := s.build(name)
-	if err != nil || e.Model().ID != id {
+	if err != nil {
+		return nil, false
+	}
+	if context {
+		e = inContext{e}
+	}
+	if e.Model().ID != id {
 		return nil, false
 	}
 	return e, true

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/embedding/hash"
 	"github.com/agent-context/agent-context/adapters/embedding/local"
 	"github.com/agent-context/agent-context/adapters/embedding/local/localtest"
+	"github.com/agent-context/agent-context/runtime/memory"
 )
 
 func TestEmbeddingConfigDefaults(t *testing.T) {
@@ -130,4 +131,27 @@ func TestNewEmbedder(t *testing.T) {
 		require.NoError(t, err)
 		require.InDeltaSlice(t, []float32{0.6, 0, 0.8}, v[0], 1e-6)
 	})
+}
+
+// TestEmbeddersEmbedInContext: the projections the service starts and rebuilds are of
+// the embedder's model in context; the embedder's own model, of projections made
+// before, is still served (for their recalls until they are rebuilt).
+func TestEmbeddersEmbedInContext(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(func(k string) string { return map[string]string{"AGENT_CONTEXT_EMBEDDER": "hash"}[k] })
+	require.NoError(t, err)
+	set, err := newEmbedders(cfg, nil)
+	require.NoError(t, err)
+	inContext := memory.EmbeddingModel{ID: hash.ModelID + memory.ContextInput, Dimensions: hash.Dimensions}
+	require.Equal(t, inContext, set.Configured().Model())
+	named, err := set.Named(EmbedderHash)
+	require.NoError(t, err)
+	require.Equal(t, inContext, named.Model())
+	for _, id := range []string{hash.ModelID + memory.ContextInput, hash.ModelID} {
+		e, ok := set.ForModel(id)
+		require.True(t, ok, id)
+		require.Equal(t, id, e.Model().ID)
+	}
+	_, ok := set.ForModel("unknown" + memory.ContextInput)
+	require.False(t, ok)
 }

@@ -50,6 +50,9 @@ type locomoTurn struct {
 	DiaID       string `json:"dia_id"`
 	Text        string `json:"text"`
 	BlipCaption string `json:"blip_caption"`
+	// Session is the key of the turn's session ("session_3"), the conversation the
+	// benchmark stores it in.
+	Session string `json:"-"`
 }
 
 // Content is the entry the benchmark stores for the turn: "<speaker>: <text>", and for
@@ -133,6 +136,7 @@ func parseLoCoMoConversation(raw []byte) (locomoConversation, error) {
 				return locomoConversation{}, fmt.Errorf("session_%d: a turn without a dia_id, or a repeated one (%q)", s.n, t.DiaID)
 			}
 			known[t.DiaID] = true
+			t.Session = fmt.Sprintf("session_%d", s.n)
 			c.Turns = append(c.Turns, t)
 		}
 	}
@@ -347,8 +351,8 @@ func readLoCoMo(tb testing.TB) ([]locomoConversation, string) {
 }
 
 // BenchmarkLoCoMo measures recall on a LoCoMo-format file (docs/recall-quality.md):
-// the real service with the local embedder stores every turn as an entry through
-// POST /entries, waits until the projection has embedded them all, then asks every
+// the real service with the local embedder stores every turn as an entry of its
+// session's conversation through POST /entries, waits until the projection has embedded them all, then asks every
 // question with evidence through POST /recall (topK 10) in each mode; beside them, the
 // benchmark's own BM25 ranks the same turns. It reports hit@k and recall@k for k = 5
 // and 10 (and logs the table); an iteration is one pass of every question in the
@@ -390,7 +394,9 @@ func BenchmarkLoCoMo(b *testing.B) {
 		ids, docs := make([]string, len(conv.Turns)), make([]string, len(conv.Turns))
 		for i, t := range conv.Turns {
 			ids[i], docs[i] = t.DiaID, t.Content()
-			_, _, err := api.CreateEntry(ctx, &contract.CreateEntryRequest{ID: &ids[i], Kind: "observation", Content: docs[i]})
+			_, _, err := api.CreateEntry(ctx, &contract.CreateEntryRequest{
+				ID: &ids[i], Kind: "observation", Content: docs[i], ConversationID: &conv.Turns[i].Session,
+			})
 			require.NoError(b, err)
 		}
 		waitEmbedded(b, api)
@@ -402,22 +408,34 @@ func BenchmarkLoCoMo(b *testing.B) {
 	require.Positive(b, questions, "no question with evidence in %s", path)
 
 	topK := slices.Max(locomoKs)
-	var scores map[string]*retrievalScores
+	// scores[r] is retriever r's over every question, each[i][r] over conversation i's.
+	var (
+		scores map[string]*retrievalScores
+		each   []map[string]*retrievalScores
+	)
 	b.ResetTimer()
 	for range b.N {
-		scores = map[string]*retrievalScores{}
+		scores, each = map[string]*retrievalScores{}, make([]map[string]*retrievalScores, len(all))
 		for _, r := range locomoRetrievers {
 			scores[r] = newRetrievalScores()
 		}
-		for _, l := range all {
+		for i, l := range all {
+			each[i] = map[string]*retrievalScores{}
+			for _, r := range locomoRetrievers {
+				each[i][r] = newRetrievalScores()
+			}
+			add := func(r string, ranking, evidence []string) {
+				scores[r].add(ranking, evidence, locomoKs)
+				each[i][r].add(ranking, evidence, locomoKs)
+			}
 			for _, q := range l.conv.Questions {
 				for _, mode := range locomoRetrievers[:3] {
 					res, err := l.api.Recall(ctx, &contract.RecallRequest{Query: q.Question, TopK: &topK, Mode: mode})
 					require.NoError(b, err)
 					require.False(b, res.Degraded, "the local embedder answers")
-					scores[mode].add(resultIDs(res.Results), q.Evidence, locomoKs)
+					add(mode, resultIDs(res.Results), q.Evidence)
 				}
-				scores["bm25"].add(l.plain.search(q.Question, topK), q.Evidence, locomoKs)
+				add("bm25", l.plain.search(q.Question, topK), q.Evidence)
 			}
 		}
 	}
@@ -445,6 +463,17 @@ func BenchmarkLoCoMo(b *testing.B) {
 		for _, k := range locomoKs {
 			b.ReportMetric(s.HitAt(k), fmt.Sprintf("%s-hit@%d", r, k))
 			b.ReportMetric(s.RecallAt(k), fmt.Sprintf("%s-recall@%d", r, k))
+		}
+	}
+	if len(all) > 1 {
+		fmt.Fprintf(&table, "\nEach conversation, in the order of the files:\n\n")
+		fmt.Fprintf(&table, "| conversation | turns | questions | retriever | hit@5 | hit@10 | recall@5 | recall@10 |\n| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n")
+		for i, l := range all {
+			for _, r := range locomoRetrievers[:3] {
+				s := each[i][r]
+				fmt.Fprintf(&table, "| %d | %d | %d | %s | %.3f | %.3f | %.3f | %.3f |\n", i+1, len(l.conv.Turns), len(l.conv.Questions), r,
+					s.HitAt(5), s.HitAt(10), s.RecallAt(5), s.RecallAt(10))
+			}
 		}
 	}
 	fmt.Fprintf(&table, "\n%d clients, each question %d times per mode (%s):\n\n", locomoClients, locomoRounds, locomoLoad())

@@ -21,6 +21,7 @@ import (
 	"github.com/agent-context/agent-context/adapters/postgres/worker"
 	"github.com/agent-context/agent-context/contract"
 	"github.com/agent-context/agent-context/runtime"
+	"github.com/agent-context/agent-context/runtime/memory"
 	"github.com/agent-context/agent-context/runtime/operation"
 )
 
@@ -489,7 +490,7 @@ func TestMaintenanceStatusEndToEnd(t *testing.T) {
 	require.Equal(t, map[string]any{
 		"operations": map[string]any{"pending": 3.0, "running": 0.0, "failedLast24h": 0.0},
 		"retention":  map[string]any{"lastRunAtMs": nil, "defaultMaxAgeMs": nil},
-		"vectorProjection": map[string]any{"generation": 1.0, "model": hash.ModelID, "dimensions": 384.0,
+		"vectorProjection": map[string]any{"generation": 1.0, "model": hash.ModelID + memory.ContextInput, "dimensions": 384.0,
 			"pendingEntries": 0.0, "indexedThroughMs": 0.0},
 		"database": map[string]any{"ok": true, "schemaVersion": float64(current)},
 	}, raw)

@@ -46,7 +46,7 @@ func TestRecallModesAndFilters(t *testing.T) {
 	app := startApp(t)
 	seedRecallEntries(t, app)
 	st := app.waitProjected(t)
-	require.Equal(t, contract.VectorProjectionStatus{Generation: 1, Model: hash.ModelID, Dimensions: hash.Dimensions,
+	require.Equal(t, contract.VectorProjectionStatus{Generation: 1, Model: hash.ModelID + memory.ContextInput, Dimensions: hash.Dimensions,
 		IndexedThroughMs: app.getEntry(t, "standup").CreatedAtMs}, st)
 
 	res := app.recall(t, map[string]any{"query": "how does staging deploy from the release branch"})
@@ -61,8 +61,8 @@ func TestRecallModesAndFilters(t *testing.T) {
 	for _, r := range res.Results {
 		last = min(last, *r.Breakdown.VectorScore)
 	}
-	require.InDelta(t, 0.6+min(0.4, *top.Breakdown.VectorScore-last), top.Score, 1e-12,
-		"score fusion: the text half's best (0.6, unscaled beside a short vector half) and the vector half's margin over its last")
+	require.InDelta(t, 0.4+min(0.4, *top.Breakdown.VectorScore-last), top.Score, 1e-12,
+		"score fusion: the text half's best (0.4, unscaled beside a short vector half) and the vector half's margin over its last")
 	require.Positive(t, *top.Breakdown.VectorScore)
 	require.Positive(t, *top.Breakdown.TextScore)
 	for i := 1; i < len(res.Results); i++ {
@@ -261,7 +261,7 @@ func TestRecallEmbedderOutage(t *testing.T) {
 	app := startApp(t, srv.configure)
 	app.createEntry(t, entryBody("e1", "The heron service restarts nightly."))
 	st := app.waitProjected(t)
-	require.Equal(t, "openai:test-model/16", st.Model)
+	require.Equal(t, "openai:test-model/16"+memory.ContextInput, st.Model)
 	require.Equal(t, []string{"e1"}, app.recallIDs(t, map[string]any{"query": "heron restarts", "mode": "vector"}))
 	require.EqualValues(t, 1, vectorRows(t, app))
 
@@ -271,7 +271,7 @@ func TestRecallEmbedderOutage(t *testing.T) {
 	require.Equal(t, contract.DegradationEmbeddingUnavailable, *res.DegradationReason)
 	require.Equal(t, []string{"e1"}, resultIDs(res.Results))
 	require.Nil(t, res.Results[0].Breakdown.VectorRank)
-	require.InDelta(t, 0.6, res.Results[0].Score, 1e-12, "the text half's share for its best hit")
+	require.InDelta(t, 0.4, res.Results[0].Score, 1e-12, "the text half's share for its best hit")
 	e := app.post(t, pathRecall, map[string]any{"query": "heron service", "mode": "vector"}).
 		requireError(t, http.StatusServiceUnavailable, contract.CodeEmbeddingUnavailable)
 	require.Empty(t, e.Details)
@@ -380,7 +380,7 @@ func TestRebuildAfterTruncate(t *testing.T) {
 	require.JSONEq(t, `{"embedder":null}`, string(started.Operation.Request))
 	done := app.waitOperation(t, started.Operation.ID)
 	require.Equal(t, contract.OperationSucceeded, done.State, "%+v", done)
-	require.JSONEq(t, fmt.Sprintf(`{"generation":2,"model":%q,"dimensions":384,"embeddedEntries":60}`, hash.ModelID), string(done.Result))
+	require.JSONEq(t, fmt.Sprintf(`{"generation":2,"model":%q,"dimensions":384,"embeddedEntries":60}`, hash.ModelID+memory.ContextInput), string(done.Result))
 	require.Equal(t, contract.OperationProgress{Done: 60, Total: ptrTo[int64](60)}, done.Progress)
 	for i, q := range queries {
 		res := app.recall(t, q)
@@ -460,11 +460,11 @@ func TestEmbedderChangeIsARebuild(t *testing.T) {
 		// On a timeout the last status seen is reported, operations included.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			st := second.status(t, h...)
-			assert.Equal(c, local.ModelID, st.VectorProjection.Model, "status %+v", st)
+			assert.Equal(c, local.ModelID+memory.ContextInput, st.VectorProjection.Model, "status %+v", st)
 			assert.Zero(c, st.Operations.Pending+st.Operations.Running, "status %+v", st)
 		}, operationDeadline, 50*time.Millisecond)
 		st := second.waitProjected(t, h...)
-		require.Equal(t, contract.VectorProjectionStatus{Generation: 2, Model: local.ModelID, Dimensions: 512,
+		require.Equal(t, contract.VectorProjectionStatus{Generation: 2, Model: local.ModelID + memory.ContextInput, Dimensions: 512,
 			IndexedThroughMs: st.IndexedThroughMs}, st)
 		// Semantic now: no word in common with the entry.
 		require.Equal(t, "cat", second.recallIDs(t, map[string]any{"query": "where does my kitten nap?", "mode": "vector"}, h...)[0])
@@ -474,7 +474,7 @@ func TestEmbedderChangeIsARebuild(t *testing.T) {
 	require.NoError(t, err)
 	models, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{local.ModelID}, models, "the hash model's table is dropped")
+	require.Equal(t, []string{local.ModelID + memory.ContextInput}, models, "the hash model's table is dropped")
 }
 
 // TestServeRefusesMissingModel: with the local embedder and no model, serve stops at

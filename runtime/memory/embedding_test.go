@@ -33,3 +33,14 @@ func TestEmbeddingUnavailable(t *testing.T) {
 	require.ErrorIs(t, memory.EmbeddingUnavailable(nil), memory.ErrEmbeddingUnavailable)
 	require.NotErrorIs(t, runtime.Errorf(contract.CodeServiceUnavailable, "db down"), memory.ErrEmbeddingUnavailable)
 }
+
+// An entry is embedded in its context only for a model that says so.
+func TestEmbedInputText(t *testing.T) {
+	t.Parallel()
+	in := memory.EmbedInput{ID: "e", Content: "Bob: Paris, in May.", Previous: "Ann: Where did you go?"}
+	inContext := memory.EmbeddingModel{ID: "m" + memory.ContextInput, Dimensions: 3}
+	require.Equal(t, "Ann: Where did you go? Bob: Paris, in May.", in.Text(inContext))
+	require.Equal(t, "Bob: Paris, in May.", in.Text(memory.EmbeddingModel{ID: "m", Dimensions: 3}))
+	in.Previous = ""
+	require.Equal(t, "Bob: Paris, in May.", in.Text(inContext))
+}

@@ -86,6 +86,24 @@ const MaxHistoryVersions = 1000
 type EmbedInput struct {
 	ID      string
 	Content string
+	// Previous is the content of the entry written just before it in its conversation
+	// (in any status), "" for the first one and for an entry of no conversation.
+	Previous string
+}
+
+// ContextInput ends the model ID of a projection whose vectors embed an entry in its
+// context (EmbedInput.Text): the embedder's own model ID stands for vectors of the
+// content alone, which projections made before keep until they are rebuilt.
+const ContextInput = "+previous"
+
+// Text is what the projection embeds for the entry in a generation of model: for a
+// model whose ID ends in ContextInput, the previous entry of its conversation, a
+// space and its content (a short reply says what it answers); else its content.
+func (in EmbedInput) Text(model EmbeddingModel) string {
+	if in.Previous == "" || !strings.HasSuffix(model.ID, ContextInput) {
+		return in.Content
+	}
+	return in.Previous + " " + in.Content
 }
 
 // Entries holds the use cases of context entries: create, get, correct, merge and

@@ -510,10 +510,6 @@ var errNoEmbedder = errors.New("no embedder for the model")
 
 // embedBacklog embeds a claim's texts once per model of its live generations.
 func (p *Projection) embedBacklog(ctx context.Context, b Backlog) (map[string][][]float32, error) {
-	texts := make([]string, len(b.Entries))
-	for i, e := range b.Entries {
-		texts[i] = e.Content
-	}
 	vectors := map[string][][]float32{}
 	for _, g := range b.Generations {
 		if _, done := vectors[g.Model.ID]; done {
@@ -523,13 +519,22 @@ func (p *Projection) embedBacklog(ctx context.Context, b Backlog) (map[string][]
 		if !ok {
 			return nil, fmt.Errorf("%w %s (generation %d)", errNoEmbedder, g.Model.ID, g.Number)
 		}
-		v, err := EmbedChecked(ctx, emb, g.Model, texts)
+		v, err := EmbedChecked(ctx, emb, g.Model, inputTexts(b.Entries, g.Model))
 		if err != nil {
 			return nil, err
 		}
 		vectors[g.Model.ID] = v
 	}
 	return vectors, nil
+}
+
+// inputTexts are the texts to embed of in, for a generation of model.
+func inputTexts(in []EmbedInput, model EmbeddingModel) []string {
+	texts := make([]string, len(in))
+	for i, e := range in {
+		texts[i] = e.Text(model)
+	}
+	return texts
 }
 
 func inputIDs(in []EmbedInput) []string {
@@ -758,11 +763,7 @@ func (p *Projection) fill(ctx context.Context, scope runtime.Scope, opID string,
 	if len(batch) == 0 {
 		return p.store.SwitchGeneration(ctx, scope, opID, cur, nowMs)
 	}
-	texts := make([]string, len(batch))
-	for i, e := range batch {
-		texts[i] = e.Content
-	}
-	vectors, err := EmbedChecked(ctx, emb, model, texts)
+	vectors, err := EmbedChecked(ctx, emb, model, inputTexts(batch, model))
 	if err != nil {
 		return err
 	}

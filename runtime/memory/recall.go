@@ -117,9 +117,10 @@ func NewRecall(store RecallStore, projection *Projection, embedders Embedders, c
 // whatever its rank. Without a full vector half (degraded, or fewer hits than asked
 // for), the text part is not scaled by coverage: it is all there is to rank some
 // entries by. The values were measured on the labelled set and on three long
-// conversations (docs/recall-quality.md).
+// conversations (docs/recall-quality.md); the text share follows the vector half's
+// strength, and came down from 0.6 when entries were embedded in their context.
 const (
-	textShare       = 0.6
+	textShare       = 0.4
 	vectorMarginCap = 0.4
 )
 

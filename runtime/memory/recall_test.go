@@ -151,7 +151,7 @@ func TestRecallQueryBudget(t *testing.T) {
 	}
 }
 
-// Score fusion: a result's text part is 0.6 × its BM25 score over the best (beside a
+// Score fusion: a result's text part is 0.4 × its BM25 score over the best (beside a
 // full vector half: × its coverage), its vector part its cosine's margin over the
 // vector half's last candidate, up to 0.4; ties go to the better single rank, then the
 // newer entry, then the smaller ID; minScore and topK cut the fused list.
@@ -159,7 +159,7 @@ func TestRecallFusion(t *testing.T) {
 	t.Parallel()
 	store := &stubRecall{
 		vector: []memory.RecallHit{hit("a", 1, 0.9), hit("b", 1, 0.8), hit("c", 1, 0.7)},
-		text:   []memory.RecallHit{hit("c", 1, 0.5), hit("d", 5, 0.4), hit("e", 9, 0.3), hit("f", 9, 0.2)},
+		text:   []memory.RecallHit{hit("c", 1, 0.5), hit("d", 5, 0.42), hit("e", 9, 0.3), hit("f", 9, 0.2)},
 	}
 	store.text[2].Coverage = 0.4
 	store.text[3].Coverage = 0.2
@@ -167,26 +167,27 @@ func TestRecallFusion(t *testing.T) {
 	res, err := r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
 	// The vector half came back short (it saw all it could rank): the text part is not
-	// scaled by coverage. c: 0.6 (+ 0, the vector half's last); d 0.48; e 0.36; f 0.24;
-	// then the vector half's a (margin 0.2) and b (0.1).
-	require.Equal(t, []string{"c", "d", "e", "f", "a", "b"}, resultIDs(res.Results))
-	require.InDelta(t, 0.6, res.Results[0].Score, 1e-12)
-	require.InDelta(t, 0.24, res.Results[3].Score, 1e-12)
-	require.InDelta(t, 0.2, res.Results[4].Score, 1e-12)
+	// scaled by coverage. c: 0.4 (+ 0, the vector half's last); d 0.336; e 0.24; the
+	// vector half's a (margin 0.2); f 0.16; b (0.1).
+	require.Equal(t, []string{"c", "d", "e", "a", "f", "b"}, resultIDs(res.Results))
+	require.InDelta(t, 0.4, res.Results[0].Score, 1e-12)
+	require.InDelta(t, 0.2, res.Results[3].Score, 1e-12)
+	require.InDelta(t, 0.16, res.Results[4].Score, 1e-12)
 	c := res.Results[0].Breakdown
 	require.Equal(t, 3, *c.VectorRank)
 	require.Equal(t, 0.7, *c.VectorScore)
 	require.Equal(t, 1, *c.TextRank)
 	require.Equal(t, 0.5, *c.TextScore)
-	require.Nil(t, res.Results[4].Breakdown.TextRank)
+	require.Nil(t, res.Results[3].Breakdown.TextRank)
 	require.Equal(t, contract.RecallWatermark{Generation: 3, PendingEntries: 2, IndexedThroughMs: 9}, res.Watermark)
 	require.Equal(t, 20, store.queries[0].Limit, "a hybrid half asks for more candidates than topK")
 	require.Equal(t, memory.Generation{Number: 3, Model: testModel}, store.queries[0].Generation)
 
 	// Beside a full vector half (20 hits, the candidates of topK 10, the last at 0.52)
-	// coverage scales the text part: c 0.6, d 0.48, then the vector half's v00 (margin
-	// 0.47, capped at 0.4), v01 0.36 … v07 0.24; e (0.36 × 0.4) and f (0.24 × 0.2) fall
-	// behind them.
+	// coverage scales the text part: c 0.4 and the vector half's v00 (margin 0.47,
+	// capped at 0.4) tie, both first in their half and as new, and c has the smaller
+	// ID; then v01 0.36, v02 0.34, d 0.336, v03 0.32 … v07 0.24; e (0.24 × 0.4) and f
+	// (0.16 × 0.2) fall behind them.
 	full := &stubRecall{text: store.text}
 	for i := range 20 {
 		full.vector = append(full.vector, hit(fmt.Sprintf("v%02d", i), 1, 0.9-0.02*float64(i)))
@@ -195,23 +196,23 @@ func TestRecallFusion(t *testing.T) {
 	res, err = newRecall(t, full, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
 		&contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
-	require.Equal(t, []string{"c", "d", "v00", "v01", "v02", "v03", "v04", "v05", "v06", "v07"}, resultIDs(res.Results))
-	require.InDelta(t, 0.4, res.Results[2].Score, 1e-12)
-	require.InDelta(t, 0.36, res.Results[3].Score, 1e-12)
+	require.Equal(t, []string{"c", "v00", "v01", "v02", "d", "v03", "v04", "v05", "v06", "v07"}, resultIDs(res.Results))
+	require.InDelta(t, 0.4, res.Results[1].Score, 1e-12)
+	require.InDelta(t, 0.336, res.Results[4].Score, 1e-12)
 
-	// An entry both halves found adds its parts: v05, 0.28 + 0.6 × 0.5, goes first.
+	// An entry both halves found adds its parts: v05, 0.28 + 0.4 × 0.5, goes first.
 	both := &stubRecall{vector: full.vector, text: []memory.RecallHit{hit("v05", 1, 0.8)}}
 	both.text[0].Coverage = 0.5
 	res, err = newRecall(t, both, unitEmbedder{model: testModel}).Recall(context.Background(), runtime.Principal{},
 		&contract.RecallRequest{Query: "q"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"v05", "v00", "v01"}, resultIDs(res.Results)[:3])
-	require.InDelta(t, 0.28+0.3, res.Results[0].Score, 1e-12)
+	require.InDelta(t, 0.28+0.2, res.Results[0].Score, 1e-12)
 	require.Equal(t, 1, *res.Results[0].Breakdown.TextRank)
 	require.Equal(t, 6, *res.Results[0].Breakdown.VectorRank)
 
 	top := 2
-	minScore := 0.25
+	minScore := 0.22
 	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", MinScore: &minScore})
 	require.NoError(t, err)
 	require.Equal(t, []string{"c", "d", "e"}, resultIDs(res.Results))
@@ -220,7 +221,7 @@ func TestRecallFusion(t *testing.T) {
 	require.Len(t, res.Results, 2)
 	res, err = r.Recall(context.Background(), runtime.Principal{}, &contract.RecallRequest{Query: "q", MinScore: &minScore, Mode: "vector"})
 	require.NoError(t, err)
-	require.Len(t, res.Results, 3, "vector scores are similarities: all pass 0.25")
+	require.Len(t, res.Results, 3, "vector scores are similarities: all pass 0.22")
 	require.Equal(t, 10, store.queries[len(store.queries)-1].Limit)
 }
 
