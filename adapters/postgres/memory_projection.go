@@ -204,7 +204,8 @@ func (s *ProjectionStore) ensureModelLocked(ctx context.Context, tx DBTX, model 
 			expires_at_ms    bigint,
 			embedding        %s NOT NULL,
 			indexed          boolean NOT NULL DEFAULT false,
-			PRIMARY KEY (tenant_id, project_id, generation, entry_id))`, t.ident(), t.column()),
+			PRIMARY KEY (tenant_id, project_id, generation, entry_id))
+			WITH (toast_tuple_target = %d)`, t.ident(), t.column(), vectorToastTarget),
 		fmt.Sprintf(`CREATE INDEX %s ON %s (tenant_id, project_id, conversation_id)`,
 			pgx.Identifier{t.Name + "_by_conversation"}.Sanitize(), t.ident()),
 		fmt.Sprintf(`CREATE INDEX %s ON %s USING gin (tenant_id, project_id, generation, tags)`,
@@ -232,6 +233,15 @@ func (s *ProjectionStore) ensureModelLocked(ctx context.Context, tx DBTX, model 
 	s.catalog.remember(t)
 	return t, nil
 }
+
+// vectorToastTarget is the vector tables' toast_tuple_target, the largest Postgres
+// accepts: a row is toasted only when it does not fit a page, so a vector of up to
+// about 1,900 dimensions (twice as many as halfvec) stays in its row. At the default (2 KiB) a row of 512
+// dimensions had its vector moved out of line, and ranking a scope exactly read it
+// back through the TOAST table's index, row by row: 3,000 buffers for 369 rows
+// (docs/benchmarks.md, "Recall latency on LoCoMo conversations"). Migration 00035 sets
+// it on the tables created before.
+const vectorToastTarget = 8160
 
 // graphed reports whether the table has an HNSW graph.
 func (t vectorTable) graphed() bool { return t.Model.Dimensions <= maxHalfvecIndexDims }

@@ -462,6 +462,11 @@ func TestVectorSearchSmallScopeExact(t *testing.T) {
 		require.Equal(t, before, settings(), "the settings of a search of %s", scope.TenantID)
 	}
 
+	// The table keeps its vectors in their rows (toasted only beyond a page).
+	var options []string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reloptions FROM pg_class WHERE oid = $1::regclass`, table).Scan(&options))
+	require.Equal(t, []string{"toast_tuple_target=8160"}, options)
+
 	for i, q := range vectors {
 		hits, walks := search(small, q)
 		require.Equal(t, exactNearest(smallEntries, q, 10), hitIDs(hits), queries[i])

@@ -96,6 +96,12 @@ func vectorSettingsOnWorkers(efSearch int) []string {
 	}
 }
 
+// smallScopeSettingsSQL bounds the exact ranking of a small scope (at most
+// fewFilterRows active entries): its statement timeout ($1) alone. Whatever its
+// parameters, its plan reads no more than the scope's rows, so the plan the
+// statement's preparation keeps serves, without planning every recall anew.
+const smallScopeSettingsSQL = `SELECT set_config('statement_timeout', $1, true)`
+
 // vectorPlan is how the vector half finds the nearest entries.
 type vectorPlan int
 
@@ -169,10 +175,15 @@ func vectorSQL(t vectorTable, plan vectorPlan, asOf bool) string {
 			(SELECT entry_id, distance FROM scanned WHERE (SELECT few FROM few) ORDER BY distance LIMIT $9)
 			UNION ALL`, distance, t.ident(), where) + searched(` AND NOT (SELECT few FROM few)`) + `)`
 	}
+	// Each of the nearest is looked up by its key: the LIMIT keeps the lookup a
+	// subquery the planner does not merge into a join, which, before the tables'
+	// first ANALYZE, it ran as one scan of the scope's entries per result.
 	return `WITH ` + nearest + `
-		SELECT ` + entryColumns + `, nn.distance FROM nn
-		JOIN context_entries e ON e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = nn.entry_id
-		WHERE e.status = 'active' AND ` + recallable(asOf, 8) + `
+		SELECT e.*, nn.distance FROM nn
+		CROSS JOIN LATERAL (SELECT ` + entryColumns + ` FROM context_entries e
+			WHERE e.tenant_id = $1 AND e.project_id = $2 AND e.entry_id = nn.entry_id
+			  AND e.status = 'active' AND ` + recallable(asOf, 8) + `
+			LIMIT 1) e
 		ORDER BY nn.distance, e.entry_id
 		LIMIT $9`
 }
@@ -198,11 +209,13 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 	args := append([]any{scope.TenantID, scope.ProjectID, pgvector.NewVector(q.Vector), q.Generation.Number},
 		append(recallFilterArgs(q.RecallFilter), q.Limit)...)
 	efSearch := hnswEfSearch(q.Limit)
-	settings := []any{strconv.FormatInt(s.searchTimeout.Milliseconds(), 10), strconv.Itoa(efSearch)}
+	timeout := strconv.FormatInt(s.searchTimeout.Milliseconds(), 10)
+	small := q.ScopeEntries > 0 && q.ScopeEntries <= int64(s.fewRows)
 	// On Citus, the settings go to the workers: in a transaction block of the batch's
-	// own unless the store runs in a transaction already.
+	// own unless the store runs in a transaction already. A small scope's exact
+	// ranking needs none of pgvector's.
 	var before, after []string
-	if s.citus {
+	if s.citus && !small {
 		before = vectorSettingsOnWorkers(efSearch)
 		if _, inTx := s.db.(pgx.Tx); !inTx {
 			before, after = append([]string{"BEGIN"}, before...), []string{"COMMIT"}
@@ -219,7 +232,11 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 		for _, stmt := range before {
 			b.Queue(stmt)
 		}
-		b.Queue(vectorSettingsSQL, settings...)
+		if small {
+			b.Queue(smallScopeSettingsSQL, timeout)
+		} else {
+			b.Queue(vectorSettingsSQL, timeout, strconv.Itoa(efSearch))
+		}
 		b.Queue(vectorSQL(t, plan, q.AsOfMs != nil), planArgs...)
 		for _, stmt := range after {
 			b.Queue(stmt)
@@ -240,7 +257,7 @@ func (s *RecallStore) VectorSearch(ctx context.Context, scope runtime.Scope, q m
 	}
 	plan := vectorIndexed
 	switch {
-	case !t.graphed(), q.ScopeEntries > 0 && q.ScopeEntries <= int64(s.fewRows):
+	case !t.graphed(), small:
 		plan = vectorExact
 	case len(q.Tags) > 0 || q.ConversationID != "":
 		plan = vectorFewFirst

@@ -317,3 +317,38 @@ func TestMigrateDistributesOnlyOnCitus(t *testing.T) {
 		Scan(&local))
 	require.Empty(t, local)
 }
+
+// Migration 00035 keeps the vectors of the tables before it in their rows, and 00035's
+// down returns them to the default.
+func TestMigrationKeepsVectorsInline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, provider := migratedDownTo(t, 34)
+	pool, err := postgres.NewPool(ctx, dsn, postgres.PoolOptions{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pool.Exec(ctx, `INSERT INTO vector_models (model_id, dimensions, table_name, created_at_ms) VALUES ('m', 512, 'entry_vectors_9', 0)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE entry_vectors_9 (tenant_id text NOT NULL, embedding vector(512) NOT NULL)`)
+	require.NoError(t, err)
+	options := func() (o []string) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'entry_vectors_9'::regclass`).Scan(&o))
+		return o
+	}
+	require.Empty(t, options())
+	_, err = provider.UpTo(ctx, 35)
+	require.NoError(t, err)
+	require.Equal(t, []string{"toast_tuple_target=8160"}, options())
+	vector := make([]float32, 512)
+	for i := range vector {
+		vector[i] = float32(i%7) / 7
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO entry_vectors_9 VALUES ('t', $1)`, pgvector.NewVector(vector))
+	require.NoError(t, err)
+	var toasted int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE oid = 'entry_vectors_9'::regclass`).Scan(&toasted))
+	require.Zero(t, toasted, "a 512-dimension vector stays in its row")
+	_, err = provider.DownTo(ctx, 34)
+	require.NoError(t, err)
+	require.Empty(t, options())
+}

@@ -167,19 +167,18 @@ func (e *encoder) forward(seqs [][]int32, dst [][]float32, s *scratch) {
 	for _, seq := range seqs {
 		rows += len(seq)
 	}
-	padded := padRows(rows)
-	s.x = grow(s.x, padded*modelDim)
-	s.h = grow(s.h, padded*modelDim)
-	s.qkv = grow(s.qkv, padded*3*modelDim)
-	s.att = grow(s.att, padded*modelDim)
-	s.y = grow(s.y, padded*modelDim)
-	s.ffn = grow(s.ffn, padded*ffnDim)
+	s.x = grow(s.x, rows*modelDim)
+	s.h = grow(s.h, rows*modelDim)
+	s.qkv = grow(s.qkv, rows*3*modelDim)
+	s.att = grow(s.att, rows*modelDim)
+	s.y = grow(s.y, rows*modelDim)
+	s.ffn = grow(s.ffn, rows*ffnDim)
 	s.scores = grow(s.scores, maxTokens)
 
 	// The first layer's input is the piece embedding plus the timing signal, added to
 	// the piece embedding once more (the graph scatters the embeddings and adds them
 	// to a copy that carries the signal).
-	x := s.x[:padded*embedDim]
+	x := s.x[:rows*embedDim]
 	r := 0
 	for _, seq := range seqs {
 		for pos, id := range seq {
@@ -193,31 +192,29 @@ func (e *encoder) forward(seqs [][]int32, dst [][]float32, s *scratch) {
 			r++
 		}
 	}
-	clear(x[rows*embedDim:])
 
 	for i := range e.layers {
 		l := &e.layers[i]
 		in := l.in
-		x := s.x[:padded*in]
-		h := s.h[:padded*in]
-		qkv := s.qkv[:padded*3*in]
-		att := s.att[:padded*in]
-		y := s.y[:padded*modelDim]
+		x := s.x[:rows*in]
+		h := s.h[:rows*in]
+		qkv := s.qkv[:rows*3*in]
+		att := s.att[:rows*in]
+		y := s.y[:rows*modelDim]
 
 		layerNorm(h, x, rows, in, l.attnScale, l.attnBias, e.normEps)
-		gemm(qkv, h, padded, l.qkv, l.qkvBias)
+		gemm(qkv, h, rows, l.qkv, l.qkvBias)
 		start := 0
 		for _, seq := range seqs {
 			e.attend(att[start*in:], qkv[start*3*in:], len(seq), in, l.qScale, s.scores)
 			start += len(seq)
 		}
-		clear(att[rows*in:])
-		gemm(y, att, padded, l.out, l.outBias)
+		gemm(y, att, rows, l.out, l.outBias)
 		if l.residual != nil {
 			// y (attention) + dense(x): the residual needs x, so the sum goes to x's
 			// buffer only after the dense layer has read it.
-			gemm(s.h, x, padded, l.residual, l.residualBias)
-			x = s.x[:padded*modelDim]
+			gemm(s.h, x, rows, l.residual, l.residualBias)
+			x = s.x[:rows*modelDim]
 			for j := range y {
 				x[j] = y[j] + s.h[j]
 			}
@@ -226,14 +223,14 @@ func (e *encoder) forward(seqs [][]int32, dst [][]float32, s *scratch) {
 				x[j] += y[j]
 			}
 		}
-		x = s.x[:padded*modelDim]
-		h = s.h[:padded*modelDim]
+		x = s.x[:rows*modelDim]
+		h = s.h[:rows*modelDim]
 		layerNorm(h, x, rows, modelDim, l.ffnScale, l.ffnBias, e.normEps)
-		gemm(s.ffn, h, padded, l.ffn1, l.ffn1Bias)
+		gemm(s.ffn, h, rows, l.ffn1, l.ffn1Bias)
 		for j, v := range s.ffn {
 			s.ffn[j] = max(v, 0)
 		}
-		gemm(y, s.ffn, padded, l.ffn2, l.ffn2Bias)
+		gemm(y, s.ffn, rows, l.ffn2, l.ffn2Bias)
 		for j := range y {
 			x[j] += y[j]
 		}
@@ -241,7 +238,7 @@ func (e *encoder) forward(seqs [][]int32, dst [][]float32, s *scratch) {
 
 	// Mean over each sequence's positions (an empty one pools to zeros, as the
 	// graph's max(length, 1) divisor gives), then the tanh layer and L2 normalization.
-	n := padRows(len(seqs))
+	n := len(seqs)
 	s.pooled = grow(s.pooled, n*modelDim)
 	s.out = grow(s.out, n*modelDim)
 	clear(s.pooled)
@@ -343,5 +340,4 @@ func layerNorm(dst, x []float32, rows, n int, scale, bias []float32, eps float32
 			out[c] = float32((float64(v)-mean)*inv)*scale[c] + bias[c]
 		}
 	}
-	clear(dst[rows*n:])
 }

@@ -8,7 +8,7 @@ package local
 
 const (
 	panelWidth = 16 // columns per packed panel: two 8-wide AVX registers
-	blockRows  = 6  // input rows per kernel call: 12 accumulator registers
+	blockRows  = 6  // input rows per kernel call: 12 accumulator registers (fewer at the end)
 )
 
 // matrix is a k×n weight matrix packed panel by panel: panel p holds columns
@@ -34,21 +34,31 @@ func packMatrix(w []float32, k, n int) *matrix {
 	return m
 }
 
-// padRows rounds a row count up to whole kernel blocks; activation buffers are that
-// long, and the padding rows are computed and ignored.
-func padRows(rows int) int {
-	return (rows + blockRows - 1) / blockRows * blockRows
+// blockOf is the rows of the next kernel call when rows are left: a whole block while
+// one is left, then 4, 2 and 1, so that a product computes no row it was not asked
+// for (a question of 13 pieces is 13 rows, not 18).
+func blockOf(rows int) int {
+	switch {
+	case rows >= blockRows:
+		return blockRows
+	case rows >= 4:
+		return 4
+	case rows >= 2:
+		return 2
+	}
+	return 1
 }
 
-// gemm sets dst (rows × w.n) to a (rows × w.k) times w, plus bias on every row. rows
-// is a multiple of blockRows.
+// gemm sets dst (rows × w.n) to a (rows × w.k) times w, plus bias on every row.
 func gemm(dst, a []float32, rows int, w *matrix, bias []float32) {
 	_ = dst[rows*w.n-1]
 	_ = a[rows*w.k-1]
 	for p := 0; p < w.n/panelWidth; p++ {
 		panel := w.packed[p*w.k*panelWidth : (p+1)*w.k*panelWidth]
-		for r := 0; r < rows; r += blockRows {
-			kernel(a[r*w.k:], w.k, panel, dst[r*w.n+p*panelWidth:], w.n)
+		for r := 0; r < rows; {
+			m := blockOf(rows - r)
+			kernel(m, a[r*w.k:], w.k, panel, dst[r*w.n+p*panelWidth:], w.n)
+			r += m
 		}
 	}
 	for r := 0; r < rows; r++ {
@@ -59,10 +69,10 @@ func gemm(dst, a []float32, rows int, w *matrix, bias []float32) {
 	}
 }
 
-// kernelGo is the portable kernel: c[i·ldc+j] = Σₖ a[i·lda+k]·b[k·16+j] for the
-// blockRows rows i and the panelWidth columns j.
-func kernelGo(a []float32, lda int, b []float32, k int, c []float32, ldc int) {
-	for i := 0; i < blockRows; i++ {
+// kernelGo is the portable kernel: c[i·ldc+j] = Σₖ a[i·lda+k]·b[k·16+j] for the m
+// rows i and the panelWidth columns j.
+func kernelGo(m int, a []float32, lda int, b []float32, k int, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
 		var acc [panelWidth]float32
 		row := a[i*lda : i*lda+k]
 		for kk, v := range row {

@@ -79,47 +79,49 @@ func TestTokenizerRejectsBadVocab(t *testing.T) {
 	}
 }
 
-// TestKernelMatchesGo: the assembly kernel (where it runs) computes the portable
-// kernel's sums.
+// TestKernelMatchesGo: the assembly kernels (where they run) compute the portable
+// kernel's sums, for products of whole blocks and of every shorter tail.
 func TestKernelMatchesGo(t *testing.T) {
 	t.Parallel()
 	if !hasFMA {
 		t.Skip("no AVX2/FMA here: only the portable kernel runs, and the golden test covers it")
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	const rows, k, n = 12, 37, 32
-	a := make([]float32, rows*k)
-	w := make([]float32, k*n)
-	bias := make([]float32, n)
-	for i := range a {
-		a[i] = rng.Float32()*2 - 1
-	}
-	for i := range w {
-		w[i] = rng.Float32()*2 - 1
-	}
-	for i := range bias {
-		bias[i] = rng.Float32()
-	}
-	m := packMatrix(w, k, n)
-	got := make([]float32, rows*n)
-	gemm(got, a, rows, m, bias)
-	for r := 0; r < rows; r++ {
-		for c := 0; c < n; c++ {
-			var want float64
-			for kk := 0; kk < k; kk++ {
-				want += float64(a[r*k+kk]) * float64(w[kk*n+c])
+	const k, n = 37, 32
+	for _, rows := range []int{1, 2, 3, 4, 5, 6, 12, 13, 15, 17} {
+		a := make([]float32, rows*k)
+		w := make([]float32, k*n)
+		bias := make([]float32, n)
+		for i := range a {
+			a[i] = rng.Float32()*2 - 1
+		}
+		for i := range w {
+			w[i] = rng.Float32()*2 - 1
+		}
+		for i := range bias {
+			bias[i] = rng.Float32()
+		}
+		m := packMatrix(w, k, n)
+		got := make([]float32, rows*n)
+		gemm(got, a, rows, m, bias)
+		for r := 0; r < rows; r++ {
+			for c := 0; c < n; c++ {
+				var want float64
+				for kk := 0; kk < k; kk++ {
+					want += float64(a[r*k+kk]) * float64(w[kk*n+c])
+				}
+				want += float64(bias[c])
+				require.InDelta(t, want, got[r*n+c], 1e-4, "%d rows", rows)
 			}
-			want += float64(bias[c])
-			require.InDelta(t, want, got[r*n+c], 1e-4)
 		}
-	}
-	want := make([]float32, rows*n)
-	for r := 0; r < rows; r += blockRows {
-		for p := 0; p < n/panelWidth; p++ {
-			kernelGo(a[r*k:], k, m.packed[p*k*panelWidth:(p+1)*k*panelWidth], k, want[r*n+p*panelWidth:], n)
+		want := make([]float32, rows*n)
+		for r := 0; r < rows; r++ {
+			for p := 0; p < n/panelWidth; p++ {
+				kernelGo(1, a[r*k:], k, m.packed[p*k*panelWidth:(p+1)*k*panelWidth], k, want[r*n+p*panelWidth:], n)
+			}
 		}
-	}
-	for i := range want {
-		require.InDelta(t, want[i]+bias[i%n], got[i], 1e-5)
+		for i := range want {
+			require.InDelta(t, want[i]+bias[i%n], got[i], 1e-5, "%d rows", rows)
+		}
 	}
 }
