@@ -933,8 +933,8 @@ func (s *ProjectionStore) BacklogScopes(ctx context.Context, after *runtime.Scop
 // StaleScopes implements memory.ProjectionStore. The heads it examines stay locked
 // until the transaction ends, so that a rebuild requested meanwhile and the one the
 // sweep starts cannot both begin. Citus locks no rows of several tenants in one
-// statement: there the heads are listed first, then locked and examined by a statement
-// per scope, in one batch.
+// statement: there the heads are listed first, then each locked by a statement and
+// examined by the next, in one batch.
 func (s *ProjectionStore) StaleScopes(ctx context.Context, model string, after *runtime.Scope, limit int) ([]runtime.Scope, *runtime.Scope, error) {
 	// The scope's head is p; on Citus the statement names the scope itself ($1, $2) in
 	// the join and the sub-select, since Citus locks with FOR UPDATE only in a
@@ -971,16 +971,24 @@ func (s *ProjectionStore) StaleScopes(ctx context.Context, model string, after *
 	if err != nil || len(listed) == 0 {
 		return nil, nil, translate(err)
 	}
+	// Each head is locked by a statement of its own and examined by the next, which
+	// reads after the lock was granted: a sweep that waited for another's lock then
+	// sees the rebuild the other started (one statement would examine the operations
+	// as of before its wait).
 	b := &pgx.Batch{}
 	for _, sc := range listed {
+		b.Queue(`SELECT 1 FROM entry_projections WHERE tenant_id = $1 AND project_id = $2 FOR UPDATE`,
+			sc.TenantID, sc.ProjectID)
 		b.Queue(fmt.Sprintf(stale, "$3", "$1", "$2")+`
-			WHERE p.tenant_id = $1 AND p.project_id = $2
-			FOR UPDATE OF p`, sc.TenantID, sc.ProjectID, model)
+			WHERE p.tenant_id = $1 AND p.project_id = $2`, sc.TenantID, sc.ProjectID, model)
 	}
 	res := s.db.SendBatch(ctx, b)
 	defer func() { _ = res.Close() }() // checked below on success; an earlier error is the one reported
 	found := make([]scheduledScope, 0, len(listed))
 	for range listed {
+		if _, err := res.Exec(); err != nil {
+			return nil, nil, translate(err)
+		}
 		rows, err := res.Query()
 		if err != nil {
 			return nil, nil, translate(err)
